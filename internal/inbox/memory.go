@@ -1,0 +1,114 @@
+package inbox
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// DefaultMemoryPurgeBatch is the in-memory store's default purge batch, as
+// NimBus's InMemoryInboxStore.
+const DefaultMemoryPurgeBatch = 1000
+
+// MemoryStore is an in-process Store for tests, demos and local runs. It is
+// not durable: deduplication does not survive a restart.
+type MemoryStore struct {
+	now   func() time.Time
+	batch int
+
+	mu      sync.RWMutex
+	records map[string]memRecord // by identity hash
+}
+
+type memRecord struct {
+	endpointID string
+	createdAt  time.Time
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+// MemoryOptions configures a MemoryStore. The zero value means defaults.
+type MemoryOptions struct {
+	// Now is the clock for record timestamps; default time.Now.
+	Now func() time.Time
+	// PurgeBatchSize bounds one purge, 1..1000; 0 means 1000.
+	PurgeBatchSize int
+}
+
+// NewMemoryStore returns an empty store. It fails for a purge batch size
+// outside 1..1000.
+func NewMemoryStore(o MemoryOptions) (*MemoryStore, error) {
+	if o.PurgeBatchSize == 0 {
+		o.PurgeBatchSize = DefaultMemoryPurgeBatch
+	}
+	if o.PurgeBatchSize < 1 || o.PurgeBatchSize > 1000 {
+		return nil, fmt.Errorf("inbox: purge batch size %d is outside 1..1000", o.PurgeBatchSize)
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return &MemoryStore{now: o.Now, batch: o.PurgeBatchSize, records: make(map[string]memRecord)}, nil
+}
+
+// HasProcessed implements Store.
+func (s *MemoryStore) HasProcessed(ctx context.Context, key Key) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	if err := validKey(key); err != nil {
+		return false, err
+	}
+	s.mu.RLock()
+	_, ok := s.records[key.ID]
+	s.mu.RUnlock()
+	return ok, nil
+}
+
+// RecordProcessed implements Store; the first timestamp wins.
+func (s *MemoryStore) RecordProcessed(ctx context.Context, key Key) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := validKey(key); err != nil {
+		return err
+	}
+	now := s.now().UTC()
+	s.mu.Lock()
+	if _, ok := s.records[key.ID]; !ok {
+		s.records[key.ID] = memRecord{endpointID: key.EndpointID, createdAt: now}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// PurgeExpired implements Store. It deletes at most one batch, oldest
+// first is not guaranteed.
+func (s *MemoryStore) PurgeExpired(ctx context.Context, endpointID string, olderThan time.Time) (int, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	if isBlank(endpointID) {
+		return 0, ErrInvalidKey
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for id, r := range s.records {
+		if n == s.batch {
+			break
+		}
+		if r.endpointID == endpointID && r.createdAt.Before(olderThan) {
+			delete(s.records, id)
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Len returns the number of records held, for tests and the demo.
+func (s *MemoryStore) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.records)
+}

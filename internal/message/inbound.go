@@ -1,0 +1,179 @@
+package message
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Broker holds the broker (system) properties of a delivered message that
+// NimBus reads. A nil pointer means the property was absent.
+type Broker struct {
+	MessageID     *string
+	SessionID     *string
+	CorrelationID *string
+	// EnqueuedTime is the zero time when the transport did not say.
+	EnqueuedTime  time.Time
+	DeliveryCount int
+}
+
+// Inbound is a delivered NimBus message, read as NimBus's MessageContext
+// reads it.
+type Inbound struct {
+	Broker
+
+	Type Type
+	To   string
+	From string
+	// EventID may be nil: the property is always written but its value may
+	// be null.
+	EventID *string
+	// EventTypeID is the EventTypeId property, else the body's
+	// EventContent.EventTypeId; nil when neither is present.
+	EventTypeID          *string
+	OriginatingMessageID string
+	ParentMessageID      string
+	// RetryCount is nil when absent or not an integer.
+	RetryCount      *int32
+	OriginatingFrom *string
+	// InboxMessageID is the source MessageId a stand-in (RetryRequest,
+	// parked copy) carries; nil when absent.
+	InboxMessageID *string
+
+	// Content is the parsed body; nil when the body is not a MessageContent
+	// (ContentErr then says why).
+	Content    *Content
+	ContentErr error
+
+	props map[string]any
+}
+
+// InvalidMessageError reports a message NimBus cannot read: a required
+// property is missing or malformed. It never carries the payload.
+type InvalidMessageError struct {
+	Property string
+	Reason   string
+}
+
+func (e *InvalidMessageError) Error() string {
+	return fmt.Sprintf("invalid NimBus message: application property %s %s", e.Property, e.Reason)
+}
+
+// ErrInvalidMessage matches every *InvalidMessageError with errors.Is.
+var ErrInvalidMessage = errors.New("invalid NimBus message")
+
+// Is makes errors.Is(err, ErrInvalidMessage) true.
+func (e *InvalidMessageError) Is(target error) bool { return target == ErrInvalidMessage }
+
+// Read reads a delivered message. props are the application properties as
+// the transport decoded them (strings, numbers as json.Number or Go numbers,
+// booleans, nil). Required properties (MessageType, To, From, and the
+// EventId key) are checked here; a missing or unparseable one is an
+// *InvalidMessageError. A body that is not a MessageContent is not an error
+// here: Content is nil and ContentErr says why, because only some paths need
+// the body.
+func Read(b Broker, props map[string]any, body []byte) (*Inbound, error) {
+	in := &Inbound{Broker: b, props: props}
+
+	mt, ok := propString(props, PropMessageType)
+	if !ok {
+		return nil, &InvalidMessageError{Property: PropMessageType, Reason: "is not defined"}
+	}
+	t, ok := ParseType(mt)
+	if !ok {
+		return nil, &InvalidMessageError{Property: PropMessageType, Reason: fmt.Sprintf("cannot be parsed (%d characters)", len(mt))}
+	}
+	in.Type = t
+
+	if in.To, ok = propString(props, PropTo); !ok {
+		return nil, &InvalidMessageError{Property: PropTo, Reason: "is not defined"}
+	}
+	if in.From, ok = propString(props, PropFrom); !ok {
+		return nil, &InvalidMessageError{Property: PropFrom, Reason: "is not defined"}
+	}
+	v, present := props[PropEventID]
+	if !present {
+		return nil, &InvalidMessageError{Property: PropEventID, Reason: "is not defined"}
+	}
+	if s, ok := valueString(v); ok {
+		in.EventID = &s
+	}
+
+	in.OriginatingMessageID = Self
+	if s, ok := propString(props, PropOriginatingMessageID); ok {
+		in.OriginatingMessageID = s
+	}
+	in.ParentMessageID = Self
+	if s, ok := propString(props, PropParentMessageID); ok {
+		in.ParentMessageID = s
+	}
+	if s, ok := propString(props, PropRetryCount); ok {
+		if n, err := strconv.ParseInt(trimSpace(s), 10, 32); err == nil {
+			rc := int32(n)
+			in.RetryCount = &rc
+		}
+	}
+	if s, ok := propString(props, PropOriginatingFrom); ok {
+		in.OriginatingFrom = &s
+	}
+	if s, ok := propString(props, PropInboxMessageID); ok {
+		in.InboxMessageID = &s
+	}
+
+	in.Content, in.ContentErr = ParseContent(body)
+	if s, ok := propString(props, PropEventTypeID); ok {
+		in.EventTypeID = &s
+	} else if in.Content != nil && in.Content.EventContent != nil {
+		in.EventTypeID = in.Content.EventContent.EventTypeID
+	}
+	return in, nil
+}
+
+// Property returns an application property as NimBus reads it (the .NET
+// ToString of the value) and whether it was present with a non-null value.
+func (in *Inbound) Property(name string) (string, bool) { return propString(in.props, name) }
+
+// IsHeartbeat reports whether the message is NimBus's liveness probe
+// (EventTypeId equal to NimBus.Platform.Heartbeat, ignoring case).
+func (in *Inbound) IsHeartbeat() bool {
+	return in.EventTypeID != nil && strings.EqualFold(*in.EventTypeID, HeartbeatEventTypeID)
+}
+
+func propString(props map[string]any, name string) (string, bool) {
+	v, ok := props[name]
+	if !ok {
+		return "", false
+	}
+	return valueString(v)
+}
+
+// valueString renders a property value as .NET's ToString would for the
+// AMQP types NimBus writes. nil is "absent".
+func valueString(v any) (string, bool) {
+	switch x := v.(type) {
+	case nil:
+		return "", false
+	case string:
+		return x, true
+	case json.Number:
+		return x.String(), true
+	case bool:
+		if x {
+			return "True", true
+		}
+		return "False", true
+	case int:
+		return strconv.Itoa(x), true
+	case int32:
+		return strconv.FormatInt(int64(x), 10), true
+	case int64:
+		return strconv.FormatInt(x, 10), true
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), true
+	default:
+		return fmt.Sprint(x), true
+	}
+}

@@ -1,0 +1,61 @@
+// Package resolver publishes the subscriber's outcomes to the NimBus
+// Resolver. A Publisher sends each response to the endpoint's own topic with
+// To=Resolver; the topology's Resolver fan-out subscription stamps From and
+// forwards it to the Resolver topic.
+package resolver
+
+import (
+	"context"
+	"sync"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+)
+
+// Publisher sends responses. Implementations are safe for concurrent use.
+// An error means the response may not have been sent; the caller fails the
+// invocation so the broker redelivers.
+type Publisher interface {
+	Publish(ctx context.Context, m *message.Outgoing) error
+}
+
+// Memory is an in-process Publisher that keeps what it is given, for tests
+// and the local demo. It never fails unless Fail is set.
+type Memory struct {
+	mu   sync.Mutex
+	sent []*message.Outgoing
+	// Fail, when set, is called before each publish; a non-nil result is
+	// returned and nothing is kept.
+	Fail func(m *message.Outgoing) error
+}
+
+var _ Publisher = (*Memory)(nil)
+
+// Publish implements Publisher.
+func (p *Memory) Publish(ctx context.Context, m *message.Outgoing) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if p.Fail != nil {
+		if err := p.Fail(m); err != nil {
+			return err
+		}
+	}
+	p.mu.Lock()
+	p.sent = append(p.sent, m)
+	p.mu.Unlock()
+	return nil
+}
+
+// Sent returns a copy of everything published so far, in order.
+func (p *Memory) Sent() []*message.Outgoing {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*message.Outgoing(nil), p.sent...)
+}
+
+// Reset forgets everything published so far.
+func (p *Memory) Reset() {
+	p.mu.Lock()
+	p.sent = nil
+	p.mu.Unlock()
+}
