@@ -1,0 +1,300 @@
+package testenv
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// FaultKind is one kind of fault a FaultProxy injects.
+type FaultKind int
+
+const (
+	// FaultUnavailable answers 503 Service Unavailable without forwarding.
+	FaultUnavailable FaultKind = iota + 1
+	// FaultThrottle answers 429 Too Many Requests with x-ms-retry-after-ms
+	// (and Retry-After) without forwarding.
+	FaultThrottle
+	// FaultDrop closes the connection without forwarding or answering.
+	FaultDrop
+	// FaultDropAfterForward forwards the request, then closes the
+	// connection instead of answering: the upstream applied the request but
+	// the client cannot tell.
+	FaultDropAfterForward
+)
+
+func (k FaultKind) String() string {
+	switch k {
+	case FaultUnavailable:
+		return "unavailable"
+	case FaultThrottle:
+		return "throttle"
+	case FaultDrop:
+		return "drop"
+	case FaultDropAfterForward:
+		return "drop-after-forward"
+	}
+	return "none"
+}
+
+// FaultProxyOptions configures a FaultProxy. The zero value forwards
+// everything (Rate 0).
+type FaultProxyOptions struct {
+	// Seed seeds the RNG that decides which requests get a fault and which
+	// kind; the same seed and request order give the same faults.
+	Seed uint64
+	// Rate is the share of eligible requests, 0..1, that get a fault while
+	// faults are enabled.
+	Rate float64
+	// Kinds are chosen from uniformly; default FaultUnavailable,
+	// FaultThrottle and FaultDrop.
+	Kinds []FaultKind
+	// RetryAfter is the delay a 429 asks for; default 10ms.
+	RetryAfter time.Duration
+	// Match limits faults to the requests it accepts; nil means all.
+	Match func(*http.Request) bool
+	// Disabled starts the proxy with faults switched off.
+	Disabled bool
+}
+
+// FaultCounts counts what a FaultProxy saw and did.
+type FaultCounts struct {
+	Requests            int64 // requests received
+	Forwarded           int64 // requests sent upstream (including drop-after-forward)
+	Unavailable         int64 // 503s injected
+	Throttled           int64 // 429s injected
+	Dropped             int64 // connections closed before forwarding
+	DroppedAfterForward int64 // connections closed after forwarding
+}
+
+// Injected is the number of faults injected.
+func (c FaultCounts) Injected() int64 {
+	return c.Unavailable + c.Throttled + c.Dropped + c.DroppedAfterForward
+}
+
+// FaultProxy is an HTTP reverse proxy on 127.0.0.1 that injects faults into
+// a seeded share of requests. JSON responses that name the upstream's own
+// address (a Cosmos account advertising its locations) are rewritten to name
+// the proxy, so clients that follow them keep going through it.
+type FaultProxy struct {
+	// URL is the proxy's base URL, "http://127.0.0.1:PORT/".
+	URL string
+
+	target     *url.URL
+	rp         *httputil.ReverseProxy
+	srv        *http.Server
+	ln         net.Listener
+	kinds      []FaultKind
+	retryAfter time.Duration
+	match      func(*http.Request) bool
+
+	mu      sync.Mutex
+	rng     *rand.Rand
+	rate    float64
+	enabled bool
+
+	requests, forwarded, unavailable, throttled, dropped, droppedAfter atomic.Int64
+}
+
+// NewFaultProxy starts a proxy in front of target (e.g.
+// "http://127.0.0.1:8081/"). Close stops it.
+func NewFaultProxy(target string, opts FaultProxyOptions) (*FaultProxy, error) {
+	u, err := url.Parse(target)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return nil, fmt.Errorf("fault proxy: target %q must be an http URL", target)
+	}
+	if opts.Rate < 0 || opts.Rate > 1 {
+		return nil, fmt.Errorf("fault proxy: rate %v is outside 0..1", opts.Rate)
+	}
+	kinds := opts.Kinds
+	if len(kinds) == 0 {
+		kinds = []FaultKind{FaultUnavailable, FaultThrottle, FaultDrop}
+	}
+	for _, k := range kinds {
+		if k < FaultUnavailable || k > FaultDropAfterForward {
+			return nil, fmt.Errorf("fault proxy: unknown fault kind %d", k)
+		}
+	}
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = 10 * time.Millisecond
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("fault proxy: %w", err)
+	}
+	p := &FaultProxy{
+		URL:        "http://" + ln.Addr().String() + "/",
+		target:     u,
+		kinds:      append([]FaultKind(nil), kinds...),
+		retryAfter: opts.RetryAfter,
+		match:      opts.Match,
+		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
+		rate:       opts.Rate,
+		enabled:    !opts.Disabled,
+		ln:         ln,
+	}
+	p.rp = &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(u)
+			pr.Out.Host = u.Host
+			p.forwarded.Add(1)
+		},
+		ModifyResponse: p.rewriteBody,
+	}
+	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = p.srv.Serve(ln) }()
+	return p, nil
+}
+
+// StartFaultProxy is NewFaultProxy that fails tb on error and closes the
+// proxy when tb ends.
+func StartFaultProxy(tb testing.TB, target string, opts FaultProxyOptions) *FaultProxy {
+	tb.Helper()
+	p, err := NewFaultProxy(target, opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = p.Close() })
+	return p
+}
+
+// SetEnabled switches fault injection on or off; requests are forwarded
+// untouched while it is off.
+func (p *FaultProxy) SetEnabled(on bool) {
+	p.mu.Lock()
+	p.enabled = on
+	p.mu.Unlock()
+}
+
+// SetRate changes the share of eligible requests that get a fault.
+func (p *FaultProxy) SetRate(rate float64) {
+	p.mu.Lock()
+	p.rate = min(max(rate, 0), 1)
+	p.mu.Unlock()
+}
+
+// Counts returns a snapshot of the counters.
+func (p *FaultProxy) Counts() FaultCounts {
+	return FaultCounts{
+		Requests:            p.requests.Load(),
+		Forwarded:           p.forwarded.Load(),
+		Unavailable:         p.unavailable.Load(),
+		Throttled:           p.throttled.Load(),
+		Dropped:             p.dropped.Load(),
+		DroppedAfterForward: p.droppedAfter.Load(),
+	}
+}
+
+// Close stops the proxy and closes its connections.
+func (p *FaultProxy) Close() error {
+	err := p.srv.Close()
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// pick decides the fault for r: 0 means forward it.
+func (p *FaultProxy) pick(r *http.Request) FaultKind {
+	if p.match != nil && !p.match(r) {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.enabled || p.rate == 0 {
+		return 0
+	}
+	if p.rng.Float64() >= p.rate {
+		return 0
+	}
+	return p.kinds[p.rng.IntN(len(p.kinds))]
+}
+
+// ServeHTTP implements http.Handler.
+func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.requests.Add(1)
+	switch p.pick(r) {
+	case FaultUnavailable:
+		p.unavailable.Add(1)
+		writeFault(w, http.StatusServiceUnavailable, "ServiceUnavailable", nil)
+	case FaultThrottle:
+		p.throttled.Add(1)
+		ms := strconv.FormatInt(p.retryAfter.Milliseconds(), 10)
+		writeFault(w, http.StatusTooManyRequests, "TooManyRequests", map[string]string{
+			"x-ms-retry-after-ms": ms,
+			"Retry-After":         strconv.FormatInt(int64(p.retryAfter.Round(time.Second)/time.Second), 10),
+			"x-ms-substatus":      "3200",
+		})
+	case FaultDrop:
+		p.dropped.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		hangUp(w)
+	case FaultDropAfterForward:
+		p.droppedAfter.Add(1)
+		p.rp.ServeHTTP(&discardWriter{h: http.Header{}}, r)
+		hangUp(w)
+	default:
+		p.rp.ServeHTTP(w, r)
+	}
+}
+
+// rewriteBody replaces the upstream's base URL with the proxy's in JSON
+// responses.
+func (p *FaultProxy) rewriteBody(resp *http.Response) error {
+	if !strings.Contains(resp.Header.Get("Content-Type"), "json") || resp.Header.Get("Content-Encoding") != "" {
+		return nil
+	}
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	from := []byte(p.target.Scheme + "://" + p.target.Host)
+	if bytes.Contains(body, from) {
+		body = bytes.ReplaceAll(body, from, []byte(strings.TrimSuffix(p.URL, "/")))
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+	return nil
+}
+
+func writeFault(w http.ResponseWriter, status int, code string, headers map[string]string) {
+	for k, v := range headers {
+		w.Header().Set(k, v)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, `{"code":%q,"message":"fault injected by the test proxy"}`, code)
+}
+
+// hangUp closes the client connection without a response.
+func hangUp(w http.ResponseWriter) {
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		panic(http.ErrAbortHandler)
+	}
+	conn, _, err := hj.Hijack()
+	if err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	_ = conn.Close()
+}
+
+type discardWriter struct{ h http.Header }
+
+func (d *discardWriter) Header() http.Header         { return d.h }
+func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
+func (d *discardWriter) WriteHeader(int)             {}

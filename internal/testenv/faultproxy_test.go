@@ -1,0 +1,184 @@
+package testenv
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// upstream answers JSON naming its own address and counts requests.
+func upstream(t *testing.T) (*httptest.Server, *atomic.Int64) {
+	t.Helper()
+	var hits atomic.Int64
+	var srv *httptest.Server
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = fmt.Fprintf(w, `{"path":%q,"self":"%s/"}`, r.URL.Path, srv.URL)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &hits
+}
+
+// noReuse is a client that never reuses connections, so net/http does not
+// transparently retry a request on a dropped keep-alive connection.
+func noReuse() *http.Client {
+	return &http.Client{Transport: &http.Transport{DisableKeepAlives: true}, Timeout: 10 * time.Second}
+}
+
+func TestFaultProxyKinds(t *testing.T) {
+	cases := []struct {
+		name        string
+		kind        FaultKind
+		wantStatus  int // 0: transport error expected
+		wantUpHits  int64
+		wantCounter func(FaultCounts) int64
+	}{
+		{"unavailable", FaultUnavailable, http.StatusServiceUnavailable, 0, func(c FaultCounts) int64 { return c.Unavailable }},
+		{"throttle", FaultThrottle, http.StatusTooManyRequests, 0, func(c FaultCounts) int64 { return c.Throttled }},
+		{"drop", FaultDrop, 0, 0, func(c FaultCounts) int64 { return c.Dropped }},
+		{"drop after forward", FaultDropAfterForward, 0, 1, func(c FaultCounts) int64 { return c.DroppedAfterForward }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			up, hits := upstream(t)
+			p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Seed: 1, Rate: 1, Kinds: []FaultKind{tc.kind}, RetryAfter: 25 * time.Millisecond})
+			resp, err := noReuse().Post(p.URL+"dbs/x", "application/json", strings.NewReader(`{"id":"a"}`))
+			if tc.wantStatus == 0 {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("got status %d, want a transport error", resp.StatusCode)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer resp.Body.Close()
+				if resp.StatusCode != tc.wantStatus {
+					t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+				}
+				if tc.kind == FaultThrottle && resp.Header.Get("x-ms-retry-after-ms") != "25" {
+					t.Fatalf("x-ms-retry-after-ms = %q, want 25", resp.Header.Get("x-ms-retry-after-ms"))
+				}
+			}
+			if got := hits.Load(); got != tc.wantUpHits {
+				t.Fatalf("upstream saw %d requests, want %d", got, tc.wantUpHits)
+			}
+			c := p.Counts()
+			if tc.wantCounter(c) != 1 || c.Injected() != 1 || c.Requests != 1 || c.Forwarded != tc.wantUpHits {
+				t.Fatalf("counts %+v", c)
+			}
+		})
+	}
+}
+
+func TestFaultProxyForwardsAndRewritesSelfAddress(t *testing.T) {
+	up, hits := upstream(t)
+	p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Seed: 1, Rate: 1, Disabled: true})
+	resp, err := http.Get(p.URL + "dbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || hits.Load() != 1 {
+		t.Fatalf("status %d, upstream hits %d", resp.StatusCode, hits.Load())
+	}
+	want := fmt.Sprintf(`{"path":"/dbs","self":"%s"}`, p.URL)
+	if string(body) != want {
+		t.Fatalf("body %s, want %s", body, want)
+	}
+	if c := p.Counts(); c.Injected() != 0 || c.Forwarded != 1 {
+		t.Fatalf("counts %+v", c)
+	}
+
+	p.SetEnabled(true)
+	resp, err = http.Get(p.URL + "dbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode == 200 {
+		t.Fatal("enabled proxy at rate 1 forwarded a request")
+	}
+	p.SetRate(0)
+	resp, err = http.Get(p.URL + "dbs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("rate 0: status %d", resp.StatusCode)
+	}
+}
+
+func TestFaultProxyMatchLimitsFaults(t *testing.T) {
+	up, _ := upstream(t)
+	p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{
+		Seed: 1, Rate: 1, Kinds: []FaultKind{FaultUnavailable},
+		Match: func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/dbs/") },
+	})
+	for path, want := range map[string]int{"": 200, "dbs": 200, "dbs/a/colls/b": 503} {
+		resp, err := http.Get(p.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("GET /%s: status %d, want %d", path, resp.StatusCode, want)
+		}
+	}
+}
+
+// The same seed and request order give the same faults, at about the
+// configured share.
+func TestFaultProxySeededShare(t *testing.T) {
+	run := func() (string, FaultCounts) {
+		up, hits := upstream(t)
+		p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Seed: 42, Rate: 0.3, Kinds: []FaultKind{FaultUnavailable, FaultThrottle}})
+		var seq strings.Builder
+		for range 400 {
+			resp, err := http.Get(p.URL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			fmt.Fprintf(&seq, "%d,", resp.StatusCode)
+		}
+		c := p.Counts()
+		if c.Forwarded != hits.Load() || c.Forwarded+c.Injected() != c.Requests {
+			t.Fatalf("counts %+v disagree with upstream hits %d", c, hits.Load())
+		}
+		return seq.String(), c
+	}
+	seq1, c1 := run()
+	seq2, c2 := run()
+	if seq1 != seq2 || c1 != c2 {
+		t.Fatalf("same seed gave different faults: %+v vs %+v", c1, c2)
+	}
+	if c1.Injected() < 80 || c1.Injected() > 160 || c1.Unavailable == 0 || c1.Throttled == 0 {
+		t.Fatalf("rate 0.3 over 400 requests injected %+v", c1)
+	}
+}
+
+func TestNewFaultProxyRejectsBadOptions(t *testing.T) {
+	for name, tc := range map[string]struct {
+		target string
+		opts   FaultProxyOptions
+	}{
+		"https target": {"https://127.0.0.1:1/", FaultProxyOptions{}},
+		"rate above 1": {"http://127.0.0.1:1/", FaultProxyOptions{Rate: 1.5}},
+		"unknown kind": {"http://127.0.0.1:1/", FaultProxyOptions{Kinds: []FaultKind{99}}},
+	} {
+		if p, err := NewFaultProxy(tc.target, tc.opts); err == nil {
+			_ = p.Close()
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
