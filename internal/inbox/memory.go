@@ -106,6 +106,29 @@ func (s *MemoryStore) PurgeExpired(ctx context.Context, endpointID string, older
 	return n, nil
 }
 
+// OldestExpired implements OldestExpiredFinder: the creation time of
+// endpointID's oldest record created before olderThan.
+func (s *MemoryStore) OldestExpired(ctx context.Context, endpointID string, olderThan time.Time) (time.Time, bool, error) {
+	if err := ctx.Err(); err != nil {
+		return time.Time{}, false, err
+	}
+	if isBlank(endpointID) {
+		return time.Time{}, false, ErrInvalidKey
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var oldest time.Time
+	found := false
+	for _, r := range s.records {
+		if r.endpointID == endpointID && r.createdAt.Before(olderThan) && (!found || r.createdAt.Before(oldest)) {
+			oldest, found = r.createdAt, true
+		}
+	}
+	return oldest, found, nil
+}
+
+var _ OldestExpiredFinder = (*MemoryStore)(nil)
+
 // Len returns the number of records held, for tests and the demo.
 func (s *MemoryStore) Len() int {
 	s.mu.RLock()
