@@ -1,0 +1,478 @@
+// A NimBus subscriber endpoint as a Go custom handler on Azure Functions Flex Consumption.
+//
+// Deploy into a resource group (az deployment group create; see docs/deploying.md).
+// Creates: a user-assigned identity; host storage without shared keys plus the Flex
+// deployment container; Log Analytics and Application Insights (Entra auth only); a
+// Flex Consumption (FC1) plan and Linux function app with runtime `custom` 1.0; a
+// Cosmos DB account with Strong consistency and the inbox container; the NimBus
+// Service Bus topology for the endpoint on a new Standard namespace, unless an
+// existing namespace is named. Every connection is identity based.
+
+targetScope = 'resourceGroup'
+
+@description('Azure region for all resources. Defaults to the resource group\'s region.')
+param location string = resourceGroup().location
+
+@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, Continuation or Retry.')
+@minLength(1)
+@maxLength(45)
+param endpointName string
+
+@description('Function app name (globally unique, 2-60 characters: letters, digits, hyphens). Defaults to func-<unique token>.')
+@minLength(2)
+@maxLength(60)
+param functionAppName string = 'func-${uniqueString(subscription().id, resourceGroup().id, endpointName)}'
+
+@description('Name of an existing Service Bus namespace that already has the NimBus topology for this endpoint. Empty (default): create a Standard namespace with the topology. When set, nothing is created in Service Bus; only role assignments are added on the endpoint topic.')
+param existingServiceBusNamespaceName string = ''
+
+@description('Resource group of the existing Service Bus namespace. Defaults to this deployment\'s resource group.')
+param existingServiceBusResourceGroupName string = resourceGroup().name
+
+@description('NimBus__Inbox__RetentionPeriod: how long inbox records are kept (.NET TimeSpan d.hh:mm:ss). Must exceed the longest plausible redelivery, replay and recovery window.')
+param inboxRetentionPeriod string = '7.00:00:00'
+
+@description('NimBus__Inbox__CleanupSchedule: NCRONTAB (6 fields) schedule of the InboxCleanup timer function.')
+param inboxCleanupSchedule string = '0 0 * * * *'
+
+@description('Cosmos DB database id of the inbox (NimBus__Inbox__Cosmos__DatabaseId).')
+param cosmosDatabaseId string = 'MessageDatabase'
+
+@description('Cosmos DB container id of the inbox (NimBus__Inbox__Cosmos__ContainerId). Partition key /id, no default TTL.')
+param cosmosContainerId string = 'inbox'
+
+@description('Create the Cosmos DB account as serverless (true) or with autoscale throughput on the inbox container (false).')
+param cosmosServerless bool = true
+
+@description('Autoscale maximum RU/s of the inbox container when cosmosServerless is false.')
+@minValue(1000)
+param cosmosAutoscaleMaxThroughput int = 1000
+
+@description('Flex Consumption: maximum number of instances the app scales out to.')
+@minValue(40)
+@maxValue(1000)
+param maximumInstanceCount int = 100
+
+@description('Flex Consumption: memory per instance in MB.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Flex Consumption: always-ready instances for the Subscriber function (0 = scale from zero).')
+@minValue(0)
+param subscriberAlwaysReadyInstances int = 0
+
+@description('NimBus__LogLevel of the handler (debug, info, warn, error).')
+@allowed([
+  'debug'
+  'info'
+  'warn'
+  'error'
+])
+param logLevel string = 'info'
+
+@description('Tags applied to every resource.')
+param tags object = {}
+
+var token = uniqueString(subscription().id, resourceGroup().id, endpointName)
+var createServiceBus = empty(existingServiceBusNamespaceName)
+var serviceBusNamespaceName = createServiceBus ? 'sb-${token}' : existingServiceBusNamespaceName
+var serviceBusResourceGroupName = createServiceBus ? resourceGroup().name : existingServiceBusResourceGroupName
+var deploymentContainerName = 'app-package'
+
+// Built-in role definitions.
+var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+var storageQueueDataContributor = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
+var storageTableDataContributor = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+var monitoringMetricsPublisher = '3913510d-42f4-4e42-8a64-420c390055eb'
+var cosmosDataContributor = '00000000-0000-0000-0000-000000000002' // Cosmos DB Built-in Data Contributor (data plane)
+
+var storageRoleIds = [
+  storageBlobDataOwner
+  storageQueueDataContributor
+  storageTableDataContributor
+]
+
+resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: 'id-${token}'
+  location: location
+  tags: tags
+}
+
+// ---------------------------------------------------------------- monitoring
+
+resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2025-02-01' = {
+  name: 'log-${token}'
+  location: location
+  tags: tags
+  properties: {
+    sku: {
+      name: 'PerGB2018'
+    }
+    retentionInDays: 30
+  }
+}
+
+resource appInsights 'Microsoft.Insights/components@2020-02-02' = {
+  name: 'appi-${token}'
+  location: location
+  tags: tags
+  kind: 'web'
+  properties: {
+    Application_Type: 'web'
+    WorkspaceResourceId: logAnalytics.id
+    DisableLocalAuth: true
+  }
+}
+
+resource appInsightsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(appInsights.id, identity.id, monitoringMetricsPublisher)
+  scope: appInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', monitoringMetricsPublisher)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// ---------------------------------------------------------------- host storage
+
+resource storage 'Microsoft.Storage/storageAccounts@2024-01-01' = {
+  name: 'st${token}'
+  location: location
+  tags: tags
+  sku: {
+    name: 'Standard_LRS'
+  }
+  kind: 'StorageV2'
+  properties: {
+    allowBlobPublicAccess: false
+    allowSharedKeyAccess: false
+    defaultToOAuthAuthentication: true
+    minimumTlsVersion: 'TLS1_2'
+    supportsHttpsTrafficOnly: true
+  }
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2024-01-01' = {
+  parent: storage
+  name: 'default'
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2024-01-01' = {
+  parent: blobService
+  name: deploymentContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource storageRoles 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for roleId in storageRoleIds: {
+  name: guid(storage.id, identity.id, roleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleId)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}]
+
+// ---------------------------------------------------------------- Service Bus
+
+module serviceBusTopology 'modules/servicebus-topology.bicep' = if (createServiceBus) {
+  name: 'servicebus-topology'
+  params: {
+    location: location
+    namespaceName: serviceBusNamespaceName
+    endpointName: endpointName
+    tags: tags
+  }
+}
+
+module serviceBusAccess 'modules/servicebus-access.bicep' = {
+  name: 'servicebus-access'
+  scope: resourceGroup(serviceBusResourceGroupName)
+  params: {
+    namespaceName: serviceBusNamespaceName
+    endpointTopicName: endpointName
+    principalId: identity.properties.principalId
+  }
+  dependsOn: [
+    serviceBusTopology
+  ]
+}
+
+// ---------------------------------------------------------------- Cosmos DB inbox
+
+resource cosmos 'Microsoft.DocumentDB/databaseAccounts@2024-11-15' = {
+  name: 'cosmos-${token}'
+  location: location
+  tags: tags
+  kind: 'GlobalDocumentDB'
+  properties: {
+    databaseAccountOfferType: 'Standard'
+    // The inbox's duplicate check must see records written by other instances:
+    // the handler refuses weaker consistency unless AllowRelaxedConsistency is set.
+    consistencyPolicy: {
+      defaultConsistencyLevel: 'Strong'
+    }
+    locations: [
+      {
+        locationName: location
+        failoverPriority: 0
+        isZoneRedundant: false
+      }
+    ]
+    capabilities: cosmosServerless ? [
+      {
+        name: 'EnableServerless'
+      }
+    ] : []
+    disableLocalAuth: true
+    minimalTlsVersion: 'Tls12'
+  }
+}
+
+resource cosmosDatabase 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024-11-15' = {
+  parent: cosmos
+  name: cosmosDatabaseId
+  properties: {
+    resource: {
+      id: cosmosDatabaseId
+    }
+  }
+}
+
+// Entra data-plane RBAC cannot create containers, so the inbox container is
+// provisioned here: partition key /id, no default TTL (cleanup is explicit).
+resource inboxContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: cosmosDatabase
+  name: cosmosContainerId
+  properties: {
+    resource: {
+      id: cosmosContainerId
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+    }
+    options: cosmosServerless ? {} : {
+      autoscaleSettings: {
+        maxThroughput: cosmosAutoscaleMaxThroughput
+      }
+    }
+  }
+}
+
+resource cosmosDataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
+  parent: cosmos
+  name: guid(cosmos.id, identity.id, cosmosDataContributor)
+  properties: {
+    roleDefinitionId: '${cosmos.id}/sqlRoleDefinitions/${cosmosDataContributor}'
+    principalId: identity.properties.principalId
+    scope: cosmos.id
+  }
+}
+
+// ---------------------------------------------------------------- function app
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  name: 'plan-${token}'
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
+  name: functionAppName
+  location: location
+  tags: tags
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identity.id}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storage.properties.primaryEndpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identity.id
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+        alwaysReady: subscriberAlwaysReadyInstances > 0 ? [
+          {
+            name: 'function:Subscriber'
+            instanceCount: subscriberAlwaysReadyInstances
+          }
+        ] : []
+      }
+      // Flex takes the worker runtime from here; FUNCTIONS_WORKER_RUNTIME must not be set.
+      runtime: {
+        name: 'custom'
+        version: '1.0'
+      }
+    }
+    siteConfig: {
+      minTlsVersion: '1.2'
+      ftpsState: 'Disabled'
+      appSettings: [
+        // Host storage (timer schedule monitor, locks) through the identity.
+        {
+          name: 'AzureWebJobsStorage__blobServiceUri'
+          value: storage.properties.primaryEndpoints.blob
+        }
+        {
+          name: 'AzureWebJobsStorage__queueServiceUri'
+          value: storage.properties.primaryEndpoints.queue
+        }
+        {
+          name: 'AzureWebJobsStorage__tableServiceUri'
+          value: storage.properties.primaryEndpoints.table
+        }
+        {
+          name: 'AzureWebJobsStorage__credential'
+          value: 'managedidentity'
+        }
+        {
+          name: 'AzureWebJobsStorage__clientId'
+          value: identity.properties.clientId
+        }
+        {
+          name: 'APPLICATIONINSIGHTS_CONNECTION_STRING'
+          value: appInsights.properties.ConnectionString
+        }
+        {
+          name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING'
+          value: 'ClientId=${identity.properties.clientId};Authorization=AAD'
+        }
+        // Service Bus: used by the trigger and by the handler's Resolver publisher.
+        {
+          name: 'ServiceBusConnection__fullyQualifiedNamespace'
+          value: serviceBusAccess.outputs.fullyQualifiedNamespace
+        }
+        {
+          name: 'ServiceBusConnection__credential'
+          value: 'managedidentity'
+        }
+        {
+          name: 'ServiceBusConnection__clientId'
+          value: identity.properties.clientId
+        }
+        // NimBus subscriber.
+        {
+          name: 'NimBus__Endpoint'
+          value: endpointName
+        }
+        {
+          name: 'NimBus__Resolver__Sink'
+          value: 'ServiceBus'
+        }
+        {
+          name: 'NimBus__LogLevel'
+          value: logLevel
+        }
+        {
+          name: 'NimBus__Inbox__Enabled'
+          value: 'true'
+        }
+        {
+          name: 'NimBus__Inbox__Store'
+          value: 'Cosmos'
+        }
+        {
+          name: 'NimBus__Inbox__RetentionPeriod'
+          value: inboxRetentionPeriod
+        }
+        {
+          name: 'NimBus__Inbox__CleanupSchedule'
+          value: inboxCleanupSchedule
+        }
+        {
+          name: 'NimBus__Inbox__Cosmos__AccountEndpoint'
+          value: cosmos.properties.documentEndpoint
+        }
+        {
+          name: 'NimBus__Inbox__Cosmos__ClientId'
+          value: identity.properties.clientId
+        }
+        {
+          name: 'NimBus__Inbox__Cosmos__DatabaseId'
+          value: cosmosDatabaseId
+        }
+        {
+          name: 'NimBus__Inbox__Cosmos__ContainerId'
+          value: cosmosContainerId
+        }
+        // The identity cannot create containers; the container above is pre-provisioned.
+        {
+          name: 'NimBus__Inbox__Cosmos__AutoCreateContainer'
+          value: 'false'
+        }
+        {
+          name: 'NimBus__Inbox__Cosmos__AllowRelaxedConsistency'
+          value: 'false'
+        }
+      ]
+    }
+  }
+  // Start the host only once its identity can reach storage, telemetry and the inbox.
+  dependsOn: [
+    storageRoles
+    appInsightsPublisher
+    deploymentContainer
+    inboxContainer
+    cosmosDataAccess
+  ]
+}
+
+@description('Name of the function app (pass it to scripts/publish.sh).')
+output functionAppName string = functionApp.name
+
+@description('Default host name of the function app.')
+output functionAppHostName string = functionApp.properties.defaultHostName
+
+@description('Client id of the user-assigned identity the app uses for every connection.')
+output identityClientId string = identity.properties.clientId
+
+@description('Principal (object) id of the user-assigned identity.')
+output identityPrincipalId string = identity.properties.principalId
+
+@description('Fully qualified Service Bus namespace the trigger and the Resolver publisher use.')
+output serviceBusFullyQualifiedNamespace string = serviceBusAccess.outputs.fullyQualifiedNamespace
+
+@description('Cosmos DB account name.')
+output cosmosAccountName string = cosmos.name
+
+@description('Cosmos DB account endpoint (NimBus__Inbox__Cosmos__AccountEndpoint).')
+output cosmosAccountEndpoint string = cosmos.properties.documentEndpoint
+
+@description('Host storage account name.')
+output storageAccountName string = storage.name
+
+@description('Application Insights resource name.')
+output applicationInsightsName string = appInsights.name

@@ -1,0 +1,19 @@
+using './main.bicep'
+
+// Example parameters; see docs/deploying.md. Only endpointName is required.
+param endpointName = 'BillingEndpoint'
+
+// Join an existing NimBus namespace instead of creating one:
+// param existingServiceBusNamespaceName = 'sb-nimbus-prod'
+// param existingServiceBusResourceGroupName = 'rg-nimbus-platform'
+
+param inboxRetentionPeriod = '7.00:00:00'
+param inboxCleanupSchedule = '0 0 * * * *'
+param cosmosServerless = true
+param maximumInstanceCount = 100
+param instanceMemoryMB = 2048
+param subscriberAlwaysReadyInstances = 0
+param logLevel = 'info'
+param tags = {
+  app: 'nimbus-subscriber'
+}
