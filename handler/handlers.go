@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+)
+
+// registerHandlers is where this app registers its event handlers, one per
+// NimBus EventTypeId. An event type with no handler is answered with an
+// UnsupportedResponse.
+//
+// A handler returns subscriber.Completed() when done, or
+// subscriber.PendingHandoff(...) when the outcome will be settled later. An
+// error fails the delivery (the broker redelivers it); wrap it with
+// subscriber.Permanent when a retry cannot help, subscriber.Transient
+// otherwise (the default).
+func registerHandlers(r *subscriber.Registry) {
+	r.Handle("OrderPlaced", handleOrderPlaced)
+}
+
+// OrderPlaced is the sample endpoint's (BillingEndpoint's) event.
+type OrderPlaced struct {
+	OrderID    string  `json:"OrderId"`
+	CustomerID string  `json:"CustomerId"`
+	Amount     float64 `json:"Amount"`
+	// FailFirstAttempts makes the sample handler fail transiently on the
+	// first N deliveries, to show redelivery in the demo.
+	FailFirstAttempts int `json:"FailFirstAttempts,omitempty"`
+}
+
+// approvalLimit is the amount above which the sample bills only after a
+// manual approval (a pending handoff).
+const approvalLimit = 10000
+
+func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+	var o OrderPlaced
+	if err := ev.Decode(&o); err != nil {
+		return subscriber.Result{}, err
+	}
+	if o.OrderID == "" {
+		return subscriber.Result{}, subscriber.Permanent(errors.New("OrderPlaced has no OrderId"))
+	}
+	if ev.DeliveryCount <= o.FailFirstAttempts {
+		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (attempt %d)", ev.DeliveryCount))
+	}
+	if o.Amount > approvalLimit {
+		return subscriber.PendingHandoff(subscriber.Handoff{
+			Reason:        "ManualApproval",
+			ExternalJobID: "approval-" + o.OrderID,
+			ExpectedIn:    24 * time.Hour,
+		}), nil
+	}
+	// A real endpoint would create the invoice here, idempotently keyed by
+	// ev.MessageID or o.OrderID.
+	return subscriber.Completed(), nil
+}

@@ -1,0 +1,159 @@
+// Package app composes the custom handler: configuration, inbox store,
+// Resolver publisher, subscriber pipeline and the function routes. main
+// reads the environment and calls New; tests build the same App with
+// in-process dependencies.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// Function names: each is a folder under functions/ and a route here.
+const (
+	FuncSubscriber   = "Subscriber"
+	FuncInboxCleanup = "InboxCleanup"
+)
+
+// Binding names in the function.json files.
+const (
+	bindingMessage = "message"
+	bindingTimer   = "timer"
+)
+
+// Deps are what the caller provides besides configuration.
+type Deps struct {
+	// Handlers are the application's event handlers. Required.
+	Handlers *subscriber.Registry
+	// Log is the process logger.
+	Log zerolog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// Store, when set, replaces the configured inbox store (tests).
+	Store inbox.Store
+	// Publisher, when set, replaces the configured Resolver sink (tests).
+	Publisher resolver.Publisher
+	// OnDuplicateDetected is the application's duplicate hook.
+	OnDuplicateDetected func(ctx context.Context, d subscriber.DuplicateInfo) error
+	// Version is reported in heartbeats and logs.
+	Version string
+}
+
+// App is the composed custom handler.
+type App struct {
+	cfg      *config.Config
+	log      zerolog.Logger
+	now      func() time.Time
+	server   *funchost.Server
+	pipeline *subscriber.Pipeline
+	store    inbox.Store
+	metrics  *telemetry.Metrics
+	memory   *resolver.Memory
+	closers  []func(context.Context) error
+}
+
+// New builds the app. It performs no network I/O: Azure clients are
+// created lazily on first use, so the host's readiness probe is answered at
+// once.
+func New(cfg *config.Config, d Deps) (*App, error) {
+	if d.Handlers == nil {
+		return nil, errors.New("app: no handler registry")
+	}
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: &telemetry.Metrics{}}
+
+	var err error
+	a.store = d.Store
+	if a.store == nil && cfg.Inbox.Enabled {
+		if a.store, err = a.buildStore(); err != nil {
+			return nil, err
+		}
+	}
+	if !cfg.Inbox.Enabled {
+		a.store = nil
+	}
+	pub := d.Publisher
+	if pub == nil {
+		if pub, err = a.buildPublisher(); err != nil {
+			return nil, err
+		}
+	}
+	if m, ok := pub.(*resolver.Memory); ok {
+		a.memory = m
+	}
+	a.pipeline, err = subscriber.New(subscriber.Options{
+		EndpointID:          cfg.Endpoint,
+		Inbox:               a.store,
+		Publisher:           pub,
+		Handlers:            d.Handlers,
+		OnDuplicateDetected: d.OnDuplicateDetected,
+		Metrics:             a.metrics,
+		Log:                 d.Log,
+		Now:                 d.Now,
+		Version:             d.Version,
+	})
+	if err != nil {
+		return nil, err
+	}
+
+	a.server = funchost.NewServer(d.Log)
+	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
+	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
+	a.server.HandleGet("/_nimbus/metrics", a.metrics)
+	if a.memory != nil {
+		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
+	}
+	return a, nil
+}
+
+// Handler is the HTTP handler the host talks to.
+func (a *App) Handler() http.Handler { return a.server }
+
+// Functions lists the function routes.
+func (a *App) Functions() []string { return a.server.Functions() }
+
+// Metrics returns the process counters.
+func (a *App) Metrics() *telemetry.Metrics { return a.metrics }
+
+// Close releases Azure clients.
+func (a *App) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		errs = append(errs, a.closers[i](ctx))
+	}
+	return errors.Join(errs...)
+}
+
+func (a *App) buildStore() (inbox.Store, error) {
+	switch a.cfg.Inbox.Store {
+	case config.StoreInMemory:
+		return inbox.NewMemoryStore(inbox.MemoryOptions{Now: a.now, PurgeBatchSize: a.cfg.Inbox.PurgeBatchSize})
+	case config.StoreCosmos:
+		return a.buildCosmosStore()
+	}
+	return nil, fmt.Errorf("app: inbox store %q is not available", a.cfg.Inbox.Store)
+}
+
+func (a *App) buildPublisher() (resolver.Publisher, error) {
+	switch a.cfg.Resolver.Sink {
+	case config.SinkInMemory:
+		return &resolver.Memory{}, nil
+	case config.SinkServiceBus:
+		return a.buildServiceBusPublisher()
+	}
+	return nil, fmt.Errorf("app: Resolver sink %q is not available", a.cfg.Resolver.Sink)
+}

@@ -1,0 +1,138 @@
+// Package subscriber runs the NimBus subscriber contract for one delivery:
+// read the message, consult the consumer inbox, dispatch to the application
+// handler registered for the event type, record the delivery only after the
+// handler succeeded, publish the Resolver response, and decide whether the
+// invocation completes or fails (so the broker redelivers).
+package subscriber
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Event is what an application handler receives.
+type Event struct {
+	// EventTypeID selected the handler.
+	EventTypeID string
+	// JSON is the domain event as the publisher serialized it
+	// (MessageContent.EventContent.EventJson).
+	JSON string
+	// MessageID is the broker MessageId; "" when the message had none.
+	MessageID     string
+	SessionID     string
+	CorrelationID string
+	EventID       string
+	From          string
+	DeliveryCount int
+	RetryCount    int
+	EnqueuedTime  time.Time
+}
+
+// Decode unmarshals the domain event into v.
+func (e *Event) Decode(v any) error {
+	if err := json.Unmarshal([]byte(e.JSON), v); err != nil {
+		return Permanent(fmt.Errorf("decode %s event: %w", e.EventTypeID, err))
+	}
+	return nil
+}
+
+// Result is what a handler returns on success. The zero value means the
+// event is completed.
+type Result struct {
+	handoff *Handoff
+}
+
+// Handoff describes work handed to another system whose outcome the Manager
+// settles later.
+type Handoff struct {
+	Reason        string
+	ExternalJobID string
+	// ExpectedIn, when positive, is how long until the outcome is expected;
+	// the response carries ExpectedBy = now + ExpectedIn.
+	ExpectedIn time.Duration
+}
+
+// Completed reports that the event was handled.
+func Completed() Result { return Result{} }
+
+// PendingHandoff reports that the event was handed off. The delivery is not
+// recorded in the inbox: a redelivery runs the handler again so the pending
+// state can be re-established.
+func PendingHandoff(h Handoff) Result { return Result{handoff: &h} }
+
+// HandlerFunc handles one event.
+type HandlerFunc func(ctx context.Context, ev *Event) (Result, error)
+
+// Registry maps event type ids to handlers. Register everything before the
+// first delivery; lookups are then safe for concurrent use.
+type Registry struct {
+	handlers map[string]HandlerFunc
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{handlers: map[string]HandlerFunc{}} }
+
+// Handle registers h for eventTypeID (matched exactly, case-sensitively).
+// It panics on an empty id, a nil handler or a second registration: those
+// are programming errors found at start-up.
+func (r *Registry) Handle(eventTypeID string, h HandlerFunc) {
+	switch {
+	case eventTypeID == "":
+		panic("subscriber: empty event type id")
+	case h == nil:
+		panic("subscriber: nil handler for " + eventTypeID)
+	}
+	if _, dup := r.handlers[eventTypeID]; dup {
+		panic("subscriber: a handler for " + eventTypeID + " is already registered")
+	}
+	r.handlers[eventTypeID] = h
+}
+
+// EventTypes returns the registered event type ids.
+func (r *Registry) EventTypes() []string {
+	out := make([]string, 0, len(r.handlers))
+	for k := range r.handlers {
+		out = append(out, k)
+	}
+	return out
+}
+
+func (r *Registry) lookup(id string) (HandlerFunc, bool) {
+	h, ok := r.handlers[id]
+	return h, ok
+}
+
+// HandlerError marks a handler failure as transient or permanent.
+type HandlerError struct {
+	Err       error
+	Permanent bool
+}
+
+func (e *HandlerError) Error() string { return e.Err.Error() }
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// Transient marks err as worth retrying (the default for unmarked errors).
+func Transient(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &HandlerError{Err: err}
+}
+
+// Permanent marks err as one a retry cannot fix (bad data, a broken
+// invariant).
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &HandlerError{Err: err, Permanent: true}
+}
+
+// IsPermanent reports whether err was marked Permanent.
+func IsPermanent(err error) bool {
+	var he *HandlerError
+	return errors.As(err, &he) && he.Permanent
+}

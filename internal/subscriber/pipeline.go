@@ -1,0 +1,310 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// Delivery is one delivered message as the transport saw it.
+type Delivery struct {
+	Broker     message.Broker
+	Properties map[string]any
+	Body       []byte
+}
+
+// DuplicateInfo is what the OnDuplicateDetected hook receives: identity and
+// routing metadata, never the payload.
+type DuplicateInfo struct {
+	EndpointID    string
+	MessageID     string
+	EventID       string
+	EventTypeID   string
+	CorrelationID string
+	SessionID     string
+	MessageType   string
+	EnqueuedTime  time.Time
+}
+
+// Options configures a Pipeline.
+type Options struct {
+	// EndpointID is the configured subscriber endpoint: the endpoint side
+	// of every inbox key (never the message's To). Required.
+	EndpointID string
+	// Inbox is the deduplication store; nil turns the inbox off (nothing is
+	// checked or recorded).
+	Inbox inbox.Store
+	// Publisher sends Resolver responses. Required.
+	Publisher resolver.Publisher
+	// Handlers maps event types to handlers. Required.
+	Handlers *Registry
+	// OnDuplicateDetected is called for every duplicate. Its error or panic
+	// is logged and never changes the outcome.
+	OnDuplicateDetected func(ctx context.Context, d DuplicateInfo) error
+	// Metrics receives the counters; nil discards them.
+	Metrics *telemetry.Metrics
+	// Log receives hook failures; the per-invocation line is the caller's.
+	Log zerolog.Logger
+	// Now is the clock; default time.Now.
+	Now func() time.Time
+	// SettleTimeout bounds the record and response after a successful
+	// handler, which run to the end even if the invocation is cancelled;
+	// default 60s.
+	SettleTimeout time.Duration
+	// Version is reported in heartbeat responses.
+	Version string
+}
+
+// Pipeline processes deliveries. It is safe for concurrent use.
+type Pipeline struct {
+	o Options
+}
+
+// New validates o and returns a pipeline.
+func New(o Options) (*Pipeline, error) {
+	var errs []error
+	if o.EndpointID == "" {
+		errs = append(errs, errors.New("subscriber: EndpointID is required"))
+	}
+	if o.Publisher == nil {
+		errs = append(errs, errors.New("subscriber: Publisher is required"))
+	}
+	if o.Handlers == nil {
+		errs = append(errs, errors.New("subscriber: Handlers is required"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.SettleTimeout <= 0 {
+		o.SettleTimeout = 60 * time.Second
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	return &Pipeline{o: o}, nil
+}
+
+// InboxEnabled reports whether deliveries are deduplicated.
+func (p *Pipeline) InboxEnabled() bool { return p.o.Inbox != nil }
+
+// Process runs the subscriber contract for d and reports what happened.
+// r.Outcome.Completes() tells the caller how to answer the host.
+func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
+	start := p.o.Now()
+	defer func() { r.Duration = p.o.Now().Sub(start) }()
+	r.Inbox = InboxNotReached
+	r.MessageID = deref(d.Broker.MessageID)
+	r.SessionID = deref(d.Broker.SessionID)
+
+	in, err := message.Read(d.Broker, d.Properties, d.Body)
+	if err != nil {
+		r.Outcome, r.Err = OutcomeInvalidMessage, err
+		return r
+	}
+	r.MessageType = in.Type.String()
+	r.EventTypeID = deref(in.EventTypeID)
+	r.EventID = deref(in.EventID)
+
+	switch in.Type {
+	case message.EventRequest, message.UnsupportedResponse:
+	default:
+		r.Outcome = OutcomeUnsupportedMessageType
+		r.Err = fmt.Errorf("message type %s is not handled by this subscriber", in.Type)
+		return r
+	}
+
+	queueMs := int64(-1)
+	if !in.EnqueuedTime.IsZero() {
+		queueMs = max(start.Sub(in.EnqueuedTime).Milliseconds(), 0)
+	}
+	timings := func() message.Timings {
+		return message.Timings{QueueTimeMs: queueMs, ProcessingTimeMs: p.o.Now().Sub(start).Milliseconds()}
+	}
+
+	if in.IsHeartbeat() {
+		out := message.NewHeartbeatResponse(in, timings(), p.o.Now(), p.o.Version)
+		return p.respond(ctx, &r, out, OutcomeHeartbeat)
+	}
+
+	// The inbox check runs before anything else looks at the event, so a
+	// recorded redelivery is skipped whatever else has changed since.
+	var keys []inbox.Key
+	switch {
+	case p.o.Inbox == nil:
+		r.Inbox = InboxOff
+	default:
+		if reason := inbox.BypassReason(p.o.EndpointID, in.MessageID); reason != inbox.BypassNone {
+			r.Inbox, r.BypassReason = InboxBypassed, reason
+			p.o.Metrics.Inc(telemetry.InboxBypassed, "reason="+reason)
+			break
+		}
+		keys = append(keys, inbox.NewKey(p.o.EndpointID, *in.MessageID))
+		// A stand-in (a replayed parked copy or a retry) also carries the
+		// MessageId the source delivered the event with.
+		if src := in.InboxMessageID; src != nil && *src != *in.MessageID &&
+			inbox.BypassReason(p.o.EndpointID, src) == inbox.BypassNone {
+			keys = append(keys, inbox.NewKey(p.o.EndpointID, *src))
+		}
+		for _, k := range keys {
+			r.Checks++
+			seen, err := p.o.Inbox.HasProcessed(ctx, k)
+			if err != nil {
+				return p.storeFailed(&r, inbox.OpCheck, err)
+			}
+			if seen {
+				r.Inbox = InboxDuplicate
+				p.duplicate(ctx, in, k)
+				out := message.NewResponse(in, message.Duplicate, timings(), nil)
+				return p.respond(ctx, &r, out, OutcomeDuplicate)
+			}
+		}
+		r.Inbox = InboxNew
+	}
+
+	// Dispatch, as NimBus's EventHandlerProvider: no type or no handler is
+	// Unsupported; an unreadable body or a body that names another type is
+	// a permanent failure.
+	h, ok := p.o.Handlers.lookup(r.EventTypeID)
+	if r.EventTypeID == "" || !ok {
+		out := message.NewResponse(in, message.Unsupported, timings(), nil)
+		return p.respond(ctx, &r, out, OutcomeUnsupported)
+	}
+	if in.Content == nil || in.Content.EventContent == nil {
+		r.Outcome = OutcomeInvalidMessage
+		r.Err = Permanent(errors.New("message body has no readable EventContent"))
+		return r
+	}
+	if bt := in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != r.EventTypeID {
+		r.Outcome = OutcomeInvalidMessage
+		r.Err = Permanent(fmt.Errorf("message EventTypeId mismatch: property %q, body %q", r.EventTypeID, *bt))
+		return r
+	}
+
+	ev := &Event{
+		EventTypeID:   r.EventTypeID,
+		JSON:          deref(in.Content.EventContent.EventJSON),
+		MessageID:     r.MessageID,
+		SessionID:     r.SessionID,
+		CorrelationID: deref(in.CorrelationID),
+		EventID:       r.EventID,
+		From:          in.From,
+		DeliveryCount: in.DeliveryCount,
+		EnqueuedTime:  in.EnqueuedTime,
+	}
+	if in.RetryCount != nil {
+		ev.RetryCount = int(*in.RetryCount)
+	}
+	res, err := p.invoke(ctx, h, ev)
+	if err != nil {
+		r.Outcome = OutcomeHandlerFailed
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			r.Outcome = OutcomeCanceled
+		}
+		r.Err = err
+		return r
+	}
+
+	// The handler succeeded: the record and the response run to the end
+	// even if the invocation is cancelled meanwhile.
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
+	defer cancel()
+
+	if res.handoff != nil {
+		h := &message.Handoff{Reason: res.handoff.Reason, ExternalJobID: res.handoff.ExternalJobID}
+		if res.handoff.ExpectedIn > 0 {
+			h.ExpectedBy = p.o.Now().Add(res.handoff.ExpectedIn)
+		}
+		out := message.NewResponse(in, message.PendingHandoff, timings(), h)
+		return p.respond(sctx, &r, out, OutcomePendingHandoff)
+	}
+
+	// Record the source id of a stand-in first, then its own.
+	for i := len(keys) - 1; i >= 0; i-- {
+		r.Records++
+		if err := p.o.Inbox.RecordProcessed(sctx, keys[i]); err != nil {
+			return p.storeFailed(&r, inbox.OpRecord, err)
+		}
+	}
+	out := message.NewResponse(in, message.Resolution, timings(), nil)
+	return p.respond(sctx, &r, out, OutcomeCompleted)
+}
+
+func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event) (res Result, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = Transient(fmt.Errorf("handler panicked: %v", v))
+		}
+	}()
+	res, err = h(ctx, ev)
+	return res, err
+}
+
+func (p *Pipeline) respond(ctx context.Context, r *Report, out *message.Outgoing, o Outcome) Report {
+	if err := p.o.Publisher.Publish(ctx, out); err != nil {
+		r.Outcome = OutcomePublishFailed
+		if ctx.Err() != nil {
+			r.Outcome = OutcomeCanceled
+		}
+		r.Err = fmt.Errorf("publish %s to the Resolver: %w", out.Type(), err)
+		return *r
+	}
+	r.Published = true
+	r.Outcome = o
+	return *r
+}
+
+func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
+	p.o.Metrics.Inc(telemetry.InboxOperationFailed, "operation="+op)
+	r.StoreOp = op
+	r.Outcome = OutcomeTransientFailure
+	if errors.Is(err, context.Canceled) {
+		r.Outcome = OutcomeCanceled
+	}
+	r.Err = newStoreError(op, err)
+	return *r
+}
+
+func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.Key) {
+	p.o.Metrics.Inc(telemetry.DuplicateDetected, "")
+	if p.o.OnDuplicateDetected == nil {
+		return
+	}
+	info := DuplicateInfo{
+		EndpointID:    k.EndpointID,
+		MessageID:     deref(in.MessageID),
+		EventID:       deref(in.EventID),
+		EventTypeID:   deref(in.EventTypeID),
+		CorrelationID: deref(in.CorrelationID),
+		SessionID:     deref(in.SessionID),
+		MessageType:   in.Type.String(),
+		EnqueuedTime:  in.EnqueuedTime,
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", info.EventTypeID).
+				Str("panic", fmt.Sprint(v)).Msg("a duplicate lifecycle observer panicked; duplicate processing continues")
+		}
+	}()
+	if err := p.o.OnDuplicateDetected(ctx, info); err != nil {
+		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", info.EventTypeID).
+			Str("error", err.Error()).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
+	}
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
