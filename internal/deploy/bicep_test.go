@@ -1,0 +1,365 @@
+package deploy
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// No Bicep compiler runs in these tests: they check the templates' text for
+// the decisions that matter and for balanced syntax.
+
+// bicepAPIVersions are the resource types the templates may use and the API
+// version for each (research/functions.md §7.3; the managed identity's is the
+// GA version of that resource type).
+var bicepAPIVersions = map[string]string{
+	"Microsoft.Web/serverfarms":                                     "2024-04-01",
+	"Microsoft.Web/sites":                                           "2024-04-01",
+	"Microsoft.Storage/storageAccounts":                             "2024-01-01",
+	"Microsoft.Storage/storageAccounts/blobServices":                "2024-01-01",
+	"Microsoft.Storage/storageAccounts/blobServices/containers":     "2024-01-01",
+	"Microsoft.OperationalInsights/workspaces":                      "2025-02-01",
+	"Microsoft.Insights/components":                                 "2020-02-02",
+	"Microsoft.Authorization/roleAssignments":                       "2022-04-01",
+	"Microsoft.ManagedIdentity/userAssignedIdentities":              "2023-01-31",
+	"Microsoft.ServiceBus/namespaces":                               "2024-01-01",
+	"Microsoft.ServiceBus/namespaces/topics":                        "2024-01-01",
+	"Microsoft.ServiceBus/namespaces/topics/subscriptions":          "2024-01-01",
+	"Microsoft.ServiceBus/namespaces/topics/subscriptions/rules":    "2024-01-01",
+	"Microsoft.DocumentDB/databaseAccounts":                         "2024-11-15",
+	"Microsoft.DocumentDB/databaseAccounts/sqlDatabases":            "2024-11-15",
+	"Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers": "2024-11-15",
+	"Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments":      "2024-11-15",
+}
+
+var resourceTypeRE = regexp.MustCompile(`'([A-Za-z]+\.[A-Za-z]+(?:/[A-Za-z]+)+)@([0-9]{4}-[0-9]{2}-[0-9]{2}(?:-preview)?)'`)
+
+type bicepFile struct {
+	Name string // relative to infra/bicep
+	Text string
+}
+
+func bicepFiles(t *testing.T) []bicepFile {
+	t.Helper()
+	dir := filepath.Join(repoRoot(t), "infra", "bicep")
+	var files []bicepFile
+	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep"} {
+		files = append(files, bicepFile{Name: rel, Text: string(readFile(t, filepath.Join(dir, rel)))})
+	}
+	return files
+}
+
+func bicepText(t *testing.T, name string) string {
+	t.Helper()
+	for _, f := range bicepFiles(t) {
+		if f.Name == name {
+			return f.Text
+		}
+	}
+	t.Fatalf("no Bicep file %s", name)
+	return ""
+}
+
+func TestBicepSyntaxAndAPIVersions(t *testing.T) {
+	for _, f := range bicepFiles(t) {
+		if err := checkBalanced(f.Text); err != nil {
+			t.Errorf("%s: %v", f.Name, err)
+		}
+		uses := resourceTypeRE.FindAllStringSubmatch(f.Text, -1)
+		if len(uses) == 0 {
+			t.Errorf("%s declares no resources", f.Name)
+		}
+		for _, m := range uses {
+			want, known := bicepAPIVersions[m[1]]
+			switch {
+			case !known:
+				t.Errorf("%s uses %s, which has no agreed API version", f.Name, m[1])
+			case m[2] != want:
+				t.Errorf("%s uses %s@%s, want @%s", f.Name, m[1], m[2], want)
+			}
+		}
+	}
+}
+
+// TestBicepDescriptions checks that every param and output carries @description.
+func TestBicepDescriptions(t *testing.T) {
+	for _, f := range bicepFiles(t) {
+		lines := strings.Split(f.Text, "\n")
+		for i, l := range lines {
+			if !strings.HasPrefix(l, "param ") && !strings.HasPrefix(l, "output ") {
+				continue
+			}
+			described := false
+			for j := i - 1; j >= 0 && strings.HasPrefix(lines[j], "@"); j-- {
+				described = described || strings.HasPrefix(lines[j], "@description(")
+			}
+			// A multi-line decorator such as @allowed([...]) ends with "])".
+			for j := i - 1; !described && j >= 0 && lines[j] != "" && !strings.HasPrefix(lines[j], "//"); j-- {
+				described = strings.HasPrefix(lines[j], "@description(")
+			}
+			if !described {
+				t.Errorf("%s:%d: %q has no @description", f.Name, i+1, strings.TrimSpace(l))
+			}
+		}
+	}
+}
+
+func TestBicepFunctionAppAndData(t *testing.T) {
+	main := bicepText(t, "main.bicep")
+	all := ""
+	for _, f := range bicepFiles(t) {
+		all += f.Text
+	}
+
+	mustMatch := map[string]string{
+		"Flex Consumption plan":             `tier:\s*'FlexConsumption'\s+name:\s*'FC1'`,
+		"Linux function app":                `kind:\s*'functionapp,linux'`,
+		"custom runtime 1.0":                `runtime:\s*\{\s*name:\s*'custom'\s+version:\s*'1\.0'\s*\}`,
+		"deployment container via the UAMI": `authentication:\s*\{\s*type:\s*'UserAssignedIdentity'\s+userAssignedIdentityResourceId:\s*identity\.id`,
+		"storage without shared keys":       `allowSharedKeyAccess:\s*false`,
+		"Strong consistency":                `defaultConsistencyLevel:\s*'Strong'`,
+		"inbox partition key /id":           `paths:\s*\[\s*'/id'\s*\]`,
+		"Cosmos data-plane role":            `'Microsoft\.DocumentDB/databaseAccounts/sqlRoleAssignments@`,
+		"Cosmos data contributor role id":   `sqlRoleDefinitions/\$\{cosmosDataContributor\}'`,
+		"Cosmos keys disabled":              `disableLocalAuth:\s*true\s+minimalTlsVersion`,
+		"App Insights Entra auth":           `Authorization=AAD`,
+	}
+	for what, re := range mustMatch {
+		if !regexp.MustCompile(re).MatchString(main) {
+			t.Errorf("main.bicep: %s not found (/%s/)", what, re)
+		}
+	}
+	if n := strings.Count(main, "defaultConsistencyLevel:"); n != 1 {
+		t.Errorf("main.bicep sets defaultConsistencyLevel %d times, want once (Strong)", n)
+	}
+	for _, banned := range []string{"defaultTtl", "listKeys(", "listConnectionStrings(", "AccountKey=", "SharedAccessKey"} {
+		if strings.Contains(all, banned) {
+			t.Errorf("the Bicep contains %q", banned)
+		}
+	}
+
+	roles := map[string]string{
+		"Storage Blob Data Owner":             "b7e6dc6d-f1e8-4753-8033-0f276bb0955b",
+		"Storage Queue Data Contributor":      "974c5e8b-45b9-4653-ba55-5f855dd0fb88",
+		"Storage Table Data Contributor":      "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3",
+		"Monitoring Metrics Publisher":        "3913510d-42f4-4e42-8a64-420c390055eb",
+		"Azure Service Bus Data Receiver":     "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0",
+		"Azure Service Bus Data Sender":       "69a216fc-b8fb-44d8-bc22-1f3c2cd27a39",
+		"Cosmos DB Built-in Data Contributor": "00000000-0000-0000-0000-000000000002",
+	}
+	for name, id := range roles {
+		if !strings.Contains(all, "'"+id+"'") {
+			t.Errorf("role %s (%s) is not assigned", name, id)
+		}
+	}
+
+	settings := bicepAppSettings(t, main)
+	want := map[string]string{
+		"AzureWebJobsStorage__credential":               "'managedidentity'",
+		"AzureWebJobsStorage__clientId":                 "identity.properties.clientId",
+		"ServiceBusConnection__fullyQualifiedNamespace": "serviceBusAccess.outputs.fullyQualifiedNamespace",
+		"ServiceBusConnection__credential":              "'managedidentity'",
+		"ServiceBusConnection__clientId":                "identity.properties.clientId",
+		"NimBus__Endpoint":                              "endpointName",
+		"NimBus__Inbox__Enabled":                        "'true'",
+		"NimBus__Inbox__Store":                          "'Cosmos'",
+		"NimBus__Inbox__RetentionPeriod":                "inboxRetentionPeriod",
+		"NimBus__Inbox__CleanupSchedule":                "inboxCleanupSchedule",
+		"NimBus__Inbox__Cosmos__AccountEndpoint":        "cosmos.properties.documentEndpoint",
+		"NimBus__Inbox__Cosmos__ClientId":               "identity.properties.clientId",
+		"NimBus__Inbox__Cosmos__DatabaseId":             "cosmosDatabaseId",
+		"NimBus__Inbox__Cosmos__ContainerId":            "cosmosContainerId",
+		// Entra data-plane RBAC cannot create containers.
+		"NimBus__Inbox__Cosmos__AutoCreateContainer":     "'false'",
+		"NimBus__Inbox__Cosmos__AllowRelaxedConsistency": "'false'",
+		"NimBus__Resolver__Sink":                         "'ServiceBus'",
+	}
+	for name, value := range want {
+		got, ok := settings[name]
+		switch {
+		case !ok:
+			t.Errorf("main.bicep does not set app setting %s", name)
+		case got != value:
+			t.Errorf("app setting %s = %s, want %s", name, got, value)
+		}
+	}
+	for name := range settings {
+		if strings.Contains(name, ":") {
+			t.Errorf("app setting %s uses ':'; Linux app settings need '__'", name)
+		}
+	}
+	// Flex Consumption takes the worker runtime from functionAppConfig.runtime.
+	if _, ok := settings["FUNCTIONS_WORKER_RUNTIME"]; ok {
+		t.Error("main.bicep sets FUNCTIONS_WORKER_RUNTIME; Flex Consumption rejects it")
+	}
+	// Key-based settings must not be set: the app uses its identity everywhere.
+	for _, name := range []string{"ServiceBusConnection", "NimBus__Inbox__Cosmos__ConnectionString", "AzureWebJobsStorage"} {
+		if _, ok := settings[name]; ok {
+			t.Errorf("main.bicep sets %s (key-based); use the identity settings", name)
+		}
+	}
+}
+
+var appSettingRE = regexp.MustCompile(`name:\s*'([A-Za-z0-9_:]+)'\s*\n\s*value:\s*([^\n]+)`)
+
+// bicepAppSettings extracts the name/value pairs of main.bicep's appSettings array.
+func bicepAppSettings(t *testing.T, main string) map[string]string {
+	t.Helper()
+	start := strings.Index(main, "appSettings: [")
+	if start < 0 {
+		t.Fatal("main.bicep has no appSettings array")
+	}
+	section := main[start:]
+	if end := strings.Index(section, "\n      ]\n"); end > 0 {
+		section = section[:end]
+	}
+	m := map[string]string{}
+	for _, s := range appSettingRE.FindAllStringSubmatch(section, -1) {
+		if _, dup := m[s[1]]; dup {
+			t.Errorf("app setting %s is set twice", s[1])
+		}
+		m[s[1]] = strings.TrimSpace(s[2])
+	}
+	return m
+}
+
+func TestBicepServiceBusTopology(t *testing.T) {
+	topo := bicepText(t, "modules/servicebus-topology.bicep")
+	for what, s := range map[string]string{
+		"endpoint topic":                  "name: endpointName",
+		"Resolver topic and subscription": "var resolverId = 'Resolver'",
+		"session subscription {E}":        "parent: endpointTopic\n  name: endpointName\n  properties: union(subscriptionDefaults, { requiresSession: true })",
+		"rule to-{E}":                     `name: 'to-${endpointName}'`,
+		"filter To = {E}":                 `sqlExpression: 'user.To = \'${endpointName}\''`,
+		"rule continuation":               `sqlExpression: 'SET user.To = \'${endpointName}\'; SET user.From = \'Continuation\''`,
+		"rule retry":                      `sqlExpression: 'SET user.To = \'${endpointName}\'; SET user.From = \'Retry\''`,
+		"rule from-{E}":                   `name: 'from-${endpointName}'`,
+		"fan-out action":                  `sqlExpression: 'SET user.From = \'${endpointName}\''`,
+		"fan-out forwarding":              "forwardTo: resolverTopic.name",
+		"Deferred filter":                 `sqlExpression: 'user.To = \'Deferred\' AND user.OriginalSessionId IS NOT NULL'`,
+		"DeferredProcessor filter":        `sqlExpression: 'user.To = \'DeferredProcessor\''`,
+		"MaxDeliveryCount 10":             "maxDeliveryCount: 10",
+		"LockDuration 30 s":               "lockDuration: 'PT30S'",
+		"inert $Default":                  "name: '$Default'",
+		"Standard namespace":              "name: 'Standard'",
+	} {
+		if !strings.Contains(topo, s) {
+			t.Errorf("servicebus-topology.bicep: %s not found (%q)", what, s)
+		}
+	}
+	// The Resolver's own subscription keeps $Default: no rules are declared on it.
+	if strings.Contains(topo, "parent: resolverSubscription") {
+		t.Error("servicebus-topology.bicep declares rules on the Resolver subscription; it must keep $Default")
+	}
+	// Four filtered subscriptions, each with its $Default overwritten.
+	if n := strings.Count(topo, "  inertDefaultRule\n"); n != 4 {
+		t.Errorf("inertDefaultRule is used by %d rule sets, want 4 ({E}, Resolver fan-out, Deferred, DeferredProcessor)", n)
+	}
+
+	access := bicepText(t, "modules/servicebus-access.bicep")
+	if !strings.Contains(access, "scope: endpointTopic") {
+		t.Error("servicebus-access.bicep: roles are not scoped to the endpoint topic")
+	}
+	main := bicepText(t, "main.bicep")
+	for _, s := range []string{
+		"module serviceBusTopology 'modules/servicebus-topology.bicep' = if (createServiceBus)",
+		"scope: resourceGroup(serviceBusResourceGroupName)",
+		"var createServiceBus = empty(existingServiceBusNamespaceName)",
+	} {
+		if !strings.Contains(main, s) {
+			t.Errorf("main.bicep: %q not found", s)
+		}
+	}
+}
+
+// checkBalanced reports unbalanced (), [], {} and unterminated strings or
+// comments, treating '...' strings (with \ escapes and ${...} interpolation)
+// and // and /* */ comments as Bicep does.
+func checkBalanced(src string) error {
+	var stack []byte // '(', '[', '{', or 'i' for an interpolation inside a string
+	inString := false
+	line := 1
+	closer := map[byte]byte{')': '(', ']': '[', '}': '{'}
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if c == '\n' {
+			line++
+		}
+		if inString {
+			switch {
+			case c == '\\':
+				i++
+			case c == '\'':
+				inString = false
+			case c == '$' && i+1 < len(src) && src[i+1] == '{':
+				stack = append(stack, 'i')
+				inString = false
+				i++
+			case c == '\n':
+				return fmt.Errorf("line %d: newline in a string", line)
+			}
+			continue
+		}
+		switch c {
+		case '/':
+			if i+1 < len(src) && src[i+1] == '/' {
+				for i < len(src) && src[i] != '\n' {
+					i++
+				}
+				line++
+			} else if i+1 < len(src) && src[i+1] == '*' {
+				end := strings.Index(src[i+2:], "*/")
+				if end < 0 {
+					return fmt.Errorf("line %d: unterminated comment", line)
+				}
+				line += strings.Count(src[i:i+2+end], "\n")
+				i += end + 3
+			}
+		case '\'':
+			inString = true
+		case '(', '[', '{':
+			stack = append(stack, c)
+		case ')', ']', '}':
+			if len(stack) == 0 {
+				return fmt.Errorf("line %d: unmatched %q", line, c)
+			}
+			top := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			if c == '}' && top == 'i' {
+				inString = true
+				continue
+			}
+			if top != closer[c] {
+				return fmt.Errorf("line %d: %q closes %q", line, c, top)
+			}
+		}
+	}
+	if inString {
+		return fmt.Errorf("unterminated string")
+	}
+	if len(stack) > 0 {
+		return fmt.Errorf("%d unclosed brackets", len(stack))
+	}
+	return nil
+}
+
+func TestCheckBalanced(t *testing.T) {
+	good := []string{
+		"var a = { b: [ 'x' ] }",
+		"var s = 'it\\'s ${f('a', [1])} ok' // ( unbalanced in a comment",
+		"/* { */ var x = (1)",
+	}
+	bad := []string{"var a = { b: [ 'x' }", "var s = 'open", "var a = (", "/* open", "var s = 'a\nb'"}
+	for _, s := range good {
+		if err := checkBalanced(s); err != nil {
+			t.Errorf("checkBalanced(%q) = %v, want nil", s, err)
+		}
+	}
+	for _, s := range bad {
+		if checkBalanced(s) == nil {
+			t.Errorf("checkBalanced(%q) = nil, want an error", s)
+		}
+	}
+}

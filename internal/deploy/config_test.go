@@ -1,0 +1,262 @@
+package deploy
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestHostJSON(t *testing.T) {
+	root := repoRoot(t)
+	var h hostJSON
+	readJSON(t, filepath.Join(root, "host.json"), &h)
+
+	if h.Version != "2.0" {
+		t.Errorf("version = %q, want 2.0", h.Version)
+	}
+	if h.ExtensionBundle.ID != "Microsoft.Azure.Functions.ExtensionBundle" || h.ExtensionBundle.Version != "[4.*, 5.0.0)" {
+		t.Errorf("extensionBundle = %+v, want Microsoft.Azure.Functions.ExtensionBundle [4.*, 5.0.0)", h.ExtensionBundle)
+	}
+
+	d := h.CustomHandler.Description
+	if d.DefaultExecutablePath != "handler" {
+		t.Errorf("customHandler.description.defaultExecutablePath = %q, want handler (the name scripts/build.sh produces)", d.DefaultExecutablePath)
+	}
+	if d.WorkingDirectory == nil || *d.WorkingDirectory != "" {
+		t.Errorf("customHandler.description.workingDirectory must be present and empty (the app root)")
+	}
+	if d.Arguments == nil || len(*d.Arguments) != 0 {
+		t.Errorf("customHandler.description.arguments must be present and empty")
+	}
+	if f := h.CustomHandler.EnableForwardingHTTPRequest; f == nil || *f {
+		t.Errorf("customHandler.enableForwardingHttpRequest must be false")
+	}
+
+	timeout, err := parseTimeSpan(h.FunctionTimeout)
+	if err != nil {
+		t.Fatalf("functionTimeout: %v", err)
+	}
+	if timeout < 5*time.Minute {
+		t.Errorf("functionTimeout %v is shorter than five minutes", timeout)
+	}
+	// The InboxCleanup run must end (by its budget) before the host kills it.
+	_, values := sampleSettings(t, root)
+	budget, err := parseTimeSpan(values["NimBus__Inbox__CleanupTimeBudget"])
+	if err != nil {
+		t.Fatalf("NimBus__Inbox__CleanupTimeBudget in the sample: %v", err)
+	}
+	if budget >= timeout {
+		t.Errorf("cleanup time budget %v must be shorter than functionTimeout %v", budget, timeout)
+	}
+
+	sb := h.Extensions.ServiceBus
+	if sb == nil {
+		t.Fatal("extensions.serviceBus is missing")
+	}
+	want := map[string]any{
+		// A custom handler cannot settle messages: 2xx completes, anything else abandons.
+		"autoCompleteMessages":         true,
+		"prefetchCount":                float64(0),
+		"maxConcurrentCallsPerSession": float64(1),
+	}
+	for k, v := range want {
+		if sb[k] != v {
+			t.Errorf("extensions.serviceBus.%s = %v, want %v", k, sb[k], v)
+		}
+	}
+	if n, ok := sb["maxConcurrentSessions"].(float64); !ok || n < 1 {
+		t.Errorf("extensions.serviceBus.maxConcurrentSessions = %v, want a positive number", sb["maxConcurrentSessions"])
+	}
+	renewal, err := parseTimeSpan(asString(sb["maxAutoLockRenewalDuration"]))
+	if err != nil {
+		t.Errorf("extensions.serviceBus.maxAutoLockRenewalDuration: %v", err)
+	} else if renewal < timeout {
+		t.Errorf("maxAutoLockRenewalDuration %v < functionTimeout %v: a long invocation would lose its session lock and be redelivered while running", renewal, timeout)
+	}
+	if idle, err := parseTimeSpan(asString(sb["sessionIdleTimeout"])); err != nil || idle <= 0 {
+		t.Errorf("extensions.serviceBus.sessionIdleTimeout = %v: %v", sb["sessionIdleTimeout"], err)
+	}
+	retry, ok := sb["clientRetryOptions"].(map[string]any)
+	if !ok {
+		t.Fatal("extensions.serviceBus.clientRetryOptions is missing")
+	}
+	for _, k := range []string{"tryTimeout", "delay", "maxDelay"} {
+		if _, err := parseTimeSpan(asString(retry[k])); err != nil {
+			t.Errorf("clientRetryOptions.%s: %v", k, err)
+		}
+	}
+	if mode := asString(retry["mode"]); mode != "Exponential" && mode != "Fixed" {
+		t.Errorf("clientRetryOptions.mode = %q", mode)
+	}
+}
+
+func asString(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// triggerOf returns the single trigger binding of a function.json.
+func triggerOf(t *testing.T, fn function) binding {
+	t.Helper()
+	var f functionJSON
+	readJSON(t, fn.Path, &f)
+	var triggers []binding
+	for _, b := range f.Bindings {
+		if strings.HasSuffix(asString(b["type"]), "Trigger") {
+			triggers = append(triggers, b)
+		}
+	}
+	if len(triggers) != 1 {
+		t.Fatalf("%s: %d trigger bindings, want exactly 1", fn.Name, len(triggers))
+	}
+	if d := asString(triggers[0]["direction"]); d != "in" {
+		t.Fatalf("%s: trigger direction %q, want in", fn.Name, d)
+	}
+	return triggers[0]
+}
+
+func TestFunctionBindings(t *testing.T) {
+	root := repoRoot(t)
+	byName := map[string]function{}
+	for _, fn := range repoFunctions(t, root) {
+		if !functionNameRE.MatchString(fn.Name) || strings.EqualFold(fn.Name, "host") {
+			t.Errorf("function folder %q is not a valid Functions host function name", fn.Name)
+		}
+		byName[fn.Name] = fn
+		triggerOf(t, fn)
+	}
+
+	sub, ok := byName["Subscriber"]
+	if !ok {
+		t.Fatal("functions/Subscriber/function.json is missing")
+	}
+	b := triggerOf(t, sub)
+	for k, v := range map[string]any{
+		"type":              "serviceBusTrigger",
+		"name":              "message",
+		"topicName":         "%NimBus:Endpoint%",
+		"subscriptionName":  "%NimBus:Endpoint%",
+		"connection":        "ServiceBusConnection",
+		"isSessionsEnabled": true,
+		"dataType":          "binary",
+	} {
+		if b[k] != v {
+			t.Errorf("Subscriber trigger %s = %v, want %v", k, b[k], v)
+		}
+	}
+	if c, set := b["cardinality"]; set && c != "one" {
+		t.Errorf("Subscriber trigger cardinality = %v, want one", c)
+	}
+	if ac, set := b["autoCompleteMessages"]; set && ac != true {
+		t.Errorf("Subscriber trigger overrides autoCompleteMessages = %v; a custom handler cannot settle messages itself", ac)
+	}
+
+	cleanup, ok := byName["InboxCleanup"]
+	if !ok {
+		t.Fatal("functions/InboxCleanup/function.json is missing")
+	}
+	b = triggerOf(t, cleanup)
+	for k, v := range map[string]any{
+		"type":         "timerTrigger",
+		"name":         "timer",
+		"schedule":     "%NimBus:Inbox:CleanupSchedule%",
+		"runOnStartup": false,
+		"useMonitor":   true,
+	} {
+		if b[k] != v {
+			t.Errorf("InboxCleanup trigger %s = %v, want %v", k, b[k], v)
+		}
+	}
+}
+
+// TestBindingExpressionsResolve checks every %name% in a function.json. The
+// host resolves it with IConfiguration[name], where an app setting A__B is
+// stored as A:B, so the expression must use ':' (%A__B% never resolves), and
+// the setting it names must be in the sample settings and in the Bicep app
+// settings.
+func TestBindingExpressionsResolve(t *testing.T) {
+	root := repoRoot(t)
+	_, values := sampleSettings(t, root)
+	bicep := string(readFile(t, filepath.Join(root, "infra", "bicep", "main.bicep")))
+	for _, fn := range repoFunctions(t, root) {
+		var f functionJSON
+		readJSON(t, fn.Path, &f)
+		for _, b := range f.Bindings {
+			for prop, v := range b {
+				s, ok := v.(string)
+				if !ok {
+					continue
+				}
+				for _, m := range bindingExprRE.FindAllStringSubmatch(s, -1) {
+					expr := m[1]
+					if strings.Contains(expr, "__") {
+						t.Errorf("%s.%s: %%%s%% cannot resolve: write the hierarchy with ':' (%%%s%%)", fn.Name, prop, expr, strings.ReplaceAll(expr, "__", ":"))
+						continue
+					}
+					setting := strings.ReplaceAll(expr, ":", "__")
+					if _, ok := values[setting]; !ok {
+						t.Errorf("%s.%s: %%%s%% names app setting %s, which local.settings.sample.json does not define", fn.Name, prop, expr, setting)
+					}
+					if !strings.Contains(bicep, "name: '"+setting+"'") {
+						t.Errorf("%s.%s: %%%s%% names app setting %s, which main.bicep does not set", fn.Name, prop, expr, setting)
+					}
+				}
+			}
+		}
+	}
+}
+
+func TestLocalSettingsSample(t *testing.T) {
+	root := repoRoot(t)
+	encrypted, values := sampleSettings(t, root)
+	if encrypted {
+		t.Error("IsEncrypted must be false")
+	}
+	if v := values["FUNCTIONS_WORKER_RUNTIME"]; v != "custom" {
+		t.Errorf("FUNCTIONS_WORKER_RUNTIME = %q, want custom", v)
+	}
+	if v := values["AzureWebJobsStorage"]; v != "UseDevelopmentStorage=true" {
+		t.Errorf("AzureWebJobsStorage = %q, want UseDevelopmentStorage=true (Azurite)", v)
+	}
+	for _, s := range handlerSettings {
+		v, ok := values[s.Name]
+		if !ok {
+			t.Errorf("%s is missing", s.Name)
+			continue
+		}
+		if s.Default != "" && v != s.Default {
+			t.Errorf("%s = %q, want its default %q", s.Name, v, s.Default)
+		}
+	}
+	if f := strings.Fields(values["NimBus__Inbox__CleanupSchedule"]); len(f) != 6 {
+		t.Errorf("NimBus__Inbox__CleanupSchedule has %d fields, want 6 (NCRONTAB with seconds)", len(f))
+	}
+	// No secrets in a tracked file.
+	for _, k := range []string{"ServiceBusConnection", "NimBus__Inbox__Cosmos__ConnectionString"} {
+		if values[k] != "" {
+			t.Errorf("%s must be empty in the sample (it would hold a key)", k)
+		}
+	}
+	for k, v := range values {
+		lv := strings.ToLower(v)
+		if strings.Contains(lv, "accountkey=") || strings.Contains(lv, "sharedaccesskey=") {
+			t.Errorf("%s looks like it holds a key", k)
+		}
+	}
+}
+
+func TestDeployingDocCoversSettings(t *testing.T) {
+	root := repoRoot(t)
+	doc := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
+	for _, s := range handlerSettings {
+		if !strings.Contains(doc, "`"+s.Name+"`") {
+			t.Errorf("docs/deploying.md does not document %s", s.Name)
+		}
+	}
+	for _, want := range []string{"az deployment group create", "scripts/package.sh", "scripts/publish.sh", "func start", "Azurite", "AllowRelaxedConsistency"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/deploying.md does not mention %q", want)
+		}
+	}
+}
