@@ -281,3 +281,12 @@ func localDateTime(t time.Time) string { return dateTimeOffset(t) }
 func utcDateTime(t time.Time) string {
 	return t.UTC().Truncate(100*time.Nanosecond).Format("2006-01-02T15:04:05.9999999") + "Z"
 }
+
+// Props builds properties from name, value pairs, in order.
+func Props(nameValues ...any) []Property {
+	out := make([]Property, 0, len(nameValues)/2)
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		out = append(out, Property{Name: nameValues[i].(string), Value: nameValues[i+1]})
+	}
+	return out
+}

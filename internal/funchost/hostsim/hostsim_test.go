@@ -35,7 +35,7 @@ func fixtureMessage(stringData bool) ServiceBusMessage {
 		EnqueuedTime:       time.Date(2025, 1, 15, 10, 20, 5, 0, time.UTC),
 		ExpiresAt:          time.Date(2025, 1, 29, 10, 20, 5, 0, time.UTC),
 		SessionLockedUntil: time.Date(2025, 1, 15, 10, 21, 5, 123e6, time.UTC),
-		Properties:         []Property{{"eventType", "OrderCreated"}, {"schemaVersion", 2}},
+		Properties:         Props("eventType", "OrderCreated", "schemaVersion", 2),
 		Namespace:          "sb-demo.servicebus.windows.net",
 		UtcNow:             time.Date(2025, 1, 15, 10, 20, 5, 456789100, time.UTC),
 		RandGUID:           "0f8fad5b-d9cb-469f-a165-70867728950e",

@@ -1,0 +1,266 @@
+package app
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+)
+
+const secretPayload = "PAYLOAD-SECRET-4711"
+
+// syncBuffer is a log sink safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line is not JSON: %s", sc.Text())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (s *syncBuffer) reset() {
+	s.mu.Lock()
+	s.b.Reset()
+	s.mu.Unlock()
+}
+
+type testApp struct {
+	*App
+	logs    *syncBuffer
+	pub     *resolver.Memory
+	handled int
+	mu      sync.Mutex
+}
+
+func newTestApp(t testing.TB, settings map[string]string, fail func(n int) error) *testApp {
+	t.Helper()
+	m := map[string]string{
+		config.KeyEndpoint:     "BillingEndpoint",
+		config.KeyInboxEnabled: "true",
+		config.KeyInboxStore:   "InMemory",
+		config.KeyResolverSink: "InMemory",
+	}
+	for k, v := range settings {
+		m[k] = v
+	}
+	cfg, err := config.Load(config.FromMap(m))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := &testApp{logs: &syncBuffer{}}
+	reg := subscriber.NewRegistry()
+	reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+		ta.mu.Lock()
+		ta.handled++
+		n := ta.handled
+		ta.mu.Unlock()
+		if fail != nil {
+			if err := fail(n); err != nil {
+				return subscriber.Result{}, err
+			}
+		}
+		return subscriber.Completed(), nil
+	})
+	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(ta.logs), Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.App = a
+	ta.pub = a.memory
+	return ta
+}
+
+type msg struct {
+	id            string
+	eventType     string
+	deliveryCount int
+	noID          bool
+}
+
+func envelope(m msg) []byte {
+	if m.eventType == "" {
+		m.eventType = "OrderPlaced"
+	}
+	if m.deliveryCount == 0 {
+		m.deliveryCount = 1
+	}
+	body := `{"EventContent":{"EventTypeId":"` + m.eventType + `","EventJson":"{\"OrderId\":\"` + secretPayload + `\"}"},"ErrorContent":null}`
+	id := m.id
+	if m.noID {
+		id = ""
+	}
+	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: "customer-1",
+		DeliveryCount: m.deliveryCount, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
+		Properties: hostsim.Props(
+			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",
+			"EventTypeId", m.eventType, "OriginatingMessageId", "self", "ParentMessageId", "self",
+			"RetryCount", 0, "OriginatingFrom", "ShopEndpoint"),
+		Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
+	})
+}
+
+func (ta *testApp) post(t testing.TB, fn string, body []byte) (int, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodPost, "/"+fn, bytes.NewReader(body))
+	req.Header.Set("X-Azure-Functions-InvocationId", "inv-test")
+	ta.Handler().ServeHTTP(rec, req)
+	if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+		t.Fatalf("Content-Type = %q", ct)
+	}
+	return rec.Code, rec.Body.String()
+}
+
+func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
+	ta := newTestApp(t, nil, func(n int) error {
+		if n == 2 {
+			return errors.New("billing system busy")
+		}
+		return nil
+	})
+	steps := []struct {
+		name    string
+		env     []byte
+		status  int
+		outcome string
+		inbox   string
+		resp    string
+	}{
+		{"fresh", envelope(msg{id: "m-1"}), 200, "completed", "new", "ResolutionResponse"},
+		{"redelivery after success", envelope(msg{id: "m-1", deliveryCount: 2}), 200, "duplicate", "duplicate", "SkipResponse"},
+		{"failing attempt", envelope(msg{id: "m-2"}), 503, "handler_failed", "new", ""},
+		{"retried attempt", envelope(msg{id: "m-2", deliveryCount: 2}), 200, "completed", "new", "ResolutionResponse"},
+		{"missing message id", envelope(msg{noID: true}), 200, "completed", "bypassed", "ResolutionResponse"},
+		{"unknown event type", envelope(msg{id: "m-3", eventType: "CustomerMoved"}), 200, "unsupported", "new", "UnsupportedResponse"},
+		{"malformed envelope", []byte(`{"Data":{"message":"not base64!"},"Metadata":{}}`), 400, "malformed_invocation", "not_reached", ""},
+	}
+	for _, s := range steps {
+		ta.logs.reset()
+		before := len(ta.pub.Sent())
+		status, body := ta.post(t, FuncSubscriber, s.env)
+		if status != s.status || body != funchost.ResponseBody {
+			t.Fatalf("%s: status %d body %q, want %d", s.name, status, body, s.status)
+		}
+		lines := ta.logs.lines(t)
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d log lines, want exactly 1: %v", s.name, len(lines), lines)
+		}
+		l := lines[0]
+		if l["outcome"] != s.outcome || l["inbox"] != s.inbox || l["function"] != FuncSubscriber || l["endpoint"] != "BillingEndpoint" {
+			t.Fatalf("%s: log line %v", s.name, l)
+		}
+		for _, k := range []string{"messageId", "sessionId", "eventTypeId", "messageType", "durationMs", "invocationId"} {
+			if _, ok := l[k]; !ok {
+				t.Errorf("%s: log line lacks %s", s.name, k)
+			}
+		}
+		sent := ta.pub.Sent()[before:]
+		switch {
+		case s.resp == "" && len(sent) != 0:
+			t.Fatalf("%s: unexpected response %s", s.name, sent[0].Type())
+		case s.resp != "" && (len(sent) != 1 || sent[0].Type() != s.resp):
+			t.Fatalf("%s: responses %d, want one %s", s.name, len(sent), s.resp)
+		}
+	}
+	raw := ta.logs.b.String()
+	if strings.Contains(raw, secretPayload) {
+		t.Fatal("a log line contains the payload")
+	}
+	if ta.handled != 4 {
+		t.Fatalf("handler ran %d times, want 4 (fresh, failing, retried, bypass)", ta.handled)
+	}
+	if got := ta.Metrics().Get("nimbus.invocations", "outcome=duplicate"); got != 1 {
+		t.Fatalf("duplicate invocations counter = %d", got)
+	}
+}
+
+func TestLogsNeverContainPayloadOnAnyPath(t *testing.T) {
+	ta := newTestApp(t, nil, func(int) error { return errors.New("handler failed") })
+	ta.post(t, FuncSubscriber, envelope(msg{id: "p-1"}))
+	ta.post(t, FuncSubscriber, envelope(msg{noID: true}))
+	bad := bytes.Replace(envelope(msg{id: "p-2"}), []byte(`"MessageType":"EventRequest"`), []byte(`"MessageType":"`+secretPayload+`"`), 1)
+	ta.post(t, FuncSubscriber, bad)
+	if strings.Contains(ta.logs.b.String(), secretPayload) {
+		t.Fatalf("payload in logs:\n%s", ta.logs.b.String())
+	}
+}
+
+func TestInboxOffChecksNothing(t *testing.T) {
+	ta := newTestApp(t, map[string]string{config.KeyInboxEnabled: "false"}, nil)
+	if ta.store != nil {
+		t.Fatal("a store was built with the inbox off")
+	}
+	for range 2 {
+		if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"})); status != 200 {
+			t.Fatal(status)
+		}
+	}
+	if ta.handled != 2 {
+		t.Fatalf("handled %d", ta.handled)
+	}
+	if l := ta.logs.lines(t); l[0]["inbox"] != "off" {
+		t.Fatalf("inbox = %v", l[0]["inbox"])
+	}
+}
+
+func TestUnknownFunctionIs404AndHealthIsFast(t *testing.T) {
+	ta := newTestApp(t, nil, nil)
+	if status, _ := ta.post(t, "Nope", []byte(`{}`)); status != 404 {
+		t.Fatalf("status %d", status)
+	}
+	rec := httptest.NewRecorder()
+	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	if rec.Code != 200 {
+		t.Fatalf("GET / = %d", rec.Code)
+	}
+}
+
+func TestMemorySinkShowsTypedProperties(t *testing.T) {
+	ta := newTestApp(t, nil, nil)
+	ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"}))
+	rec := httptest.NewRecorder()
+	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
+	var sent []SentResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
+		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
+	}
+	p := sent[0].Properties
+	if p["RetryCount"].Type != "int" || p["QueueTimeMs"].Type != "long" || p["To"].Value != "Resolver" {
+		t.Fatalf("properties = %+v", p)
+	}
+}

@@ -1,0 +1,137 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+func base() map[string]string {
+	return map[string]string{KeyEndpoint: "BillingEndpoint", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v"}
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := Load(FromMap(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Port != 8080 || c.Inbox.Enabled || c.Inbox.Retention != 7*24*time.Hour || c.Inbox.PurgeBatchSize != 100 ||
+		c.Inbox.CleanupSchedule != "0 0 * * * *" || c.Inbox.Cosmos.DatabaseID != "MessageDatabase" ||
+		c.Inbox.Cosmos.ContainerID != "inbox" || !c.Inbox.Cosmos.AutoCreateContainer || c.Inbox.Cosmos.AllowRelaxedConsistency ||
+		c.Resolver.Sink != SinkServiceBus || c.Inbox.CleanupBudget != 4*time.Minute {
+		t.Fatalf("defaults = %+v", c)
+	}
+}
+
+func TestEveryProblemIsReportedAtOnce(t *testing.T) {
+	_, err := Load(FromMap(map[string]string{
+		KeyPort:            "0",
+		KeyInboxEnabled:    "yes please",
+		KeyRetention:       "-1.00:00:00",
+		KeyPurgeBatchSize:  "1001",
+		KeyCleanupSchedule: "every hour",
+		KeyResolverSink:    "Kafka",
+		KeyLogLevel:        "loud",
+	}))
+	var ce *Error
+	if !errors.As(err, &ce) {
+		t.Fatalf("err = %v", err)
+	}
+	for _, want := range []string{KeyPort, KeyEndpoint, KeyInboxEnabled, KeyRetention, KeyPurgeBatchSize, KeyCleanupSchedule, KeyResolverSink, KeyLogLevel} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not mention %s:\n%v", want, err)
+		}
+	}
+	if len(ce.Problems) < 8 {
+		t.Errorf("%d problems reported: %q", len(ce.Problems), ce.Problems)
+	}
+}
+
+func TestInboxStoreSelection(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     map[string]string
+		wantErr []string
+		store   Store
+	}{
+		{"store required", map[string]string{KeyInboxEnabled: "true"}, []string{KeyInboxStore, "Cosmos", "InMemory"}, ""},
+		{"unknown store", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "SqlServer"}, []string{"SqlServer"}, ""},
+		{"cosmos unconfigured", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos"}, []string{KeyCosmosEndpoint, KeyCosmosConnectionString}, ""},
+		{"cosmos both", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosEndpoint: "https://a.documents.azure.com:443/", KeyCosmosConnectionString: "AccountEndpoint=https://a/;AccountKey=k;"}, []string{"only one"}, ""},
+		{"cosmos bad conn", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosConnectionString: "secret"}, []string{"AccountEndpoint="}, ""},
+		{"cosmos ok", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "cosmos", KeyCosmosEndpoint: "https://a.documents.azure.com:443/"}, nil, StoreCosmos},
+		{"memory ok", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "InMemory"}, nil, StoreInMemory},
+		{"off ignores store", map[string]string{KeyInboxStore: "Nonsense"}, nil, ""},
+		{"bad cosmos id", map[string]string{KeyCosmosContainer: "in/box"}, []string{KeyCosmosContainer}, ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := base()
+			for k, v := range c.set {
+				m[k] = v
+			}
+			cfg, err := Load(FromMap(m))
+			if len(c.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.Inbox.Store != c.store {
+					t.Fatalf("store = %q, want %q", cfg.Inbox.Store, c.store)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q: %v", w, err)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") && c.name == "cosmos bad conn" {
+				t.Errorf("error echoes a connection string: %v", err)
+			}
+		})
+	}
+}
+
+func TestResolverSink(t *testing.T) {
+	_, err := Load(FromMap(map[string]string{KeyEndpoint: "E"}))
+	if err == nil || !strings.Contains(err.Error(), KeyServiceBus) || !strings.Contains(err.Error(), KeyServiceBusNamespace) {
+		t.Fatalf("missing connection: %v", err)
+	}
+	c, err := Load(FromMap(map[string]string{KeyEndpoint: "E", KeyServiceBusNamespace: "ns.servicebus.windows.net", KeyServiceBusClientID: "cid"}))
+	if err != nil || c.Resolver.FullyQualifiedNamespace != "ns.servicebus.windows.net" || c.Resolver.ClientID != "cid" {
+		t.Fatalf("identity connection: %+v %v", c, err)
+	}
+	c, err = Load(FromMap(map[string]string{KeyEndpoint: "E", KeyResolverSink: "inmemory"}))
+	if err != nil || c.Resolver.Sink != SinkInMemory || len(c.Warnings) == 0 {
+		t.Fatalf("in-memory sink: %+v %v", c, err)
+	}
+}
+
+func TestParseDuration(t *testing.T) {
+	cases := map[string]time.Duration{
+		"7.00:00:00": 7 * 24 * time.Hour,
+		"00:04:00":   4 * time.Minute,
+		"1:30:00":    90 * time.Minute,
+		"00:00:00.5": 500 * time.Millisecond,
+		"2":          48 * time.Hour,
+		"168h":       168 * time.Hour,
+		"4m30s":      270 * time.Second,
+		"-00:01:00":  -time.Minute,
+		"1.02:03:04": 26*time.Hour + 3*time.Minute + 4*time.Second,
+	}
+	for in, want := range cases {
+		got, err := ParseDuration(in)
+		if err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "7 days", "25:00:00", "00:61:00", "00:00:75", "x.00:00:00"} {
+		if _, err := ParseDuration(bad); err == nil {
+			t.Errorf("ParseDuration(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package funchost
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+)
+
+func readFixture(t testing.TB, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", "host", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestDecodeServiceBusReplayFixtures(t *testing.T) {
+	wantBody := `{"orderId":"A-1001","amount":42.5,"customer":{"id":7},"lines":[1,2]}`
+	for _, name := range []string{"sb_session_binary.json", "sb_session_string.json"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := DecodeServiceBus(readFixture(t, name), "message")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(m.Body) != wantBody {
+				t.Errorf("Body = %q, want %q", m.Body, wantBody)
+			}
+			checkStr(t, "MessageID", m.MessageID, "7c9e6679-7425-40de-944b-e07fc1f90ae7")
+			checkStr(t, "SessionID", m.SessionID, "order-A-1001")
+			checkStr(t, "CorrelationID", m.CorrelationID, "corr-77")
+			if m.ContentType != "application/json" || m.Subject != "OrderCreated" {
+				t.Errorf("ContentType, Subject = %q, %q", m.ContentType, m.Subject)
+			}
+			if m.DeliveryCount != 1 || m.SequenceNumber != 41 {
+				t.Errorf("DeliveryCount, SequenceNumber = %d, %d", m.DeliveryCount, m.SequenceNumber)
+			}
+			if want := time.Date(2025, 1, 15, 10, 20, 5, 0, time.UTC); !m.EnqueuedTime.Equal(want) {
+				t.Errorf("EnqueuedTime = %v, want %v", m.EnqueuedTime, want)
+			}
+			if m.ApplicationProperties["eventType"] != "OrderCreated" || m.ApplicationProperties["schemaVersion"] != json.Number("2") {
+				t.Errorf("ApplicationProperties = %#v", m.ApplicationProperties)
+			}
+		})
+	}
+}
+
+func TestDecodeTimerReplayFixture(t *testing.T) {
+	info, err := DecodeTimer(readFixture(t, "timer.json"), "timer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.IsPastDue || !info.Next.Equal(time.Date(2025, 1, 15, 10, 20, 0, 0, time.UTC)) {
+		t.Errorf("timer = %+v", info)
+	}
+	if !info.UtcNow.Equal(time.Date(2025, 1, 15, 10, 20, 0, 15678900, time.UTC)) {
+		t.Errorf("UtcNow = %v", info.UtcNow)
+	}
+}
+
+// nimbusEnvelope builds a host envelope carrying a NimBus EventRequest.
+func nimbusEnvelope(stringData bool) []byte {
+	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"Note\":\"<a&b> \\\"q\\\" ünï 😀\"}"},"ErrorContent":null}`
+	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
+		FunctionName:   "Subscriber",
+		StringData:     stringData,
+		Body:           []byte(body),
+		MessageID:      `OrderPlaced-"quoted"\id`,
+		SessionID:      "customer-1",
+		CorrelationID:  "corr-1",
+		DeliveryCount:  3,
+		SequenceNumber: 1 << 40,
+		EnqueuedTime:   time.Date(2026, 11, 30, 8, 0, 1, 0, time.UTC),
+		Properties: hostsim.Props(
+			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
+			"EventId", "evt-1", "EventTypeId", "OrderPlaced", "OriginatingMessageId", "self",
+			"ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint",
+			"Nothing", nil, "Flag", true, "Big", int64(1)<<40),
+		Namespace: "sb-test.servicebus.windows.net",
+		UtcNow:    time.Date(2026, 11, 30, 8, 0, 2, 0, time.UTC),
+		RandGUID:  "00000000-0000-0000-0000-000000000001",
+	})
+}
+
+func TestDecodeServiceBusNimBusProperties(t *testing.T) {
+	for _, stringData := range []bool{false, true} {
+		m, err := DecodeServiceBus(nimbusEnvelope(stringData), "message")
+		if err != nil {
+			t.Fatalf("stringData=%v: %v", stringData, err)
+		}
+		checkStr(t, "MessageID", m.MessageID, `OrderPlaced-"quoted"\id`)
+		if !strings.Contains(string(m.Body), `ünï 😀`) || !strings.HasPrefix(string(m.Body), `{"EventContent"`) {
+			t.Errorf("stringData=%v: body = %s", stringData, m.Body)
+		}
+		p := m.ApplicationProperties
+		if p["To"] != "BillingEndpoint" || p["MessageType"] != "EventRequest" || p["RetryCount"] != json.Number("0") {
+			t.Errorf("properties = %#v", p)
+		}
+		if v, ok := p["Nothing"]; !ok || v != nil {
+			t.Errorf("null property: %#v, %v", v, ok)
+		}
+		if p["Flag"] != true || p["Big"] != json.Number("1099511627776") {
+			t.Errorf("Flag, Big = %#v, %#v", p["Flag"], p["Big"])
+		}
+		if m.DeliveryCount != 3 || m.SequenceNumber != 1<<40 {
+			t.Errorf("DeliveryCount, SequenceNumber = %d, %d", m.DeliveryCount, m.SequenceNumber)
+		}
+	}
+}
+
+func TestDecodeServiceBusAbsentValues(t *testing.T) {
+	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{FunctionName: "Subscriber", Body: nil, DeliveryCount: 1})
+	m, err := DecodeServiceBus(env, "message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.MessageID != nil || m.SessionID != nil || m.CorrelationID != nil {
+		t.Errorf("absent ids decoded as %v %v %v", m.MessageID, m.SessionID, m.CorrelationID)
+	}
+	if len(m.Body) != 0 || m.ApplicationProperties == nil {
+		t.Errorf("body %q, props %v", m.Body, m.ApplicationProperties)
+	}
+	// An empty (but present) message id stays distinguishable from absent.
+	env = hostsim.ServiceBus(hostsim.ServiceBusMessage{FunctionName: "Subscriber", Body: []byte("x")})
+	env = []byte(strings.Replace(string(env), `"SequenceNumber"`, `"MessageId":"\"\"","SequenceNumber"`, 1))
+	m, err = DecodeServiceBus(env, "message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkStr(t, "MessageID", m.MessageID, "")
+}
+
+func TestDecodeServiceBusMalformed(t *testing.T) {
+	good := string(readFixture(t, "sb_session_binary.json"))
+	cases := map[string]string{
+		"not json":             `{"Data":`,
+		"array":                `[1,2]`,
+		"no data":              `{"Metadata":{}}`,
+		"two bindings":         `{"Data":{"a":"eA==","b":"eA=="},"Metadata":{}}`,
+		"object trigger value": `{"Data":{"message":{"x":1}},"Metadata":{}}`,
+		"bad base64":           `{"Data":{"message":"@@@"},"Metadata":{}}`,
+		"bad delivery count":   strings.Replace(good, `"DeliveryCount":"1"`, `"DeliveryCount":"one"`, 1),
+		"negative delivery":    strings.Replace(good, `"DeliveryCount":"1"`, `"DeliveryCount":"-4"`, 1),
+		"message id number":    strings.Replace(good, `"MessageId":"\"7c9e6679-7425-40de-944b-e07fc1f90ae7\""`, `"MessageId":7`, 1),
+		"bad date":             strings.Replace(good, `"EnqueuedTimeUtc":"2025-01-15T10:20:05"`, `"EnqueuedTimeUtc":"yesterday"`, 1),
+		"properties array":     strings.Replace(good, `"ApplicationProperties":{"eventType":"OrderCreated","schemaVersion":2}`, `"ApplicationProperties":[1]`, 1),
+	}
+	for name, env := range cases {
+		_, err := DecodeServiceBus([]byte(env), "message")
+		if !errors.Is(err, ErrMalformed) {
+			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "OrderCreated") {
+			t.Errorf("%s: error text leaks envelope content: %v", name, err)
+		}
+	}
+}
+
+func TestDecodeServiceBusOtherBindingName(t *testing.T) {
+	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{Binding: "msg", Body: []byte("hello"), MessageID: "m"})
+	m, err := DecodeServiceBus(env, "message")
+	if err != nil || string(m.Body) != "hello" {
+		t.Fatalf("single binding of another name: %q, %v", m.Body, err)
+	}
+}
+
+func checkStr(t *testing.T, name string, got *string, want string) {
+	t.Helper()
+	if got == nil || *got != want {
+		t.Errorf("%s = %v, want %q", name, got, want)
+	}
+}
+
+func FuzzDecodeServiceBus(f *testing.F) {
+	f.Add(readFixture(f, "sb_session_binary.json"))
+	f.Add(readFixture(f, "sb_session_string.json"))
+	f.Add(nimbusEnvelope(false))
+	f.Add(nimbusEnvelope(true))
+	f.Add([]byte(`{"Data":{"message":null},"Metadata":{"MessageId":"\"\\\"\""}}`))
+	f.Fuzz(func(t *testing.T, env []byte) {
+		m, err := DecodeServiceBus(env, "message")
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error %v is not ErrMalformed", err)
+			}
+			return
+		}
+		if m.ApplicationProperties == nil {
+			t.Fatal("nil ApplicationProperties on success")
+		}
+		if m.DeliveryCount < 0 {
+			t.Fatal("negative DeliveryCount")
+		}
+	})
+}
