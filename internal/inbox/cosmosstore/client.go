@@ -1,0 +1,266 @@
+package cosmosstore
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+// ClientConfig says how to reach and authenticate to a Cosmos DB account.
+// Exactly one way applies:
+//
+//   - ConnectionString ("AccountEndpoint=...;AccountKey=...;"): key auth;
+//   - Endpoint + Key: key auth;
+//   - Endpoint + Credential: that Entra ID credential;
+//   - Endpoint + ManagedIdentityClientID: that user-assigned managed identity;
+//   - Endpoint alone: azidentity.DefaultAzureCredential.
+type ClientConfig struct {
+	// ConnectionString is a key-based connection string. Set it alone.
+	ConnectionString string
+	// Endpoint is the account endpoint, e.g. "https://acct.documents.azure.com:443/".
+	Endpoint string
+	// Key is the account key (base64).
+	Key string
+	// ManagedIdentityClientID selects a user-assigned managed identity.
+	ManagedIdentityClientID string
+	// Credential is an Entra ID credential to use instead of the default
+	// chain (tests, custom chains).
+	Credential azcore.TokenCredential
+	// ClientOptions configures the Cosmos client and the account reads
+	// (transport, retries, logging); nil means defaults.
+	ClientOptions *azcosmos.ClientOptions
+	// CredentialOptions configures the azidentity credential's own HTTP
+	// pipeline; nil means defaults.
+	CredentialOptions *azcore.ClientOptions
+}
+
+// Account is a connection to one Cosmos DB account: the SDK client (hold one
+// per process) and a reader of the account's properties, which the SDK does
+// not expose but the Strong-consistency check needs. Both share the
+// configured credential and transport.
+type Account struct {
+	// Client is the Cosmos SDK client.
+	Client *azcosmos.Client
+
+	endpoint string
+	pipeline runtime.Pipeline
+}
+
+// ErrClientConfig reports an unusable ClientConfig.
+var ErrClientConfig = errors.New("cosmosstore: invalid Cosmos client configuration")
+
+// NewAccount builds the client and account reader for cfg. It does no
+// network I/O (credentials fetch tokens on first use).
+func NewAccount(cfg ClientConfig) (*Account, error) {
+	endpoint, key, err := resolveAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var opts azcosmos.ClientOptions
+	if cfg.ClientOptions != nil {
+		opts = *cfg.ClientOptions
+	}
+	var credOpts azcore.ClientOptions
+	if cfg.CredentialOptions != nil {
+		credOpts = *cfg.CredentialOptions
+	}
+
+	var (
+		client *azcosmos.Client
+		auth   policy.Policy
+	)
+	switch {
+	case key != "":
+		kc, err := azcosmos.NewKeyCredential(key)
+		if err != nil {
+			return nil, fmt.Errorf("%w: account key is not valid base64", ErrClientConfig)
+		}
+		keyBytes, _ := base64.StdEncoding.DecodeString(key)
+		client, err = azcosmos.NewClientWithKey(endpoint, kc, &opts)
+		if err != nil {
+			return nil, fmt.Errorf("cosmosstore: creating Cosmos client: %w", err)
+		}
+		auth = &keyAuthPolicy{key: keyBytes}
+	default:
+		cred := cfg.Credential
+		if cred == nil && cfg.ManagedIdentityClientID != "" {
+			cred, err = azidentity.NewManagedIdentityCredential(&azidentity.ManagedIdentityCredentialOptions{
+				ClientOptions: credOpts,
+				ID:            azidentity.ClientID(cfg.ManagedIdentityClientID),
+			})
+		} else if cred == nil {
+			cred, err = azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: credOpts})
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cosmosstore: creating Entra ID credential: %w", err)
+		}
+		client, err = azcosmos.NewClient(endpoint, cred, &opts)
+		if err != nil {
+			return nil, fmt.Errorf("cosmosstore: creating Cosmos client: %w", err)
+		}
+		auth = &tokenAuthPolicy{cred: cred, scopes: []string{tokenScope(endpoint, &opts)}}
+	}
+	pl := runtime.NewPipeline("cosmosstore", "v1.0.0", runtime.PipelineOptions{PerRetry: []policy.Policy{auth}}, &opts.ClientOptions)
+	return &Account{Client: client, endpoint: endpoint, pipeline: pl}, nil
+}
+
+// NewClient returns the Cosmos client for cfg without an account reader.
+// A Store needs an Account; use NewAccount for one.
+func NewClient(cfg ClientConfig) (*azcosmos.Client, error) {
+	a, err := NewAccount(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return a.Client, nil
+}
+
+// Endpoint returns the account endpoint.
+func (a *Account) Endpoint() string { return a.endpoint }
+
+// DefaultConsistency reads the account's properties (GET on the account
+// endpoint) and returns its default consistency level. The SDK sets no
+// client-level override, so this is the effective level of every request
+// the store makes.
+func (a *Account) DefaultConsistency(ctx context.Context) (azcosmos.ConsistencyLevel, error) {
+	req, err := runtime.NewRequest(ctx, http.MethodGet, a.endpoint)
+	if err != nil {
+		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+	}
+	req.Raw().Header.Set("x-ms-version", "2020-11-05")
+	req.Raw().Header.Set("Accept", "application/json")
+	resp, err := a.pipeline.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("cosmosstore: reading account properties: %w", runtime.NewResponseError(resp))
+	}
+	var props struct {
+		UserConsistencyPolicy struct {
+			DefaultConsistencyLevel azcosmos.ConsistencyLevel `json:"defaultConsistencyLevel"`
+		} `json:"userConsistencyPolicy"`
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+	}
+	if err := json.Unmarshal(body, &props); err != nil {
+		return "", fmt.Errorf("cosmosstore: decoding account properties: %w", err)
+	}
+	if props.UserConsistencyPolicy.DefaultConsistencyLevel == "" {
+		return "", errors.New("cosmosstore: account properties name no default consistency level")
+	}
+	return props.UserConsistencyPolicy.DefaultConsistencyLevel, nil
+}
+
+// resolveAuth validates cfg and returns the endpoint and, for key auth, the
+// key. Errors never contain the key.
+func resolveAuth(cfg ClientConfig) (endpoint, key string, err error) {
+	entra := cfg.ManagedIdentityClientID != "" || cfg.Credential != nil
+	switch {
+	case cfg.ConnectionString != "":
+		if cfg.Endpoint != "" || cfg.Key != "" || entra {
+			return "", "", fmt.Errorf("%w: a connection string excludes an endpoint, key, managed identity or credential", ErrClientConfig)
+		}
+		endpoint, key, err = parseConnectionString(cfg.ConnectionString)
+		if err != nil {
+			return "", "", err
+		}
+	case cfg.Endpoint == "":
+		return "", "", fmt.Errorf("%w: an account endpoint or a connection string is required", ErrClientConfig)
+	case cfg.Key != "" && entra:
+		return "", "", fmt.Errorf("%w: an account key excludes a managed identity or credential", ErrClientConfig)
+	case cfg.ManagedIdentityClientID != "" && cfg.Credential != nil:
+		return "", "", fmt.Errorf("%w: set a managed identity client id or a credential, not both", ErrClientConfig)
+	default:
+		endpoint, key = cfg.Endpoint, cfg.Key
+	}
+	u, perr := url.Parse(endpoint)
+	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL", ErrClientConfig, endpoint)
+	}
+	return endpoint, key, nil
+}
+
+// parseConnectionString reads AccountEndpoint and AccountKey (names are
+// case-insensitive; other entries are ignored).
+func parseConnectionString(cs string) (endpoint, key string, err error) {
+	for part := range strings.SplitSeq(cs, ";") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, "=")
+		if !ok {
+			return "", "", fmt.Errorf("%w: connection string entry without '='", ErrClientConfig)
+		}
+		switch {
+		case strings.EqualFold(strings.TrimSpace(name), "AccountEndpoint"):
+			endpoint = strings.TrimSpace(value)
+		case strings.EqualFold(strings.TrimSpace(name), "AccountKey"):
+			key = strings.TrimSpace(value)
+		}
+	}
+	if endpoint == "" || key == "" {
+		return "", "", fmt.Errorf("%w: connection string needs AccountEndpoint and AccountKey", ErrClientConfig)
+	}
+	return endpoint, key, nil
+}
+
+// tokenScope is the scope the SDK requests tokens for: the configured
+// Cosmos audience, else the account's scheme and host.
+func tokenScope(endpoint string, opts *azcosmos.ClientOptions) string {
+	if svc, ok := opts.Cloud.Services[azcosmos.ServiceName]; ok && svc.Audience != "" {
+		return svc.Audience + "/.default"
+	}
+	u, _ := url.Parse(endpoint)
+	return u.Scheme + "://" + u.Hostname() + "/.default"
+}
+
+// keyAuthPolicy signs an account-properties read with the account key, as
+// the Cosmos REST API specifies for the database-account resource (empty
+// resource type and link).
+type keyAuthPolicy struct{ key []byte }
+
+func (p *keyAuthPolicy) Do(req *policy.Request) (*http.Response, error) {
+	date := time.Now().UTC().Format(http.TimeFormat)
+	req.Raw().Header.Set("x-ms-date", date)
+	mac := hmac.New(sha256.New, p.key)
+	_, _ = io.WriteString(mac, strings.ToLower(req.Raw().Method)+"\n\n\n"+strings.ToLower(date)+"\n\n")
+	sig := base64.StdEncoding.EncodeToString(mac.Sum(nil))
+	req.Raw().Header.Set("Authorization", url.QueryEscape("type=master&ver=1.0&sig="+sig))
+	return req.Next()
+}
+
+// tokenAuthPolicy authorizes an account-properties read with an Entra ID
+// token in the Cosmos header format. Credentials cache tokens themselves.
+type tokenAuthPolicy struct {
+	cred   azcore.TokenCredential
+	scopes []string
+}
+
+func (p *tokenAuthPolicy) Do(req *policy.Request) (*http.Response, error) {
+	tk, err := p.cred.GetToken(req.Raw().Context(), policy.TokenRequestOptions{Scopes: p.scopes})
+	if err != nil {
+		return nil, err
+	}
+	req.Raw().Header.Set("x-ms-date", time.Now().UTC().Format(http.TimeFormat))
+	req.Raw().Header.Set("Authorization", "type=aad&ver=1.0&sig="+tk.Token)
+	return req.Next()
+}
