@@ -1,0 +1,359 @@
+// Command demo builds the custom handler, starts it on embedded defaults
+// (endpoint BillingEndpoint, in-memory inbox, in-memory Resolver sink) and
+// drives it with invocations shaped exactly as the Azure Functions host
+// sends them, printing what happens to each. No Azure account is needed.
+//
+//	go run ./scripts/demo
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+)
+
+const endpoint = "BillingEndpoint"
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	base   string
+	client *http.Client
+	logs   *logTail
+	seen   int // Resolver responses already printed
+	seq    int64
+}
+
+func run() error {
+	root, err := repoRoot()
+	if err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp("", "nimbus-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "handler")
+	build := exec.Command("go", "build", "-o", bin, "./handler")
+	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build ./handler: %w", err)
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(),
+		"FUNCTIONS_CUSTOMHANDLER_PORT="+fmt.Sprint(port),
+		"NimBus__Endpoint="+endpoint,
+		"NimBus__Inbox__Enabled=true",
+		"NimBus__Inbox__Store=InMemory",
+		"NimBus__Inbox__RetentionPeriod=7.00:00:00",
+		"NimBus__Inbox__CleanupSchedule=0 0 * * * *",
+		"NimBus__Resolver__Sink=InMemory",
+	)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Kill() }()
+	d := &demo{base: fmt.Sprintf("http://127.0.0.1:%d", port), client: &http.Client{Timeout: 30 * time.Second}, logs: newLogTail(stdout)}
+	if err := d.waitReady(); err != nil {
+		return err
+	}
+
+	fmt.Printf("NimBus subscriber demo: endpoint %s, in-memory inbox, in-memory Resolver sink\n", endpoint)
+	fmt.Printf("Built ./handler and started it on 127.0.0.1:%d (the port the Functions host would assign).\n", port)
+	fmt.Println("Each step POSTs a Service Bus invocation envelope as the host builds it (dataType binary, sessions on).")
+
+	order := func(id string, amount float64, extra string) string {
+		return fmt.Sprintf(`{"OrderId":%q,"CustomerId":"C-7","Amount":%g%s}`, id, amount, extra)
+	}
+	d.step("1. Fresh delivery of OrderPlaced", "OrderPlaced-0001", 1, "OrderPlaced", order("O-1", 42.5, ""))
+	d.step("2. The same message redelivered after it succeeded (lock lost before completion)", "OrderPlaced-0001", 2, "OrderPlaced", order("O-1", 42.5, ""))
+	d.step("3. A delivery whose handler fails (billing system busy)", "OrderPlaced-0002", 1, "OrderPlaced", order("O-2", 42.5, `,"FailFirstAttempts":1`))
+	d.step("4. The broker redelivers it; this time the handler succeeds", "OrderPlaced-0002", 2, "OrderPlaced", order("O-2", 42.5, `,"FailFirstAttempts":1`))
+	d.step("5. A message without a MessageId (cannot be deduplicated)", "", 1, "OrderPlaced", order("O-3", 42.5, ""))
+	d.step("6. An event type this endpoint has no handler for", "CustomerMoved-0001", 1, "CustomerMoved", `{"CustomerId":"C-7"}`)
+	d.step("7. A large order the handler hands off for manual approval", "OrderPlaced-0004", 1, "OrderPlaced", order("O-4", 25000, ""))
+	d.malformed("8. A malformed envelope (not valid base64)")
+	d.cleanup("9. The hourly InboxCleanup timer fires")
+
+	fmt.Println()
+	fmt.Println("Counters (GET /_nimbus/metrics):")
+	var counters map[string]int64
+	if err := d.getJSON("/_nimbus/metrics", &counters); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(counters))
+	for k := range counters {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("   %-60s %d\n", k, counters[k])
+	}
+
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("handler did not stop cleanly: %w", err)
+		}
+	case <-time.After(15 * time.Second):
+		return errors.New("handler did not stop within 15s of SIGTERM")
+	}
+	fmt.Println("\nStopped the handler with SIGTERM (graceful shutdown).")
+	return nil
+}
+
+func (d *demo) step(title, messageID string, deliveryCount int, eventType, eventJSON string) {
+	d.seq++
+	shown := messageID
+	if shown == "" {
+		shown = "(none)"
+	}
+	body := `{"EventContent":{"EventTypeId":` + jsonString(eventType) + `,"EventJson":` + jsonString(eventJSON) + `},"ErrorContent":null}`
+	now := time.Now().UTC()
+	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{
+		FunctionName:       app.FuncSubscriber,
+		Body:               []byte(body),
+		MessageID:          messageID,
+		SessionID:          "customer-C-7",
+		CorrelationID:      "checkout-42",
+		ContentType:        "application/json",
+		LockToken:          fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq),
+		DeliveryCount:      deliveryCount,
+		SequenceNumber:     1000 + d.seq,
+		EnqueuedTime:       now.Add(-2 * time.Second),
+		SessionLockedUntil: now.Add(time.Minute),
+		Properties: hostsim.Props(
+			"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
+			"EventId", "evt-"+strings.ToLower(shown), "EventTypeId", eventType,
+			"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0,
+			"OriginatingFrom", "ShopEndpoint"),
+		Namespace: "sb-demo.servicebus.windows.net",
+		UtcNow:    now,
+		RandGUID:  fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq),
+	})
+	fmt.Printf("\n%s\n   MessageId %s, DeliveryCount %d, EventTypeId %s\n", title, shown, deliveryCount, eventType)
+	d.invoke(app.FuncSubscriber, env)
+}
+
+func (d *demo) malformed(title string) {
+	d.seq++
+	fmt.Printf("\n%s\n", title)
+	d.invoke(app.FuncSubscriber, []byte(`{"Data":{"message":"%%% not base64 %%%"},"Metadata":{"DeliveryCount":"1"}}`))
+}
+
+func (d *demo) cleanup(title string) {
+	d.seq++
+	fmt.Printf("\n%s\n", title)
+	now := time.Now().UTC()
+	env := hostsim.TimerEnvelope(hostsim.Timer{
+		FunctionName: app.FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now.Add(-time.Hour),
+		UtcNow: now, RandGUID: fmt.Sprintf("b3c2a1d4-5e6f-4a7b-8c9d-%012d", d.seq),
+	})
+	d.invoke(app.FuncInboxCleanup, env)
+}
+
+func (d *demo) invoke(function string, env []byte) {
+	id := fmt.Sprintf("demo-invocation-%04d", d.seq)
+	req, _ := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
+	req.Header.Set("X-Azure-Functions-InvocationId", id)
+	resp, err := d.client.Do(req)
+	if err != nil {
+		fmt.Printf("   request failed: %v\n", err)
+		return
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	verdict := "the host completes the message"
+	if resp.StatusCode/100 != 2 {
+		verdict = "the host abandons the message; the broker redelivers it (dead-letters after MaxDeliveryCount)"
+	}
+	if function == app.FuncInboxCleanup {
+		verdict = "timer invocation succeeded"
+		if resp.StatusCode/100 != 2 {
+			verdict = "timer invocation failed; the next tick retries"
+		}
+	}
+	fmt.Printf("   handler → host: HTTP %d (%s)\n", resp.StatusCode, verdict)
+	if line := d.logs.waitFor(id, 5*time.Second); line != nil {
+		fields := []string{}
+		for _, k := range []string{"outcome", "inbox", "bypassReason", "purged", "batches", "stoppedOnBudget", "error"} {
+			if v, ok := line[k]; ok {
+				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
+			}
+		}
+		fmt.Printf("   log line: %q %s\n", line["message"], strings.Join(fields, " "))
+	}
+	d.printResponses()
+}
+
+func (d *demo) printResponses() {
+	var sent []app.SentResponse
+	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
+		fmt.Printf("   could not read the Resolver sink: %v\n", err)
+		return
+	}
+	if len(sent) == d.seen {
+		fmt.Println("   Resolver: no response sent")
+		return
+	}
+	for _, r := range sent[d.seen:] {
+		p := r.Properties
+		corr := "(none)"
+		if r.CorrelationID != nil {
+			corr = *r.CorrelationID
+		}
+		fmt.Printf("   Resolver ← %v (SessionId %s, CorrelationId %s)\n", p["MessageType"].Value, r.SessionID, corr)
+		names := make([]string, 0, len(p))
+		for k := range p {
+			if k != "MessageType" {
+				names = append(names, k)
+			}
+		}
+		sort.Strings(names)
+		var parts []string
+		for _, k := range names {
+			parts = append(parts, fmt.Sprintf("%s=%v:%s", k, p[k].Value, p[k].Type))
+		}
+		fmt.Printf("      properties: %s\n", strings.Join(parts, ", "))
+		fmt.Printf("      body: %s\n", r.Body)
+	}
+	d.seen = len(sent)
+}
+
+func (d *demo) getJSON(path string, v any) error {
+	resp, err := d.client.Get(d.base + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	return json.NewDecoder(resp.Body).Decode(v)
+}
+
+func (d *demo) waitReady() error {
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := d.client.Get(d.base + "/")
+		if err == nil {
+			resp.Body.Close()
+			return nil
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return fmt.Errorf("handler did not answer GET / within 20s; its output:\n%s", d.logs.all())
+}
+
+// logTail collects the handler's JSON log lines.
+type logTail struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	raw   []string
+}
+
+func newLogTail(r io.Reader) *logTail {
+	t := &logTail{}
+	go func() {
+		sc := bufio.NewScanner(r)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			_ = json.Unmarshal(sc.Bytes(), &m)
+			t.mu.Lock()
+			t.lines = append(t.lines, m)
+			t.raw = append(t.raw, sc.Text())
+			t.mu.Unlock()
+		}
+	}()
+	return t
+}
+
+func (t *logTail) waitFor(invocationID string, timeout time.Duration) map[string]any {
+	deadline := time.Now().Add(timeout)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for {
+		for _, l := range t.lines {
+			if l != nil && l["invocationId"] == invocationID {
+				return l
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil
+		}
+		t.mu.Unlock()
+		time.Sleep(10 * time.Millisecond)
+		t.mu.Lock()
+	}
+}
+
+func (t *logTail) all() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.raw, "\n")
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("run the demo from inside the repository (no go.mod found)")
+		}
+		dir = parent
+	}
+}
