@@ -116,3 +116,9 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 	}
 	ev.Msg(lm.msg)
 }
+
+// newSafeError renders a store failure for a log line without the
+// provider's details.
+func newSafeError(op string, err error) string {
+	return subscriber.NewStoreError(op, err).Error()
+}

@@ -101,7 +101,10 @@ type OperatorError interface {
 	OperatorMessage() string
 }
 
-func newStoreError(op string, err error) *StoreError {
+// NewStoreError wraps a provider error for reporting: the text names op and
+// a coarse class (canceled, timeout, unavailable, or an operator message)
+// and never the provider's details.
+func NewStoreError(op string, err error) *StoreError {
 	class := "unavailable"
 	var oe OperatorError
 	switch {

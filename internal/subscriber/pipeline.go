@@ -271,7 +271,7 @@ func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
 	if errors.Is(err, context.Canceled) {
 		r.Outcome = OutcomeCanceled
 	}
-	r.Err = newStoreError(op, err)
+	r.Err = NewStoreError(op, err)
 	return *r
 }
 

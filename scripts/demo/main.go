@@ -71,7 +71,7 @@ func run() error {
 		"NimBus__Endpoint="+endpoint,
 		"NimBus__Inbox__Enabled=true",
 		"NimBus__Inbox__Store=InMemory",
-		"NimBus__Inbox__RetentionPeriod=7.00:00:00",
+		"NimBus__Inbox__RetentionPeriod=00:00:05",
 		"NimBus__Inbox__CleanupSchedule=0 0 * * * *",
 		"NimBus__Resolver__Sink=InMemory",
 	)
@@ -92,6 +92,8 @@ func run() error {
 	fmt.Printf("NimBus subscriber demo: endpoint %s, in-memory inbox, in-memory Resolver sink\n", endpoint)
 	fmt.Printf("Built ./handler and started it on 127.0.0.1:%d (the port the Functions host would assign).\n", port)
 	fmt.Println("Each step POSTs a Service Bus invocation envelope as the host builds it (dataType binary, sessions on).")
+	fmt.Println("Inbox retention is 5 seconds here (7 days by default) so the cleanup step has records to purge.")
+	started := time.Now()
 
 	order := func(id string, amount float64, extra string) string {
 		return fmt.Sprintf(`{"OrderId":%q,"CustomerId":"C-7","Amount":%g%s}`, id, amount, extra)
@@ -104,7 +106,12 @@ func run() error {
 	d.step("6. An event type this endpoint has no handler for", "CustomerMoved-0001", 1, "CustomerMoved", `{"CustomerId":"C-7"}`)
 	d.step("7. A large order the handler hands off for manual approval", "OrderPlaced-0004", 1, "OrderPlaced", order("O-4", 25000, ""))
 	d.malformed("8. A malformed envelope (not valid base64)")
+	if wait := 6*time.Second - time.Since(started); wait > 0 {
+		fmt.Printf("\n(waiting %.1fs for the first records to pass the 5-second retention)\n", wait.Seconds())
+		time.Sleep(wait)
+	}
 	d.cleanup("9. The hourly InboxCleanup timer fires")
+	d.step("10. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
 
 	fmt.Println()
 	fmt.Println("Counters (GET /_nimbus/metrics):")

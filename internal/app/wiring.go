@@ -1,0 +1,51 @@
+package app
+
+import (
+	"context"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+)
+
+// buildCosmosStore creates the Cosmos inbox. No request is sent here: the
+// consistency check and container ensure run on first use.
+func (a *App) buildCosmosStore() (inbox.Store, error) {
+	c := a.cfg.Inbox.Cosmos
+	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{
+		ConnectionString:        c.ConnectionString,
+		Endpoint:                c.AccountEndpoint,
+		ManagedIdentityClientID: c.ClientID,
+	})
+	if err != nil {
+		return nil, err
+	}
+	auto := c.AutoCreateContainer
+	return cosmosstore.New(account, cosmosstore.Options{
+		DatabaseID:              c.DatabaseID,
+		ContainerID:             c.ContainerID,
+		AutoCreateContainer:     &auto,
+		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+		PurgeBatchSize:          a.cfg.Inbox.PurgeBatchSize,
+		PurgeDeleteConcurrency:  a.cfg.Inbox.CleanupConcurrency,
+		Now:                     a.now,
+	})
+}
+
+// buildServiceBusPublisher creates the Resolver publisher on the same
+// connection setting the Subscriber trigger uses. The client and sender are
+// created on the first publish.
+func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
+	r := a.cfg.Resolver
+	p, err := resolver.NewServiceBusPublisher(resolver.ServiceBusConfig{
+		ConnectionString:        r.ConnectionString,
+		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
+		ClientID:                r.ClientID,
+		Topic:                   a.cfg.Endpoint,
+	})
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, func(ctx context.Context) error { return p.Close(ctx) })
+	return p, nil
+}
