@@ -44,7 +44,9 @@ func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[str
 	}
 	logs := &syncBuffer{}
 	reg := subscriber.NewRegistry()
-	reg.Handle("OrderPlaced", func(context.Context, *subscriber.Event) (subscriber.Result, error) { return subscriber.Completed(), nil })
+	reg.Handle("OrderPlaced", func(context.Context, *subscriber.Event) (subscriber.Result, error) {
+		return subscriber.Completed(), nil
+	})
 	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Now: clk.Now, Store: store})
 	if err != nil {
 		t.Fatal(err)
