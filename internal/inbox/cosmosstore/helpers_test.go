@@ -126,11 +126,15 @@ func (r *recorder) count(match func(sent) bool) int {
 	return n
 }
 
-func isAccountRead(s sent) bool    { return s.Method == http.MethodGet && s.Path == "/" && s.Store }
-func isQuery(s sent) bool          { return s.Query != "" }
-func isDocRead(s sent) bool        { return s.Method == http.MethodGet && strings.Contains(s.Path, "/docs/") }
-func isDocCreate(s sent) bool      { return s.Method == http.MethodPost && strings.HasSuffix(s.Path, "/docs") && s.Query == "" }
-func isDocDelete(s sent) bool      { return s.Method == http.MethodDelete && strings.Contains(s.Path, "/docs/") }
+func isAccountRead(s sent) bool { return s.Method == http.MethodGet && s.Path == "/" && s.Store }
+func isQuery(s sent) bool       { return s.Query != "" }
+func isDocRead(s sent) bool     { return s.Method == http.MethodGet && strings.Contains(s.Path, "/docs/") }
+func isDocCreate(s sent) bool {
+	return s.Method == http.MethodPost && strings.HasSuffix(s.Path, "/docs") && s.Query == ""
+}
+func isDocDelete(s sent) bool {
+	return s.Method == http.MethodDelete && strings.Contains(s.Path, "/docs/")
+}
 func isStoreTraffic(s sent) bool   { return isAccountRead(s) || strings.HasPrefix(s.Path, "/dbs") }
 func isContainerTouch(s sent) bool { return strings.HasPrefix(s.Path, "/dbs") }
 

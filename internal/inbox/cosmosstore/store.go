@@ -138,7 +138,8 @@ type purgeRow struct {
 }
 
 // PurgeExpired implements inbox.Store. It queries endpointID's records
-// created before olderThan (at tick resolution) with a cross-partition
+// created before olderThan (exact at the stored 100 ns resolution, for the
+// fixed and the trimmed timestamp forms) with a cross-partition
 // query the gateway serves (filters only: no TOP, ORDER BY, DISTINCT,
 // GROUP BY or aggregates), takes the first non-empty page of at most
 // PurgeBatchSize rows (a cross-partition query may answer empty pages
@@ -166,8 +167,7 @@ func (s *Store) PurgeExpired(ctx context.Context, endpointID string, olderThan t
 	if err != nil {
 		return 0, fmt.Errorf("cosmosstore: %s: %w", inbox.OpPurge, err)
 	}
-	cutoff := olderThan.UTC().Truncate(tick)
-	n, err := s.deleteRows(ctx, rows, cutoff)
+	n, err := s.deleteRows(ctx, rows, cutoffTick(olderThan))
 	if err != nil {
 		return n, fmt.Errorf("cosmosstore: %s: %w", inbox.OpPurge, err)
 	}
@@ -229,10 +229,11 @@ func (s *Store) deleteRows(parent context.Context, rows []purgeRow, cutoff time.
 // it searches time: existence probes ("is there a record older than t?",
 // one row, filters only) step back from olderThan by doubling intervals
 // from one minute, bisect the bracket to one second, then read one page
-// of the records in that second and take the earliest. Cost: about
-// 2·log2(age/1 min)+6 small queries, each one request per physical
-// partition searched until a match; no scan of the backlog. The answer is
-// exact to within one second.
+// of the records in that second and take the earliest. Cost: at most
+// 2·⌈log2(age/1 min)⌉+9 small queries (about 25 for a day's lag, 35 for a
+// month's), each one request per physical partition searched until a
+// match; the backlog is never scanned. The answer is exact to within one
+// second (exact when that second holds at most 1,000 records).
 func (s *Store) OldestExpired(ctx context.Context, endpointID string, olderThan time.Time) (time.Time, bool, error) {
 	if err := s.beginEndpoint(ctx, endpointID); err != nil {
 		return time.Time{}, false, err

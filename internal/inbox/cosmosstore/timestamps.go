@@ -30,8 +30,20 @@ func parseCreatedAt(s string) (time.Time, error) {
 	return t.UTC(), nil
 }
 
+// cutoffTick rounds t up to a whole tick. Stored timestamps are whole
+// ticks, so for a stored s, s < t exactly when s < cutoffTick(t).
+func cutoffTick(t time.Time) time.Time {
+	t = t.UTC()
+	c := t.Truncate(tick)
+	if c.Before(t) {
+		c = c.Add(tick)
+	}
+	return c
+}
+
 // expiredFilter returns a WHERE clause, and its parameters, matching
-// endpointID's records created before olderThan (truncated to a tick).
+// endpointID's records created before olderThan, exactly at the stored
+// (tick) resolution.
 //
 // Cosmos compares createdAtUtc as strings. Against the fixed seven-digit
 // cutoff, every stored form compares correctly except trimmed values in the
@@ -42,7 +54,7 @@ func parseCreatedAt(s string) (time.Time, error) {
 // exact for both forms and needs only filters the gateway serves
 // cross-partition.
 func expiredFilter(endpointID string, olderThan time.Time) (string, []azcosmos.QueryParameter) {
-	cutoff := formatCreatedAt(olderThan) // "YYYY-MM-DDThh:mm:ss.fffffffZ"
+	cutoff := formatCreatedAt(cutoffTick(olderThan)) // "YYYY-MM-DDThh:mm:ss.fffffffZ"
 	params := []azcosmos.QueryParameter{
 		{Name: "@endpointId", Value: endpointID},
 		{Name: "@olderThan", Value: cutoff},
