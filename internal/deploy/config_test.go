@@ -246,14 +246,20 @@ func TestLocalSettingsSample(t *testing.T) {
 	}
 }
 
-func TestDeployingDocCoversSettings(t *testing.T) {
+func TestDocsCoverSettingsAndDeployment(t *testing.T) {
 	root := repoRoot(t)
-	doc := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
+	readme := string(readFile(t, filepath.Join(root, "README.md")))
 	for _, s := range handlerSettings {
-		if !strings.Contains(doc, "`"+s.Name+"`") {
-			t.Errorf("docs/deploying.md does not document %s", s.Name)
+		if !strings.Contains(readme, "`"+s.Name+"`") {
+			t.Errorf("README.md's configuration table does not document %s", s.Name)
 		}
 	}
+	for _, want := range []string{"Retention sizing", "Outages", "Strong", "AllowRelaxedConsistency", "never contain the payload"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md's operations section does not mention %q", want)
+		}
+	}
+	doc := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
 	for _, want := range []string{"az deployment group create", "scripts/package.sh", "scripts/publish.sh", "func start", "Azurite", "AllowRelaxedConsistency"} {
 		if !strings.Contains(doc, want) {
 			t.Errorf("docs/deploying.md does not mention %q", want)
