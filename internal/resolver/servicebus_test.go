@@ -66,26 +66,7 @@ func inbound(tb testing.TB, messageID *string, sessionID string, eventID any) *m
 // where the endpoint topic's Resolver subscription forwards responses.
 func receiveResolver(tb testing.TB, c *azservicebus.Client, session string, n int) []*azservicebus.ReceivedMessage {
 	tb.Helper()
-	r, err := c.AcceptSessionForSubscription(ctxT(tb, 10*time.Second), testenv.ResolverTopic, testenv.ResolverSubscription, session, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer r.Close(context.Background())
-	var got []*azservicebus.ReceivedMessage
-	ctx := ctxT(tb, 20*time.Second)
-	for len(got) < n {
-		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
-		if err != nil {
-			tb.Fatalf("receive %d of %d: %v", len(got), n, err)
-		}
-		for _, m := range ms {
-			if err := r.CompleteMessage(ctx, m, nil); err != nil {
-				tb.Fatal(err)
-			}
-		}
-		got = append(got, ms...)
-	}
-	return got
+	return testenv.ReceiveSession(tb, c, testenv.ResolverTopic, testenv.ResolverSubscription, session, n, 20*time.Second)
 }
 
 func TestServiceBusPublisherRoundTrip(t *testing.T) {

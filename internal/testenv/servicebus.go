@@ -208,3 +208,36 @@ func (sb *ServiceBus) Client(tb testing.TB) *azservicebus.Client {
 	})
 	return c
 }
+
+// ReceiveSession accepts session sessionID on topic/subscription, receives
+// exactly n messages within timeout, completes them and returns them in
+// order. It fails tb otherwise. Use it to read what a subscriber sent, e.g.
+// ReceiveSession(tb, c, ResolverTopic, ResolverSubscription, sid, 1, 10*time.Second).
+func ReceiveSession(tb testing.TB, c *azservicebus.Client, topic, subscription, sessionID string, n int, timeout time.Duration) []*azservicebus.ReceivedMessage {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	r, err := c.AcceptSessionForSubscription(ctx, topic, subscription, sessionID, nil)
+	if err != nil {
+		tb.Fatalf("testenv: accepting session %q on %s/%s: %v", sessionID, topic, subscription, err)
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		_ = r.Close(cctx)
+	}()
+	var got []*azservicebus.ReceivedMessage
+	for len(got) < n {
+		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
+		if err != nil {
+			tb.Fatalf("testenv: received %d of %d messages from session %q on %s/%s: %v", len(got), n, sessionID, topic, subscription, err)
+		}
+		for _, m := range ms {
+			if err := r.CompleteMessage(ctx, m, nil); err != nil {
+				tb.Fatalf("testenv: completing a message of session %q: %v", sessionID, err)
+			}
+		}
+		got = append(got, ms...)
+	}
+	return got
+}

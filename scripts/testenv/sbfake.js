@@ -43,7 +43,9 @@
  * abandon (delivery count + 1), release (no count), defer + receive-by-sequence-number,
  * dead-letter with reason/description, dead-letter after max deliveries, message lock expiry,
  * lock renewal, scheduled messages (annotation or $management), peek, batches, and
- * broker-assigned MessageIds (32 hex digits) for messages sent without one.
+ * broker-assigned MessageIds (32 hex digits) for messages sent without one. Closing a session
+ * receiver frees the session and returns its unsettled messages without counting a delivery;
+ * closing a plain receiver leaves its message locks to expire (lock expiry counts).
  * Not modelled: TTL/expiry, duplicate detection, transactions, partitions, rule management,
  * ListSessions, size limits beyond the advertised 1 MiB, session-lock expiry (a session stays
  * locked while its link is attached), token validation.
