@@ -284,7 +284,7 @@ func TestDeadLetterMessageKeepsReasonAndDescription(t *testing.T) {
 }
 
 func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
-	sb := testenv.StartServiceBus(t, testenv.Topology{LockMs: 400, Queues: []testenv.Queue{{Name: "q"}}})
+	sb := testenv.StartServiceBus(t, testenv.Topology{LockMs: 1000, Queues: []testenv.Queue{{Name: "q"}}})
 	c := sb.Client(t)
 	send(t, c, "q", &azservicebus.Message{Body: []byte("slow")})
 	r, err := c.NewReceiverForQueue("q", nil)
@@ -295,7 +295,7 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 	if err := r.RenewMessageLock(ctxT(t, 5*time.Second), m, nil); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
-	time.Sleep(800 * time.Millisecond)
+	time.Sleep(1600 * time.Millisecond)
 	err = r.CompleteMessage(ctxT(t, 5*time.Second), m, nil)
 	var sbErr *azservicebus.Error
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
@@ -426,7 +426,7 @@ func TestScheduledAndDeferredMessages(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	at := time.Now().Add(700 * time.Millisecond)
+	at := time.Now().Add(1500 * time.Millisecond)
 	seqs, err := s.ScheduleMessages(ctxT(t, 5*time.Second), []*azservicebus.Message{{Body: []byte("later")}, {Body: []byte("cancelled")}}, at, nil)
 	if err != nil || len(seqs) != 2 {
 		t.Fatalf("schedule: %v %v", seqs, err)
