@@ -61,6 +61,13 @@ type Options struct {
 	SettleTimeout time.Duration
 	// Version is reported in heartbeat responses.
 	Version string
+	// RecordAttempts is how often a failed inbox record is tried within the
+	// invocation before it fails (the record is idempotent, and a failure
+	// here means the handler runs again on redelivery); default 3.
+	RecordAttempts int
+	// RecordBackoff is the wait before the second attempt, doubled after
+	// each; default 50ms.
+	RecordBackoff time.Duration
 }
 
 // Pipeline processes deliveries. It is safe for concurrent use.
@@ -91,6 +98,12 @@ func New(o Options) (*Pipeline, error) {
 	}
 	if o.Version == "" {
 		o.Version = "dev"
+	}
+	if o.RecordAttempts <= 0 {
+		o.RecordAttempts = 3
+	}
+	if o.RecordBackoff <= 0 {
+		o.RecordBackoff = 50 * time.Millisecond
 	}
 	return &Pipeline{o: o}, nil
 }
@@ -231,13 +244,33 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 
 	// Record the source id of a stand-in first, then its own.
 	for i := len(keys) - 1; i >= 0; i-- {
-		r.Records++
-		if err := p.o.Inbox.RecordProcessed(sctx, keys[i]); err != nil {
+		if err := p.record(sctx, &r, keys[i]); err != nil {
 			return p.storeFailed(&r, inbox.OpRecord, err)
 		}
 	}
 	out := message.NewResponse(in, message.Resolution, timings(), nil)
 	return p.respond(sctx, &r, out, OutcomeCompleted)
+}
+
+// record writes k, retrying a failure a few times: once the handler has
+// succeeded, a failed record means it runs again on redelivery.
+func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
+	wait := p.o.RecordBackoff
+	for attempt := 1; ; attempt++ {
+		r.Records++
+		err := p.o.Inbox.RecordProcessed(ctx, k)
+		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
 }
 
 func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event) (res Result, err error) {

@@ -120,7 +120,8 @@ func newFixture(t *testing.T, endpoint string, store *spyStore) *fixture {
 			f.dupInfos = append(f.dupInfos, d)
 			return nil
 		},
-		Version: "test",
+		Version:       "test",
+		RecordBackoff: time.Millisecond,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -367,12 +368,44 @@ func TestStoreRecordFailureAfterHandlerIsTransient(t *testing.T) {
 		t.Fatalf("report = %+v", r)
 	}
 	ev := f.tr.get()
-	if ev[len(ev)-1] != "record billing/message-1" || f.handled != 1 {
-		t.Fatalf("order = %q", ev)
+	want := []string{"check billing/message-1", "handler-start", "handler-end",
+		"record billing/message-1", "record billing/message-1", "record billing/message-1"}
+	if !reflect.DeepEqual(ev, want) || f.handled != 1 || r.Records != 3 {
+		t.Fatalf("order = %q (records %d), want %q", ev, r.Records, want)
 	}
 	if f.metrics.Get(telemetry.InboxOperationFailed, "operation=record") != 1 {
 		t.Fatal("record failure not counted")
 	}
+}
+
+// A record that fails once is retried within the invocation, so the
+// redelivery is a duplicate and the handler does not run again.
+func TestTransientRecordFailureIsRetriedInTheInvocation(t *testing.T) {
+	mem, _ := inbox.NewMemoryStore(inbox.MemoryOptions{})
+	s := &flakyRecordStore{spyStore: spyStore{inner: mem}, failures: 1}
+	f := newFixture(t, "billing", &s.spyStore)
+	f.p.o.Inbox = s
+	r := f.process(delivery(str("message-1")))
+	if r.Outcome != OutcomeCompleted || r.Records != 2 {
+		t.Fatalf("report = %+v", r)
+	}
+	if r := f.process(delivery(str("message-1"))); r.Outcome != OutcomeDuplicate || f.handled != 1 {
+		t.Fatalf("redelivery = %+v, handled %d", r, f.handled)
+	}
+}
+
+type flakyRecordStore struct {
+	spyStore
+	failures int
+}
+
+func (s *flakyRecordStore) RecordProcessed(ctx context.Context, k inbox.Key) error {
+	if s.failures > 0 {
+		s.failures--
+		s.records++
+		return errors.New("connection reset")
+	}
+	return s.spyStore.RecordProcessed(ctx, k)
 }
 
 func TestMissingOrBlankMessageIDBypassesTheInbox(t *testing.T) {
