@@ -280,7 +280,7 @@ function accept(e, m) {
     return seq;
   }
   send(e, m);
-  return m.seq;
+  return m.seq !== undefined ? m.seq : lastSequence; // a topic's copies have their own numbers
 }
 
 function deadLetter(e, m, reason, description) {
