@@ -264,17 +264,18 @@ func TestClientConfigValidation(t *testing.T) {
 		})
 	}
 	bad := map[string]cosmosstore.ClientConfig{
-		"empty":                              {},
-		"connection string without key":      {ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;"},
-		"connection string without endpoint": {ConnectionString: "AccountKey=" + key},
-		"connection string entry without =":  {ConnectionString: "AccountEndpoint=https://a/;" + key},
-		"connection string plus endpoint":    {ConnectionString: "AccountEndpoint=https://a/;AccountKey=" + key, Endpoint: "https://a/"},
-		"key not base64":                     {Endpoint: "https://a/", Key: "not*base64" + key[:10]},
-		"key and credential":                 {Endpoint: "https://a/", Key: key, Credential: cred},
-		"key and managed identity":           {Endpoint: "https://a/", Key: key, ManagedIdentityClientID: "id"},
-		"managed identity and credential":    {Endpoint: "https://a/", ManagedIdentityClientID: "id", Credential: cred},
-		"endpoint not a URL":                 {Endpoint: "acct.documents.azure.com", Key: key},
-		"endpoint with another scheme":       {Endpoint: "ftp://acct/", Key: key},
+		"empty":                                  {},
+		"connection string without key":          {ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;"},
+		"connection string without endpoint":     {ConnectionString: "AccountKey=" + key},
+		"connection string entry without =":      {ConnectionString: "AccountEndpoint=https://a/;" + key},
+		"connection string plus endpoint":        {ConnectionString: "AccountEndpoint=https://a/;AccountKey=" + key, Endpoint: "https://a/"},
+		"key not base64":                         {Endpoint: "https://a/", Key: "not*base64" + key[:10]},
+		"key and credential":                     {Endpoint: "https://a/", Key: key, Credential: cred},
+		"key and managed identity":               {Endpoint: "https://a/", Key: key, ManagedIdentityClientID: "id"},
+		"managed identity and credential":        {Endpoint: "https://a/", ManagedIdentityClientID: "id", Credential: cred},
+		"endpoint not a URL":                     {Endpoint: "acct.documents.azure.com", Key: key},
+		"endpoint with another scheme":           {Endpoint: "ftp://acct/", Key: key},
+		"Entra over plain HTTP to a remote host": {Endpoint: "http://acct.documents.azure.com/", Credential: cred},
 	}
 	for name, cfg := range bad {
 		t.Run(name, func(t *testing.T) {

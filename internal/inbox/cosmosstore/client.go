@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -195,7 +196,20 @@ func resolveAuth(cfg ClientConfig) (endpoint, key string, err error) {
 	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL", ErrClientConfig, endpoint)
 	}
+	// azcosmos sends Entra tokens over plain HTTP too; allow that only to
+	// this machine (local stand-ins), never across a network.
+	if key == "" && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+		return "", "", fmt.Errorf("%w: Entra ID authentication needs an https endpoint (got %q)", ErrClientConfig, endpoint)
+	}
 	return endpoint, key, nil
+}
+
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // parseConnectionString reads AccountEndpoint and AccountKey (names are

@@ -365,3 +365,37 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// A cross-partition query may answer an empty page with a continuation
+// (a partition without matches); the purge reads on to the first page with
+// rows instead of reporting 0, which would end a Cleaner run early.
+func TestPurgeReadsPastEmptyCrossPartitionPages(t *testing.T) {
+	e := newEnv(t, "Session")
+	clock := inboxtest.NewClock(inboxtest.Epoch)
+	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now, PurgeBatchSize: 5})
+	recordMany(t, s, "billing", "m", 3)
+	clock.Advance(time.Hour)
+	var queries atomic.Int32
+	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+		if req.Header.Get("Content-Type") != "application/query+json" {
+			return nil, nil
+		}
+		switch queries.Add(1) {
+		case 1, 2: // two empty partitions
+			return synth(req, http.StatusOK, map[string]string{"x-ms-continuation": "partition-token", "x-ms-item-count": "0"}, `{"Documents":[],"_count":0}`), nil
+		default: // the server knows nothing of the synthetic token
+			if req.Header.Get("x-ms-continuation") != "partition-token" {
+				t.Errorf("page request without the previous page's continuation")
+			}
+			req.Header.Del("x-ms-continuation")
+			return nil, nil
+		}
+	}, nil)
+	n, err := s.PurgeExpired(context.Background(), "billing", clock.Now())
+	if err != nil || n != 3 {
+		t.Fatalf("PurgeExpired = %d, %v; want 3", n, err)
+	}
+	if q := queries.Load(); q != 3 {
+		t.Fatalf("%d page requests, want 3", q)
+	}
+}
