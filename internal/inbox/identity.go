@@ -23,11 +23,23 @@ type Key struct {
 	// ID is the NimBus identity hash: upper-case hex SHA-256 of
 	// "<UTF-16 length of endpoint>\x1f<endpoint>\x1f<messageId>".
 	ID string
+	sum [sha256.Size]byte
 }
 
 // NewKey builds the key of (endpointID, messageID) and its identity hash.
 func NewKey(endpointID, messageID string) Key {
-	return Key{EndpointID: endpointID, MessageID: messageID, ID: IdentityHash(endpointID, messageID)}
+	sum := identitySum(endpointID, messageID)
+	return Key{EndpointID: endpointID, MessageID: messageID, ID: upperHex(sum), sum: sum}
+}
+
+// Sum returns the identity hash as bytes.
+func (k Key) Sum() [sha256.Size]byte {
+	if k.sum != ([sha256.Size]byte{}) {
+		return k.sum
+	}
+	var sum [sha256.Size]byte
+	_, _ = hex.Decode(sum[:], []byte(k.ID))
+	return sum
 }
 
 // IdentityHash returns the NimBus inbox identity: the upper-case hex SHA-256
@@ -35,13 +47,20 @@ func NewKey(endpointID, messageID string) Key {
 // endpointID + U+001F + messageID. Invalid UTF-8 is hashed as U+FFFD, as
 // .NET's encoder replaces lone surrogates.
 func IdentityHash(endpointID, messageID string) string {
+	return upperHex(identitySum(endpointID, messageID))
+}
+
+func identitySum(endpointID, messageID string) [sha256.Size]byte {
 	var buf [512]byte
 	b := strconv.AppendInt(buf[:0], int64(UTF16Len(endpointID)), 10)
 	b = append(b, 0x1f)
 	b = appendValidUTF8(b, endpointID)
 	b = append(b, 0x1f)
 	b = appendValidUTF8(b, messageID)
-	sum := sha256.Sum256(b)
+	return sha256.Sum256(b)
+}
+
+func upperHex(sum [sha256.Size]byte) string {
 	var out [64]byte
 	hex.Encode(out[:], sum[:])
 	for i, c := range out {

@@ -17,13 +17,17 @@ type MemoryStore struct {
 	now   func() time.Time
 	batch int
 
-	mu      sync.RWMutex
-	records map[string]memRecord // by identity hash
+	mu sync.RWMutex
+	// records holds no pointers, so the garbage collector need not scan it
+	// however large it grows.
+	records   map[[32]byte]memRecord // by identity hash
+	endpoints map[string]uint32      // interned endpoint ids
+	names     []string
 }
 
 type memRecord struct {
-	endpointID string
-	createdAt  time.Time
+	endpoint  uint32 // index into names
+	createdAt int64  // Unix nanoseconds, UTC
 }
 
 var _ Store = (*MemoryStore)(nil)
@@ -48,7 +52,7 @@ func NewMemoryStore(o MemoryOptions) (*MemoryStore, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	return &MemoryStore{now: o.Now, batch: o.PurgeBatchSize, records: make(map[string]memRecord)}, nil
+	return &MemoryStore{now: o.Now, batch: o.PurgeBatchSize, records: make(map[[32]byte]memRecord), endpoints: map[string]uint32{}}, nil
 }
 
 // HasProcessed implements Store.
@@ -59,8 +63,9 @@ func (s *MemoryStore) HasProcessed(ctx context.Context, key Key) (bool, error) {
 	if err := validKey(key); err != nil {
 		return false, err
 	}
+	sum := key.Sum()
 	s.mu.RLock()
-	_, ok := s.records[key.ID]
+	_, ok := s.records[sum]
 	s.mu.RUnlock()
 	return ok, nil
 }
@@ -73,13 +78,25 @@ func (s *MemoryStore) RecordProcessed(ctx context.Context, key Key) error {
 	if err := validKey(key); err != nil {
 		return err
 	}
-	now := s.now().UTC()
+	now := s.now().UnixNano()
+	sum := key.Sum()
 	s.mu.Lock()
-	if _, ok := s.records[key.ID]; !ok {
-		s.records[key.ID] = memRecord{endpointID: key.EndpointID, createdAt: now}
+	if _, ok := s.records[sum]; !ok {
+		s.records[sum] = memRecord{endpoint: s.intern(key.EndpointID), createdAt: now}
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// intern returns the index of endpointID; s.mu must be held for writing.
+func (s *MemoryStore) intern(endpointID string) uint32 {
+	i, ok := s.endpoints[endpointID]
+	if !ok {
+		i = uint32(len(s.names))
+		s.endpoints[endpointID] = i
+		s.names = append(s.names, endpointID)
+	}
+	return i
 }
 
 // PurgeExpired implements Store. It deletes at most one batch, oldest
@@ -91,14 +108,19 @@ func (s *MemoryStore) PurgeExpired(ctx context.Context, endpointID string, older
 	if isBlank(endpointID) {
 		return 0, ErrInvalidKey
 	}
+	cutoff := olderThan.UnixNano()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	ep, ok := s.endpoints[endpointID]
+	if !ok {
+		return 0, nil
+	}
 	n := 0
 	for id, r := range s.records {
 		if n == s.batch {
 			break
 		}
-		if r.endpointID == endpointID && r.createdAt.Before(olderThan) {
+		if r.endpoint == ep && r.createdAt < cutoff {
 			delete(s.records, id)
 			n++
 		}
@@ -115,16 +137,24 @@ func (s *MemoryStore) OldestExpired(ctx context.Context, endpointID string, olde
 	if isBlank(endpointID) {
 		return time.Time{}, false, ErrInvalidKey
 	}
+	cutoff := olderThan.UnixNano()
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var oldest time.Time
+	ep, ok := s.endpoints[endpointID]
+	if !ok {
+		return time.Time{}, false, nil
+	}
+	var oldest int64
 	found := false
 	for _, r := range s.records {
-		if r.endpointID == endpointID && r.createdAt.Before(olderThan) && (!found || r.createdAt.Before(oldest)) {
+		if r.endpoint == ep && r.createdAt < cutoff && (!found || r.createdAt < oldest) {
 			oldest, found = r.createdAt, true
 		}
 	}
-	return oldest, found, nil
+	if !found {
+		return time.Time{}, false, nil
+	}
+	return time.Unix(0, oldest).UTC(), true, nil
 }
 
 var _ OldestExpiredFinder = (*MemoryStore)(nil)

@@ -50,11 +50,15 @@ var Epoch = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 // against the stores newStore returns.
 func Run(t *testing.T, newStore Factory) {
 	run := uniqueSuffix()
-	ep := func(name string) string { return name + "-" + run }
+	// Every case gets endpoints no other case or run uses, so stores that
+	// share one container (Cosmos) keep the cases apart.
+	var caseID string
+	ep := func(name string) string { return name + "-" + run + "-" + caseID }
 	ctx := context.Background()
 
 	setup := func(t *testing.T) (inbox.Store, *Clock) {
 		t.Helper()
+		caseID = uniqueSuffix()
 		clock := NewClock(Epoch)
 		return newStore(t, clock.Now), clock
 	}
