@@ -22,7 +22,7 @@ type Key struct {
 	MessageID  string
 	// ID is the NimBus identity hash: upper-case hex SHA-256 of
 	// "<UTF-16 length of endpoint>\x1f<endpoint>\x1f<messageId>".
-	ID string
+	ID  string
 	sum [sha256.Size]byte
 }
 
