@@ -203,3 +203,35 @@ func faultEnvelope(id string, deliveryCount int) []byte {
 		Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "g",
 	})
 }
+
+// A Session account makes every inbox operation fail until it is fixed: the
+// delivery is retried (never skipped, never run), and the log line tells the
+// operator what to change.
+func TestRelaxedConsistencyAccountFailsDeliveriesWithGuidance(t *testing.T) {
+	cos := testenv.StartCosmos(t, testenv.CosmosOptions{})
+	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{Endpoint: cos.Endpoint, Key: cos.Key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := cosmosstore.New(account, cosmosstore.Options{ContainerID: "inbox-session"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := newTestApp(t, nil, nil)
+	app, err := New(ta.cfg, Deps{Handlers: subscriber.NewRegistry(), Log: zerolog.New(ta.logs), Store: store, Publisher: &resolver.Memory{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta.App = app
+	if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"})); status == 200 {
+		t.Fatal("a delivery completed against a Session account")
+	}
+	l := ta.logs.lines(t)[0]
+	msg, _ := l["error"].(string)
+	if l["outcome"] != "transient_failure" || !strings.Contains(msg, "Strong") || !strings.Contains(msg, "NimBus__Inbox__Cosmos__AllowRelaxedConsistency") {
+		t.Fatalf("log line = %v", l)
+	}
+	if strings.Contains(ta.logs.b.String(), cos.Key) {
+		t.Fatal("key in logs")
+	}
+}

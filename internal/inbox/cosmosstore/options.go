@@ -16,7 +16,7 @@ const (
 	SettingAutoCreateContainer     = "NimBus__Inbox__Cosmos__AutoCreateContainer"
 	SettingAllowRelaxedConsistency = "NimBus__Inbox__Cosmos__AllowRelaxedConsistency"
 	SettingPurgeBatchSize          = "NimBus__Inbox__PurgeBatchSize"
-	SettingPurgeDeleteConcurrency  = "NimBus__Inbox__Cosmos__PurgeDeleteConcurrency"
+	SettingPurgeDeleteConcurrency  = "NimBus__Inbox__CleanupConcurrency"
 )
 
 // Defaults, as NimBus's CosmosInboxOptions where it has them.

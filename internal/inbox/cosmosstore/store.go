@@ -405,7 +405,7 @@ func (s *Store) initialize(ctx context.Context) error {
 			return fmt.Errorf("cosmosstore: validating consistency: %w", err)
 		}
 		if level != azcosmos.ConsistencyLevelStrong {
-			return fmt.Errorf("%w: the account's default consistency is %s; a duplicate check must see records other processes wrote, which only Strong guarantees. Use a Strong account, or set %s=true to accept stale duplicate checks (a single consumer per endpoint, or local development)",
+			return operatorErrorf("%w: the account's default consistency is %s; a duplicate check must see records other processes wrote, which only Strong guarantees. Use a Strong account, or set %s=true to accept stale duplicate checks (a single consumer per endpoint, or local development)",
 				ErrRelaxedConsistency, level, SettingAllowRelaxedConsistency)
 		}
 	}
@@ -423,7 +423,7 @@ func (s *Store) ensureContainer(ctx context.Context) error {
 				paths = resp.ContainerProperties.PartitionKeyDefinition.Paths
 			}
 			if len(paths) != 1 || paths[0] != PartitionKeyPath {
-				return fmt.Errorf("%w: container %q has partition key paths %v, want [%s]", ErrContainer, s.opts.ContainerID, paths, PartitionKeyPath)
+				return operatorErrorf("%w: container %q has partition key paths %v, want [%s]", ErrContainer, s.opts.ContainerID, paths, PartitionKeyPath)
 			}
 			return nil
 		}
@@ -431,7 +431,7 @@ func (s *Store) ensureContainer(ctx context.Context) error {
 			return fmt.Errorf("cosmosstore: reading inbox container: %w", err)
 		}
 		if !*s.opts.AutoCreateContainer {
-			return fmt.Errorf("%w: container %q in database %q does not exist and %s is false; provision it (partition key %s, no default TTL)",
+			return operatorErrorf("%w: container %q in database %q does not exist and %s is false; provision it (partition key %s, no default TTL)",
 				ErrContainer, s.opts.ContainerID, s.opts.DatabaseID, SettingAutoCreateContainer, PartitionKeyPath)
 		}
 		if attempt > 0 {
