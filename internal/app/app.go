@@ -49,6 +49,9 @@ type Deps struct {
 	OnDuplicateDetected func(ctx context.Context, d subscriber.DuplicateInfo) error
 	// Version is reported in heartbeats and logs.
 	Version string
+	// Pause, when set, replaces the wait before a transient failure is
+	// answered (tests).
+	Pause func(ctx context.Context, d time.Duration)
 }
 
 // App is the composed custom handler.
@@ -62,6 +65,7 @@ type App struct {
 	metrics  *telemetry.Metrics
 	memory   *resolver.Memory
 	closers  []func(context.Context) error
+	pause    func(ctx context.Context, d time.Duration)
 }
 
 // New builds the app. It performs no network I/O: Azure clients are
@@ -74,7 +78,10 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: &telemetry.Metrics{}}
+	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: &telemetry.Metrics{}, pause: d.Pause}
+	if a.pause == nil {
+		a.pause = sleepCtx
+	}
 
 	var err error
 	a.store = d.Store

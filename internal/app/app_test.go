@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -69,10 +70,11 @@ type testApp struct {
 func newTestApp(t testing.TB, settings map[string]string, fail func(n int) error) *testApp {
 	t.Helper()
 	m := map[string]string{
-		config.KeyEndpoint:     "BillingEndpoint",
-		config.KeyInboxEnabled: "true",
-		config.KeyInboxStore:   "InMemory",
-		config.KeyResolverSink: "InMemory",
+		config.KeyEndpoint:       "BillingEndpoint",
+		config.KeyInboxEnabled:   "true",
+		config.KeyInboxStore:     "InMemory",
+		config.KeyResolverSink:   "InMemory",
+		config.KeyRetryBaseDelay: "0",
 	}
 	for k, v := range settings {
 		m[k] = v
@@ -263,4 +265,36 @@ func TestMemorySinkShowsTypedProperties(t *testing.T) {
 	if p["RetryCount"].Type != "int" || p["QueueTimeMs"].Type != "long" || p["To"].Value != "Resolver" {
 		t.Fatalf("properties = %+v", p)
 	}
+}
+
+// A transient failure is answered only after a pause that doubles with each
+// delivery, so a short outage does not spend the broker's MaxDeliveryCount
+// at once; a message that can never succeed is answered at once.
+func TestTransientFailuresArePacedByDeliveryCount(t *testing.T) {
+	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:00:02", config.KeyRetryMaxDelay: "00:00:10"}, func(int) error {
+		return errors.New("downstream unavailable")
+	})
+	var got []time.Duration
+	ta.App.pause = func(ctx context.Context, d time.Duration) { got = append(got, d) }
+	for n := 1; n <= 5; n++ {
+		if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1", deliveryCount: n})); status != 503 {
+			t.Fatalf("delivery %d: status %d", n, status)
+		}
+	}
+	bad := bytes.Replace(envelope(msg{id: "m-2"}), []byte(`"MessageType":"EventRequest"`), []byte(`"MessageType":"Bogus"`), 1)
+	if status, _ := ta.post(t, FuncSubscriber, bad); status == 200 {
+		t.Fatal("invalid message completed")
+	}
+	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pauses = %v, want %v (and none for the invalid message)", got, want)
+	}
+}
+
+func TestPauseEndsWhenTheHostCancels(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { sleepCtx(ctx, time.Hour); close(done) }()
+	cancel()
+	<-done
 }

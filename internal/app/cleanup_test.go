@@ -33,7 +33,7 @@ func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[str
 	t.Helper()
 	m := map[string]string{
 		config.KeyEndpoint: "billing", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
-		config.KeyResolverSink: "InMemory", config.KeyRetention: "1.00:00:00",
+		config.KeyResolverSink: "InMemory", config.KeyRetention: "1.00:00:00", config.KeyRetryBaseDelay: "0",
 	}
 	for k, v := range settings {
 		m[k] = v

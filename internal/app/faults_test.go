@@ -75,7 +75,7 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 	pub := &resolver.Memory{}
 	cfg, err := config.Load(config.FromMap(map[string]string{
 		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "Cosmos",
-		config.KeyCosmosEndpoint: proxy.URL, config.KeyResolverSink: "InMemory",
+		config.KeyCosmosEndpoint: proxy.URL, config.KeyResolverSink: "InMemory", config.KeyRetryBaseDelay: "0",
 	}))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -49,6 +50,9 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 	if r.Outcome.Completes() {
 		return nil
 	}
+	if r.Outcome.Transient() {
+		a.pause(ctx, a.cfg.Retry.Delay(m.DeliveryCount))
+	}
 	status := http.StatusServiceUnavailable
 	if r.Outcome == subscriber.OutcomeInvalidMessage || r.Outcome == subscriber.OutcomeUnsupportedMessageType {
 		status = http.StatusUnprocessableEntity
@@ -58,6 +62,21 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		err = errors.New(string(r.Outcome))
 	}
 	return &failure{status: status, err: err}
+}
+
+// sleepCtx waits d before a transient failure is answered, so the broker's
+// immediate redelivery does not spend MaxDeliveryCount within moments of a
+// short outage. The host cancelling the invocation ends the wait.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 // outcomeLog is the level and message of the invocation line per outcome.

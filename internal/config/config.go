@@ -40,6 +40,8 @@ const (
 	KeyServiceBusCredential   = "ServiceBusConnection__credential"
 	KeyResolverSink           = "NimBus__Resolver__Sink"
 	KeyLogLevel               = "NimBus__LogLevel"
+	KeyRetryBaseDelay         = "NimBus__Retry__BaseDelay"
+	KeyRetryMaxDelay          = "NimBus__Retry__MaxDelay"
 )
 
 // Defaults.
@@ -52,6 +54,8 @@ const (
 	DefaultCleanupConcurrency = 8
 	DefaultCosmosDatabase     = "MessageDatabase"
 	DefaultCosmosContainer    = "inbox"
+	DefaultRetryBaseDelay     = time.Second
+	DefaultRetryMaxDelay      = time.Minute
 )
 
 // Store selects the inbox provider.
@@ -80,6 +84,7 @@ type Config struct {
 	LogLevel zerolog.Level
 	Inbox    Inbox
 	Resolver Resolver
+	Retry    Retry
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -105,6 +110,29 @@ type Cosmos struct {
 	ContainerID             string
 	AutoCreateContainer     bool
 	AllowRelaxedConsistency bool
+}
+
+// Retry paces redeliveries after a transient failure. The host abandons a
+// failed message and Service Bus redelivers it at once, so without a pause
+// ten deliveries (and the dead-letter) could follow one another within a
+// second of a short outage. The handler waits BaseDelay·2^(DeliveryCount−1),
+// at most MaxDelay, before it answers a transient failure; zero BaseDelay
+// answers at once.
+type Retry struct {
+	BaseDelay time.Duration
+	MaxDelay  time.Duration
+}
+
+// Delay returns the pause before failing delivery number deliveryCount.
+func (r Retry) Delay(deliveryCount int) time.Duration {
+	if r.BaseDelay <= 0 {
+		return 0
+	}
+	d := r.BaseDelay
+	for i := 1; i < deliveryCount && d < r.MaxDelay; i++ {
+		d *= 2
+	}
+	return min(d, r.MaxDelay)
 }
 
 // Resolver configures response publishing.
@@ -181,6 +209,12 @@ func Load(lookup Lookup) (*Config, error) {
 		}
 	}
 
+	c.Retry.BaseDelay = l.nonNegativeDuration(KeyRetryBaseDelay, DefaultRetryBaseDelay)
+	c.Retry.MaxDelay = l.nonNegativeDuration(KeyRetryMaxDelay, DefaultRetryMaxDelay)
+	if c.Retry.MaxDelay < c.Retry.BaseDelay {
+		l.problem("%s (%v) must not be shorter than %s (%v)", KeyRetryMaxDelay, c.Retry.MaxDelay, KeyRetryBaseDelay, c.Retry.BaseDelay)
+	}
+
 	r := &c.Resolver
 	r.ConnectionString = l.str(KeyServiceBus)
 	r.FullyQualifiedNamespace = l.str(KeyServiceBusNamespace)
@@ -255,6 +289,19 @@ func (l *loader) duration(key string, def time.Duration) time.Duration {
 	d, err := ParseDuration(raw)
 	if err != nil || d <= 0 {
 		l.problem("%s=%q must be a positive duration such as 7.00:00:00 (a .NET TimeSpan) or 168h", key, raw)
+		return def
+	}
+	return d
+}
+
+func (l *loader) nonNegativeDuration(key string, def time.Duration) time.Duration {
+	raw := l.str(key)
+	if raw == "" {
+		return def
+	}
+	d, err := ParseDuration(raw)
+	if err != nil || d < 0 {
+		l.problem("%s=%q must be a duration such as 00:00:01 (a .NET TimeSpan) or 1s, or 0 to turn it off", key, raw)
 		return def
 	}
 	return d

@@ -135,3 +135,29 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestRetryDelay(t *testing.T) {
+	c, err := Load(FromMap(base()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second, time.Minute, time.Minute}
+	for i, w := range want {
+		if got := c.Retry.Delay(i + 1); got != w {
+			t.Errorf("Delay(%d) = %v, want %v", i+1, got, w)
+		}
+	}
+	if got := (Retry{}).Delay(3); got != 0 {
+		t.Errorf("off: %v", got)
+	}
+	m := base()
+	m[KeyRetryBaseDelay] = "00:00:10"
+	m[KeyRetryMaxDelay] = "5s"
+	if _, err := Load(FromMap(m)); err == nil || !strings.Contains(err.Error(), KeyRetryMaxDelay) {
+		t.Errorf("max below base accepted: %v", err)
+	}
+	m[KeyRetryBaseDelay] = "0"
+	if c, err := Load(FromMap(m)); err != nil || c.Retry.Delay(5) != 0 {
+		t.Errorf("zero base: %v %v", c, err)
+	}
+}

@@ -39,6 +39,8 @@ var handlerSettings = []struct{ Name, Default string }{
 	{"ServiceBusConnection__credential", ""},
 	{"NimBus__Resolver__Sink", "ServiceBus"},
 	{"NimBus__LogLevel", "info"},
+	{"NimBus__Retry__BaseDelay", "00:00:01"},
+	{"NimBus__Retry__MaxDelay", "00:01:00"},
 }
 
 // functionNameRE is Utility.FunctionNameValidationRegex of the Functions host.

@@ -39,6 +39,17 @@ func (o Outcome) Completes() bool {
 	return false
 }
 
+// Transient reports whether a failed delivery may succeed when retried (a
+// store, broker or handler failure, or a cancelled invocation), as opposed to
+// a message that can never be processed.
+func (o Outcome) Transient() bool {
+	switch o {
+	case OutcomeTransientFailure, OutcomeHandlerFailed, OutcomePublishFailed, OutcomeCanceled:
+		return true
+	}
+	return false
+}
+
 // InboxState says what the inbox did for a delivery.
 type InboxState string
 
