@@ -126,7 +126,7 @@ func envelope(m msg) []byte {
 		id = ""
 	}
 	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: "customer-1",
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostsim.S("customer-1"),
 		DeliveryCount: m.deliveryCount, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
 		Properties: hostsim.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",

@@ -196,7 +196,7 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 func faultEnvelope(id string, deliveryCount int) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"` + id + `\"}"},"ErrorContent":null}`
 	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: "s-" + id[len(id)-1:],
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostsim.S("s-" + id[len(id)-1:]),
 		DeliveryCount: deliveryCount, EnqueuedTime: time.Now(),
 		Properties: hostsim.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-"+id, "EventTypeId", "OrderPlaced"),

@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"unicode/utf8"
+
+	"github.com/nimbus-go/functions-subscriber/internal/netjson"
 )
 
 // Content is NimBus's MessageContent body. A nil pointer field is written as
@@ -132,68 +133,7 @@ func AppendNullableString(dst []byte, s *string) []byte {
 	if s == nil {
 		return append(dst, "null"...)
 	}
-	return AppendString(dst, *s)
-}
-
-const hexDigits = "0123456789abcdef"
-
-// AppendString appends s as a JSON string escaped the way Newtonsoft.Json's
-// default StringEscapeHandling does: quote, backslash and control characters
-// are escaped (\b \t \n \f \r in short form, others as \u00xx with lower-case
-// hex), as are U+0085, U+2028 and U+2029; everything else, including '<',
-// '>', '&' and non-ASCII text, is written as is. Invalid UTF-8 is replaced
-// with U+FFFD.
-func AppendString(dst []byte, s string) []byte {
-	dst = append(dst, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			dst = append(dst, s[start:i]...)
-			switch c {
-			case '"':
-				dst = append(dst, '\\', '"')
-			case '\\':
-				dst = append(dst, '\\', '\\')
-			case '\b':
-				dst = append(dst, '\\', 'b')
-			case '\t':
-				dst = append(dst, '\\', 't')
-			case '\n':
-				dst = append(dst, '\\', 'n')
-			case '\f':
-				dst = append(dst, '\\', 'f')
-			case '\r':
-				dst = append(dst, '\\', 'r')
-			default:
-				dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, "\ufffd"...)
-		case r == 0x85 || r == 0x2028 || r == 0x2029:
-			dst = append(dst, s[start:i]...)
-			dst = append(dst, '\\', 'u',
-				hexDigits[r>>12&0xf], hexDigits[r>>8&0xf], hexDigits[r>>4&0xf], hexDigits[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	dst = append(dst, s[start:]...)
-	return append(dst, '"')
+	return netjson.AppendString(dst, *s)
 }
 
 // Ptr returns a pointer to s, for building nullable fields.

@@ -33,31 +33,6 @@ func TestParseType(t *testing.T) {
 	}
 }
 
-// Newtonsoft.Json's default escaping, which the Resolver's parser and
-// NimBus's own tests were written against.
-func TestAppendStringMatchesNewtonsoftEscaping(t *testing.T) {
-	cases := map[string]string{
-		`plain`:              `"plain"`,
-		`quote " back \ `:    `"quote \" back \\ "`,
-		"tab\tnl\ncr\r":      `"tab\tnl\ncr\r"`,
-		"bs\bff\f":           `"bs\bff\f"`,
-		"\x00\x1f\x7f":       `"\u0000\u001f` + "\x7f" + `"`,
-		`<a href='x'>&</a>`:  `"<a href='x'>&</a>"`,
-		"ünï 日本 😀":           `"ünï 日本 😀"`,
-		"\u0085\u2028\u2029": `"\u0085\u2028\u2029"`,
-		"bad \xff utf8":      "\"bad \ufffd utf8\"",
-	}
-	for in, want := range cases {
-		if got := string(AppendString(nil, in)); got != want {
-			t.Errorf("AppendString(%q) = %s, want %s", in, got, want)
-		}
-		var back string
-		if err := json.Unmarshal(AppendString(nil, in), &back); err != nil {
-			t.Errorf("AppendString(%q) is not valid JSON: %v", in, err)
-		}
-	}
-}
-
 func TestContentRoundTripKeepsNulls(t *testing.T) {
 	c, err := ParseContent([]byte(`{"eventcontent":{"EventTypeId":"OrderPlaced","EventJson":null,"Extra":1},"ErrorContent":null}`))
 	if err != nil {

@@ -1,27 +1,46 @@
 // Package hostsim builds invocation envelopes exactly as the Azure Functions
-// host does for a custom handler (research/functions.md §1–2), for replay
+// host does for a custom handler (research/functions.md §1–2): for replay
 // tests, benchmarks, the local demo and the test mini host. Its output is
-// checked byte for byte against the research fixtures.
+// checked byte for byte against captured host fixtures.
+//
+// The host serializes with Newtonsoft.Json: Metadata string values are the
+// JSON text of the .NET string sent as a JSON string (encoded twice),
+// numbers arrive as strings, top-level dates keep whole seconds, objects
+// (action objects, Client, ApplicationProperties, sys) are real JSON
+// objects, and null values are left out.
 package hostsim
 
 import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/netjson"
 )
 
-// Property is one application property, in wire order. Value keeps its JSON
-// type (string, int, int32, int64, float64, bool, nil).
+// Property is one application property, in wire order. Value is the .NET
+// value the Service Bus SDK decoded, given as its Go counterpart: string,
+// bool, integers, floats, time.Time, []byte, a fmt.Stringer (a UUID), or nil.
 type Property struct {
 	Name  string
 	Value any
 }
 
+// Props builds properties from name, value pairs, in order.
+func Props(nameValues ...any) []Property {
+	out := make([]Property, 0, len(nameValues)/2)
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		out = append(out, Property{Name: nameValues[i].(string), Value: nameValues[i+1]})
+	}
+	return out
+}
+
 // ServiceBusMessage describes one Service Bus trigger invocation
-// (cardinality one, sessions on). Empty strings are omitted, as the host
-// omits null values.
+// (cardinality one).
 type ServiceBusMessage struct {
 	FunctionName string
 	// Binding is the trigger's binding name; default "message".
@@ -31,96 +50,139 @@ type ServiceBusMessage struct {
 	// instead of "dataType":"binary" (base64).
 	StringData bool
 
-	Body           []byte
-	MessageID      string
-	SessionID      string
-	CorrelationID  string
-	ContentType    string
-	Subject        string
-	ReplyTo        string
-	To             string
-	LockToken      string
-	DeliveryCount  int
-	SequenceNumber int64
-	EnqueuedTime   time.Time
-	// ExpiresAt zero means no TTL (9999-12-31T23:59:59).
-	ExpiresAt          time.Time
+	Body []byte
+	// MessageID and LockToken are left out when empty.
+	MessageID string
+	LockToken string
+	// Nil is the .NET null, left out; a pointer to "" is written.
+	SessionID               *string
+	CorrelationID           *string
+	ContentType             *string
+	Subject                 *string
+	ReplyTo                 *string
+	ReplyToSessionID        *string
+	To                      *string
+	PartitionKey            *string
+	TransactionPartitionKey *string
+	DeadLetterSource        *string
+	DeliveryCount           int
+	SequenceNumber          int64
+	EnqueuedTime            time.Time
+	// ExpiresAt zero means no time to live (9999-12-31T23:59:59).
+	ExpiresAt time.Time
+	// SessionLockedUntil is the session lock; zero means a trigger without
+	// sessions, whose action objects are {}.
 	SessionLockedUntil time.Time
 	Properties         []Property
 
+	// Namespace is Client.FullyQualifiedNamespace; ClientID is
+	// Client.Identifier, written only when set.
 	Namespace string
-	ClientID  string // the Client.Identifier; omitted when empty
+	ClientID  string
 	UtcNow    time.Time
 	RandGUID  string
 }
 
 var maxTime = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 
-// ServiceBus returns the envelope the host POSTs for m.
-func ServiceBus(m ServiceBusMessage) []byte {
+// Build returns the envelope the host POSTs for m. It fails only for an
+// application property value the host could not have produced.
+func Build(m ServiceBusMessage) ([]byte, error) {
 	binding := m.Binding
 	if binding == "" {
 		binding = "message"
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"Data":{`)
-	writeJSON(&b, binding)
-	b.WriteByte(':')
+	b := make([]byte, 0, 1024+len(m.Body)*4/3)
+	b = append(b, `{"Data":{`...)
+	b = netjson.AppendString(b, binding)
+	b = append(b, ':')
 	if m.StringData {
-		writeJSON(&b, jsonText(string(m.Body)))
+		b = netjson.AppendString(b, string(netjson.AppendString(nil, string(m.Body))))
 	} else {
-		writeJSON(&b, base64.StdEncoding.EncodeToString(m.Body))
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, m.Body)
+		b = append(b, '"')
 	}
-	b.WriteString(`},"Metadata":{`)
+	b = append(b, `},"Metadata":{`...)
 
 	md := &metadata{}
-	actions := json.RawMessage(`{"SessionLockedUntil":` + jsonText(dateTimeOffset(m.SessionLockedUntil)) + `}`)
-	md.raw("MessageReceiver", actions)
-	md.raw("MessageSession", actions)
-	md.raw("MessageActions", actions)
-	md.raw("SessionActions", actions)
-	md.raw("ReceiveActions", json.RawMessage(`{}`))
-	client := `{"FullyQualifiedNamespace":` + jsonText(m.Namespace) + `,"IsClosed":false,"TransportType":0`
-	if m.ClientID != "" {
-		client += `,"Identifier":` + jsonText(m.ClientID)
+	actions := []byte("{}")
+	if !m.SessionLockedUntil.IsZero() {
+		actions = append([]byte(`{"SessionLockedUntil":`), netjson.AppendDateTime(nil, m.SessionLockedUntil, "+00:00")...)
+		actions = append(actions, '}')
 	}
-	md.raw("Client", json.RawMessage(client+"}"))
-	md.str("DeliveryCount", jsonText(m.DeliveryCount))
-	md.optString("LockToken", m.LockToken)
+	for _, k := range []string{"MessageReceiver", "MessageSession", "MessageActions", "SessionActions"} {
+		md.raw(k, actions)
+	}
+	md.raw("ReceiveActions", []byte("{}"))
+	client := append([]byte(`{"FullyQualifiedNamespace":`), netjson.AppendString(nil, m.Namespace)...)
+	client = append(client, `,"IsClosed":false,"TransportType":0`...)
+	if m.ClientID != "" {
+		client = append(append(client, `,"Identifier":`...), netjson.AppendString(nil, m.ClientID)...)
+	}
+	md.raw("Client", append(client, '}'))
+	md.text("DeliveryCount", strconv.Itoa(m.DeliveryCount))
+	md.opt("DeadLetterSource", m.DeadLetterSource)
+	md.str("LockToken", m.LockToken)
 	exp := m.ExpiresAt
 	if exp.IsZero() {
 		exp = maxTime
 	}
-	md.str("ExpiresAtUtc", dateTime(exp))
-	md.str("ExpiresAt", dateTimeOffsetSeconds(exp))
-	md.str("EnqueuedTimeUtc", dateTime(m.EnqueuedTime))
-	md.str("EnqueuedTime", dateTimeOffsetSeconds(m.EnqueuedTime))
-	md.optString("MessageId", m.MessageID)
-	md.optString("ContentType", m.ContentType)
-	md.optString("ReplyTo", m.ReplyTo)
-	md.str("SequenceNumber", jsonText(m.SequenceNumber))
-	md.optString("To", m.To)
-	md.optString("Subject", m.Subject)
-	md.optString("Label", m.Subject)
-	md.optString("CorrelationId", m.CorrelationID)
-	props := propertiesJSON(m.Properties)
+	md.text("ExpiresAtUtc", seconds(exp, ""))
+	md.text("ExpiresAt", seconds(exp, "+00:00"))
+	md.text("EnqueuedTimeUtc", seconds(m.EnqueuedTime, ""))
+	md.text("EnqueuedTime", seconds(m.EnqueuedTime, "+00:00"))
+	md.str("MessageId", m.MessageID)
+	md.opt("ContentType", m.ContentType)
+	md.opt("ReplyTo", m.ReplyTo)
+	md.text("SequenceNumber", strconv.FormatInt(m.SequenceNumber, 10))
+	md.opt("To", m.To)
+	md.opt("Subject", m.Subject)
+	md.opt("Label", m.Subject)
+	md.opt("CorrelationId", m.CorrelationID)
+	props := []byte{'{'}
+	for i, p := range m.Properties {
+		if i > 0 {
+			props = append(props, ',')
+		}
+		props = netjson.AppendString(props, p.Name)
+		props = append(props, ':')
+		var err error
+		if props, err = appendValue(props, p.Value); err != nil {
+			return nil, fmt.Errorf("hostsim: application property %q: %w", p.Name, err)
+		}
+	}
+	props = append(props, '}')
 	md.raw("ApplicationProperties", props)
 	md.raw("UserProperties", props)
-	md.optString("SessionId", m.SessionID)
-	md.raw("sys", json.RawMessage(`{"MethodName":`+jsonText(m.FunctionName)+`,"UtcNow":`+jsonText(utcDateTime(m.UtcNow))+`,"RandGuid":`+jsonText(m.RandGUID)+`}`))
+	md.opt("SessionId", m.SessionID)
+	md.opt("ReplyToSessionId", m.ReplyToSessionID)
+	md.opt("PartitionKey", m.PartitionKey)
+	md.opt("TransactionPartitionKey", m.TransactionPartitionKey)
+	md.raw("sys", sys(m.FunctionName, m.UtcNow, m.RandGUID))
 	if m.StringData {
 		md.mergeBody(m.Body)
 	}
-	md.write(&b)
-	b.WriteString(`}}`)
-	return b.Bytes()
+	b = md.appendTo(b)
+	return append(b, "}}"...), nil
+}
+
+// ServiceBus is Build for values known to be valid; it panics otherwise.
+func ServiceBus(m ServiceBusMessage) []byte {
+	b, err := Build(m)
+	if err != nil {
+		panic(err)
+	}
+	return b
 }
 
 // Timer describes a timer trigger invocation.
 type Timer struct {
 	FunctionName string
 	// Binding is the trigger's binding name; default "timer".
-	Binding     string
+	Binding string
+	// Last, Next and LastUpdated are the schedule status; the zero time is
+	// written as 0001-01-01T00:00:00+00:00 (first run).
 	Last        time.Time
 	Next        time.Time
 	LastUpdated time.Time
@@ -131,37 +193,59 @@ type Timer struct {
 	RandGUID  string
 }
 
-// TimerEnvelope returns the envelope the host POSTs for t.
+// TimerEnvelope returns the envelope the host POSTs for t: Data.<binding>
+// is TimerInfo as a JSON object, Metadata holds only sys.
 func TimerEnvelope(t Timer) []byte {
 	binding := t.Binding
 	if binding == "" {
 		binding = "timer"
 	}
-	var b bytes.Buffer
-	b.WriteString(`{"Data":{`)
-	writeJSON(&b, binding)
-	b.WriteString(`:{"Schedule":{"AdjustForDST":true},"ScheduleStatus":`)
+	b := append([]byte(`{"Data":{`), netjson.AppendString(nil, binding)...)
+	b = append(b, `:{"Schedule":{"AdjustForDST":true},"ScheduleStatus":`...)
 	if t.NoMonitor {
-		b.WriteString("null")
+		b = append(b, "null"...)
 	} else {
-		b.WriteString(`{"Last":` + jsonText(localDateTime(t.Last)) + `,"Next":` + jsonText(localDateTime(t.Next)) +
-			`,"LastUpdated":` + jsonText(localDateTime(t.LastUpdated)) + `}`)
+		b = append(b, `{"Last":`...)
+		b = netjson.AppendDateTime(b, t.Last, "+00:00")
+		b = append(b, `,"Next":`...)
+		b = netjson.AppendDateTime(b, t.Next, "+00:00")
+		b = append(b, `,"LastUpdated":`...)
+		b = netjson.AppendDateTime(b, t.LastUpdated, "+00:00")
+		b = append(b, '}')
 	}
-	b.WriteString(`,"IsPastDue":`)
-	b.WriteString(jsonText(t.IsPastDue))
-	b.WriteString(`}},"Metadata":{"sys":{"MethodName":` + jsonText(t.FunctionName) + `,"UtcNow":` +
-		jsonText(utcDateTime(t.UtcNow)) + `,"RandGuid":` + jsonText(t.RandGUID) + `}}}`)
-	return b.Bytes()
+	b = append(b, `,"IsPastDue":`...)
+	b = strconv.AppendBool(b, t.IsPastDue)
+	b = append(b, `}},"Metadata":{"sys":`...)
+	b = append(b, sys(t.FunctionName, t.UtcNow, t.RandGUID)...)
+	return append(b, "}}"...)
+}
+
+// sys is the WebJobs system binding data; UtcNow is a UTC DateTime inside an
+// object, so it keeps its precision and Z.
+func sys(method string, now time.Time, guid string) []byte {
+	b := append([]byte(`{"MethodName":`), netjson.AppendString(nil, method)...)
+	b = append(b, `,"UtcNow":`...)
+	b = netjson.AppendDateTime(b, now, "Z")
+	b = append(b, `,"RandGuid":`...)
+	b = netjson.AppendString(b, guid)
+	return append(b, '}')
+}
+
+// seconds is the host's top-level DateTime (offset "") or DateTimeOffset
+// ("+00:00") text: it round-trips through ToString/Parse, keeping whole
+// seconds.
+func seconds(t time.Time, offset string) string {
+	return t.UTC().Format("2006-01-02T15:04:05") + offset
 }
 
 // metadata keeps keys in insertion order with case-insensitive replacement,
 // like the host's binding-data dictionary.
 type metadata struct {
 	keys []string
-	vals []json.RawMessage
+	vals [][]byte
 }
 
-func (m *metadata) raw(k string, v json.RawMessage) {
+func (m *metadata) raw(k string, v []byte) {
 	for i, old := range m.keys {
 		if strings.EqualFold(old, k) {
 			m.vals[i] = v
@@ -172,20 +256,32 @@ func (m *metadata) raw(k string, v json.RawMessage) {
 	m.vals = append(m.vals, v)
 }
 
-// str adds a value the host serialized to JSON text (a .NET string), which
-// is then written as a JSON string.
-func (m *metadata) str(k, text string) { m.raw(k, json.RawMessage(jsonText(text))) }
+// text adds a value the host turned into JSON text (a number, a date),
+// which is then sent as a JSON string.
+func (m *metadata) text(k, text string) { m.raw(k, netjson.AppendString(nil, text)) }
 
-// optString adds a .NET string value: JSON-encoded, then sent as a string.
-func (m *metadata) optString(k, v string) {
+// str adds a .NET string: its JSON text, sent as a JSON string. An empty
+// value is a null and left out.
+func (m *metadata) str(k, v string) {
 	if v != "" {
-		m.str(k, jsonText(v))
+		m.text(k, string(netjson.AppendString(nil, v)))
 	}
 }
 
+// opt adds a nullable .NET string: nil is left out, "" is written.
+func (m *metadata) opt(k string, v *string) {
+	if v != nil {
+		m.text(k, string(netjson.AppendString(nil, *v)))
+	}
+}
+
+// S returns a pointer to s, for the nullable fields.
+func S(s string) *string { return &s }
+
 // mergeBody copies a JSON-object body's top-level non-array, non-null
-// properties into the metadata, as WorkerFunctionInvoker.TransformInput
-// does for a string trigger value.
+// properties into the metadata, as WorkerFunctionInvoker.TransformInput does
+// for a string trigger value: objects stay objects, other values become
+// their string form (booleans as True/False).
 func (m *metadata) mergeBody(body []byte) {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
@@ -210,83 +306,72 @@ func (m *metadata) mergeBody(body []byte) {
 		case t[0] == '"':
 			var s string
 			_ = json.Unmarshal(t, &s)
-			m.optString(k, s)
+			m.str(k, s)
 		case string(t) == "true":
-			m.optString(k, "True")
+			m.str(k, "True")
 		case string(t) == "false":
-			m.optString(k, "False")
+			m.str(k, "False")
 		default:
-			m.optString(k, string(t))
+			m.str(k, string(t))
 		}
 	}
 }
 
-func (m *metadata) write(b *bytes.Buffer) {
+func (m *metadata) appendTo(b []byte) []byte {
 	for i, k := range m.keys {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		writeJSON(b, k)
-		b.WriteByte(':')
-		b.Write(m.vals[i])
+		b = netjson.AppendString(b, k)
+		b = append(b, ':')
+		b = append(b, m.vals[i]...)
 	}
+	return b
 }
 
-func propertiesJSON(props []Property) json.RawMessage {
-	var b bytes.Buffer
-	b.WriteByte('{')
-	for i, p := range props {
-		if i > 0 {
-			b.WriteByte(',')
-		}
-		writeJSON(&b, p.Name)
-		b.WriteByte(':')
-		writeJSON(&b, p.Value)
+// appendValue writes an application property value as JObject.FromObject
+// and Newtonsoft.Json write the .NET value: native JSON numbers, booleans,
+// strings and null; timestamps as ISO dates; binary as base64; UUIDs as GUID
+// strings.
+func appendValue(b []byte, v any) ([]byte, error) {
+	switch x := v.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return netjson.AppendString(b, x), nil
+	case bool:
+		return strconv.AppendBool(b, x), nil
+	case int:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int8:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int16:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int32:
+		return strconv.AppendInt(b, int64(x), 10), nil
+	case int64:
+		return strconv.AppendInt(b, x, 10), nil
+	case uint8:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint16:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint32:
+		return strconv.AppendUint(b, uint64(x), 10), nil
+	case uint64:
+		return strconv.AppendUint(b, x, 10), nil
+	case float32:
+		return netjson.AppendDouble(b, float64(x)), nil
+	case float64:
+		return netjson.AppendDouble(b, x), nil
+	case time.Time:
+		return netjson.AppendDateTime(b, x, "Z"), nil
+	case []byte:
+		b = append(b, '"')
+		b = base64.StdEncoding.AppendEncode(b, x)
+		return append(b, '"'), nil
+	case fmt.Stringer: // go-amqp's UUID
+		return netjson.AppendString(b, x.String()), nil
+	default:
+		return nil, fmt.Errorf("type %T has no Functions host JSON form", v)
 	}
-	b.WriteByte('}')
-	return b.Bytes()
-}
-
-func writeJSON(b *bytes.Buffer, v any) {
-	enc := json.NewEncoder(b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(v)
-	b.Truncate(b.Len() - 1) // Encode appends a newline
-}
-
-func jsonText(v any) string {
-	var b bytes.Buffer
-	writeJSON(&b, v)
-	return b.String()
-}
-
-// dateTime is the host's DateTime form: seconds, no offset.
-func dateTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05") }
-
-// dateTimeOffsetSeconds is the host's DateTimeOffset form: seconds, +00:00.
-func dateTimeOffsetSeconds(t time.Time) string {
-	return t.UTC().Format("2006-01-02T15:04:05") + "+00:00"
-}
-
-// dateTimeOffset is Newtonsoft's DateTimeOffset form inside an object:
-// trimmed 7-digit fraction and +00:00.
-func dateTimeOffset(t time.Time) string {
-	return t.UTC().Truncate(100*time.Nanosecond).Format("2006-01-02T15:04:05.9999999") + "+00:00"
-}
-
-// localDateTime is a Kind=Local DateTime on a UTC machine.
-func localDateTime(t time.Time) string { return dateTimeOffset(t) }
-
-// utcDateTime is a Kind=Utc DateTime: trimmed fraction and Z.
-func utcDateTime(t time.Time) string {
-	return t.UTC().Truncate(100*time.Nanosecond).Format("2006-01-02T15:04:05.9999999") + "Z"
-}
-
-// Props builds properties from name, value pairs, in order.
-func Props(nameValues ...any) []Property {
-	out := make([]Property, 0, len(nameValues)/2)
-	for i := 0; i+1 < len(nameValues); i += 2 {
-		out = append(out, Property{Name: nameValues[i].(string), Value: nameValues[i+1]})
-	}
-	return out
 }
