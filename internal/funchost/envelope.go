@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/jsonscan"
 )
 
 // MalformedError reports an envelope the handler cannot decode. The
@@ -157,7 +159,7 @@ func decodeBody(raw json.RawMessage, fast bool) ([]byte, error) {
 	if fast && len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
 		// The binary form: base64 text needs no unescaping.
 		content := raw[1 : len(raw)-1]
-		if isPlain(content) {
+		if jsonscan.IsPlain(content) {
 			out := make([]byte, base64.StdEncoding.DecodedLen(len(content)))
 			n, err := base64.StdEncoding.Decode(out, content)
 			if err != nil {
@@ -196,7 +198,7 @@ func metaString(field string, raw json.RawMessage, fast bool) (*string, error) {
 		return nil, nil
 	}
 	if fast && len(raw) >= 6 && string(raw[:3]) == `"\"` && string(raw[len(raw)-3:]) == `\""` {
-		if inner := raw[3 : len(raw)-3]; isPlain(inner) {
+		if inner := raw[3 : len(raw)-3]; jsonscan.IsPlain(inner) {
 			s := string(inner)
 			return &s, nil
 		}
@@ -253,7 +255,7 @@ func metaTime(field string, raw json.RawMessage, fast bool) (time.Time, error) {
 		return time.Time{}, nil
 	}
 	var s string
-	if fast && len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && isPlain(raw[1:len(raw)-1]) {
+	if fast && len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && jsonscan.IsPlain(raw[1:len(raw)-1]) {
 		s = string(raw[1 : len(raw)-1])
 	} else if err := json.Unmarshal(raw, &s); err != nil {
 		return time.Time{}, malformed(field, "not a JSON string")

@@ -102,6 +102,7 @@ func TestFastDecoderMatchesReference(t *testing.T) {
 		`{"Data":{"message":"eA=="},"Metadata":{"MessageId":"plain"}}`,
 		`{"Data":{"message":"eA=="},"Metadata":{"Me\u017fsageId":"\"kelvin\""}}`,
 		`{"Data":{"message":-0.5e+3}}`, `{"Data":{"message":01}}`, `{"Data":{"message":tru}}`,
+		"{\"Data\":{\"message\":\"eA==\"}}\x00", "{\"Data\":{\"message\":\"eA==\"},\"Metadata\":{\"ApplicationProperties\":{}\x00}}",
 	}
 	for _, c := range cases {
 		checkSameDecode(t, []byte(c))
