@@ -83,6 +83,7 @@ func run() int {
 	case <-ctx.Done():
 		log.Info().Msg("shutting down: finishing in-flight invocations")
 	}
+	a.BeginShutdown()
 	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {

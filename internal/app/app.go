@@ -66,6 +66,10 @@ type App struct {
 	memory   *resolver.Memory
 	closers  []func(context.Context) error
 	pause    func(ctx context.Context, d time.Duration)
+	// stopping is cancelled when shutdown begins: background work such as a
+	// cleanup run stops at once, while in-flight deliveries finish.
+	stopping context.Context
+	stop     context.CancelFunc
 }
 
 // New builds the app. It performs no network I/O: Azure clients are
@@ -82,6 +86,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if a.pause == nil {
 		a.pause = sleepCtx
 	}
+	a.stopping, a.stop = context.WithCancel(context.Background())
 
 	var err error
 	a.store = d.Store
@@ -136,8 +141,14 @@ func (a *App) Functions() []string { return a.server.Functions() }
 // Metrics returns the process counters.
 func (a *App) Metrics() *telemetry.Metrics { return a.metrics }
 
+// BeginShutdown stops work that need not finish: a running cleanup is
+// cancelled at once (the next tick resumes it). In-flight deliveries are not
+// interrupted; the HTTP server's graceful shutdown waits for them.
+func (a *App) BeginShutdown() { a.stop() }
+
 // Close releases Azure clients.
 func (a *App) Close(ctx context.Context) error {
+	a.stop()
 	var errs []error
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		errs = append(errs, a.closers[i](ctx))

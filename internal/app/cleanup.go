@@ -38,6 +38,10 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 		Budget:     a.cfg.Inbox.CleanupBudget,
 		Clock:      a.now,
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(a.stopping, cancel)
+	defer stop()
 	rep, err := c.Run(ctx, a.now())
 	a.metrics.Add(telemetry.Purged, "", int64(rep.Purged))
 	ev := a.log.Info()

@@ -148,3 +148,35 @@ func TestAzureBackedAppStartsWithoutNetwork(t *testing.T) {
 		t.Fatalf("functions = %v", got)
 	}
 }
+
+// blockingPurge blocks until its context is cancelled.
+type blockingPurge struct {
+	inbox.Store
+	started chan struct{}
+}
+
+func (b blockingPurge) PurgeExpired(ctx context.Context, _ string, _ time.Time) (int, error) {
+	close(b.started)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func TestShutdownCancelsARunningCleanup(t *testing.T) {
+	mem, _ := inbox.NewMemoryStore(inbox.MemoryOptions{})
+	store := blockingPurge{Store: mem, started: make(chan struct{})}
+	a, logs := newCleanupApp(t, store, &clock{now: time.Now()}, nil)
+	ta := &testApp{App: a, logs: logs}
+	status := make(chan int, 1)
+	go func() {
+		s, _ := ta.post(t, FuncInboxCleanup, timerEnvelope())
+		status <- s
+	}()
+	<-store.started
+	a.BeginShutdown()
+	if s := <-status; s == 200 {
+		t.Fatal("a cancelled cleanup answered 200")
+	}
+	if l := logs.lines(t); len(l) != 1 || l[0]["outcome"] != "canceled" {
+		t.Fatalf("log = %v", l)
+	}
+}
