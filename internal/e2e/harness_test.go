@@ -1,0 +1,880 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/nimbus-go/functions-subscriber/internal/minihost"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+)
+
+// The sample endpoint and the producer whose events it consumes.
+const (
+	endpointID  = "BillingEndpoint"
+	producerID  = "ShopEndpoint"
+	orderPlaced = "OrderPlaced"
+	databaseID  = "MessageDatabase"
+)
+
+// handlerBin is the handler binary TestMain builds.
+var handlerBin string
+
+// TestMain builds ./handler once (with -race when this test binary has the
+// race detector) and runs the tests and benchmarks against it.
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nimbus-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		os.Exit(1)
+	}
+	handlerBin = filepath.Join(dir, "handler")
+	args := []string{"build", "-o", handlerBin}
+	if raceEnabled {
+		args = append(args, "-race")
+	}
+	args = append(args, "github.com/nimbus-go/functions-subscriber/handler")
+	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(args, " "), err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// ---------------------------------------------------------------------------
+// The handler process
+
+// invocation is one per-invocation log line of the handler.
+type invocation struct {
+	Seq           int // position among the handler's stdout lines
+	Function      string
+	InvocationID  string
+	Endpoint      string
+	MessageID     string
+	SessionID     string
+	EventID       string
+	EventTypeID   string
+	MessageType   string
+	DeliveryCount int
+	Outcome       string
+	Inbox         string
+	Operation     string
+	DurationMs    float64
+}
+
+// ran reports whether the app handler ran in this invocation, from the
+// outcome: the handler runs before completed, pending_handoff and
+// handler_failed, and before a failed inbox record.
+func (iv invocation) ran() bool {
+	switch iv.Outcome {
+	case "completed", "pending_handoff", "handler_failed":
+		return true
+	case "transient_failure":
+		return iv.Operation == "record"
+	}
+	return false
+}
+
+// handlerProc is the running handler binary.
+type handlerProc struct {
+	cmd    *exec.Cmd
+	base   string
+	redact *strings.Replacer
+	done   chan struct{}
+
+	mu     sync.Mutex
+	lines  []map[string]any
+	stdout []string // every stdout line, for failure reports
+	stderr bytes.Buffer
+}
+
+func freePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// cleanEnv drops this machine's NimBus, Service Bus and Functions settings
+// so the test controls them.
+func cleanEnv(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "NimBus__") && !strings.HasPrefix(kv, "ServiceBusConnection") && !strings.HasPrefix(kv, "FUNCTIONS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// startHandler starts the binary with settings (app setting → value) and
+// waits until it answers GET /. secrets are replaced in anything printed.
+func startHandler(tb testing.TB, settings map[string]string, secrets ...string) *handlerProc {
+	tb.Helper()
+	port := freePort(tb)
+	extra := []string{fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port)}
+	keys := make([]string, 0, len(settings))
+	for k := range settings {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		extra = append(extra, k+"="+settings[k])
+	}
+	var pairs []string
+	for _, s := range secrets {
+		if s != "" {
+			pairs = append(pairs, s, "<redacted>")
+		}
+	}
+	h := &handlerProc{
+		cmd:    exec.Command(handlerBin),
+		base:   fmt.Sprintf("http://127.0.0.1:%d", port),
+		redact: strings.NewReplacer(pairs...),
+		done:   make(chan struct{}),
+	}
+	h.cmd.Env = cleanEnv(extra...)
+	h.cmd.Stderr = lockedWriter{&h.mu, &h.stderr}
+	stdout, err := h.cmd.StdoutPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := h.cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			var m map[string]any
+			ok := json.Unmarshal([]byte(line), &m) == nil
+			h.mu.Lock()
+			h.stdout = append(h.stdout, line)
+			if ok {
+				m["\x00seq"] = len(h.stdout)
+				h.lines = append(h.lines, m)
+			}
+			h.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-readDone // Wait closes the pipe: read everything first
+		_ = h.cmd.Wait()
+		close(h.done)
+	}()
+	tb.Cleanup(func() { h.stop(tb) })
+
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := client.Get(h.base + "/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return h
+			}
+		}
+		select {
+		case <-h.done:
+			tb.Fatalf("the handler exited during start-up:\n%s", h.output(40))
+		default:
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("the handler did not answer GET / within 30s (last error %v):\n%s", err, h.output(40))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+// stop sends SIGTERM, waits for a clean exit and reports data races the
+// race-instrumented handler printed.
+func (h *handlerProc) stop(tb testing.TB) {
+	select {
+	case <-h.done:
+	default:
+		_ = h.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-h.done:
+		case <-time.After(30 * time.Second):
+			_ = h.cmd.Process.Kill()
+			<-h.done
+			tb.Errorf("the handler did not exit within 30s of SIGTERM")
+		}
+	}
+	h.mu.Lock()
+	stderr := h.stderr.String()
+	h.mu.Unlock()
+	if strings.Contains(stderr, "WARNING: DATA RACE") {
+		tb.Errorf("the handler process reported a data race:\n%s", h.redact.Replace(stderr))
+	} else if code := h.cmd.ProcessState.ExitCode(); code != 0 {
+		tb.Errorf("the handler exited with code %d after SIGTERM:\n%s", code, h.output(40))
+	}
+	if tb.Failed() {
+		tb.Logf("handler output (last lines):\n%s", h.output(60))
+	}
+}
+
+// output returns the last n stdout lines and the stderr tail, redacted.
+func (h *handlerProc) output(n int) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	lines := h.stdout
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	errTail := h.stderr.String()
+	if len(errTail) > 8192 {
+		errTail = errTail[len(errTail)-8192:]
+	}
+	return h.redact.Replace(strings.Join(lines, "\n") + "\n--- stderr ---\n" + errTail)
+}
+
+// invocations returns the Subscriber invocation lines in stdout order.
+func (h *handlerProc) invocations() []invocation {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []invocation
+	for _, m := range h.lines {
+		if m["function"] != "Subscriber" {
+			continue
+		}
+		if _, ok := m["outcome"]; !ok {
+			continue
+		}
+		s := func(k string) string { v, _ := m[k].(string); return v }
+		f := func(k string) float64 { v, _ := m[k].(float64); return v }
+		out = append(out, invocation{
+			Seq: m["\x00seq"].(int), Function: s("function"), InvocationID: s("invocationId"), Endpoint: s("endpoint"),
+			MessageID: s("messageId"), SessionID: s("sessionId"), EventID: s("eventId"), EventTypeID: s("eventTypeId"),
+			MessageType: s("messageType"), DeliveryCount: int(f("deliveryCount")), Outcome: s("outcome"),
+			Inbox: s("inbox"), Operation: s("operation"), DurationMs: f("durationMs"),
+		})
+	}
+	return out
+}
+
+// byMessage groups invocation lines by MessageId, in order.
+func byMessage(ivs []invocation) map[string][]invocation {
+	out := map[string][]invocation{}
+	for _, iv := range ivs {
+		out[iv.MessageID] = append(out[iv.MessageID], iv)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Resolver collector
+
+// received is a message read from the Resolver subscription and when.
+type received struct {
+	msg *azservicebus.ReceivedMessage
+	at  time.Time
+}
+
+func (r received) messageType() string {
+	s, _ := r.msg.ApplicationProperties["MessageType"].(string)
+	return s
+}
+
+// isResponse tells a subscriber response from the audit copy of a request
+// the topology also forwards to the Resolver.
+func (r received) isResponse() bool { return r.messageType() != "EventRequest" }
+
+func (r received) correlationID() string {
+	if r.msg.CorrelationID == nil {
+		return ""
+	}
+	return *r.msg.CorrelationID
+}
+
+// collector receives everything that reaches the Resolver topic's session
+// subscription, as the NimBus Resolver does: session by session, in order.
+type collector struct {
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu           sync.Mutex
+	all          []received
+	bySession    map[string][]received
+	settleErrors int
+	redelivered  int
+	seen         map[string]bool // broker MessageIds received
+}
+
+func startCollector(tb testing.TB, client *azservicebus.Client, workers int) *collector {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &collector{cancel: cancel, bySession: map[string][]received{}, seen: map[string]bool{}}
+	for range workers {
+		c.wg.Add(1)
+		go c.worker(ctx, client)
+	}
+	tb.Cleanup(c.stop)
+	return c
+}
+
+func (c *collector) stop() {
+	c.cancel()
+	c.wg.Wait()
+}
+
+func (c *collector) worker(ctx context.Context, client *azservicebus.Client) {
+	defer c.wg.Done()
+	for ctx.Err() == nil {
+		// A long accept wait, for the reason given in startStack.
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		sr, err := client.AcceptNextSessionForSubscription(actx, testenv.ResolverTopic, testenv.ResolverSubscription, nil)
+		cancel()
+		if err != nil {
+			var sbErr *azservicebus.Error
+			if ctx.Err() == nil && !(errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+				time.Sleep(50 * time.Millisecond)
+			}
+			continue
+		}
+		for ctx.Err() == nil {
+			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+			ms, err := sr.ReceiveMessages(rctx, 32, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: time.Millisecond})
+			cancel()
+			now := time.Now()
+			if len(ms) > 0 {
+				c.mu.Lock()
+				for _, m := range ms {
+					if c.seen[m.MessageID] {
+						// Redelivered after a failed settlement: the
+						// Resolver would see it again, but it is one message.
+						c.redelivered++
+						continue
+					}
+					c.seen[m.MessageID] = true
+					r := received{msg: m, at: now}
+					c.all = append(c.all, r)
+					sid := ""
+					if m.SessionID != nil {
+						sid = *m.SessionID
+					}
+					c.bySession[sid] = append(c.bySession[sid], r)
+				}
+				c.mu.Unlock()
+			}
+			for _, m := range ms {
+				sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				if err := sr.CompleteMessage(sctx, m, nil); err != nil {
+					c.mu.Lock()
+					c.settleErrors++
+					c.mu.Unlock()
+				}
+				cancel()
+			}
+			if err != nil || len(ms) == 0 {
+				break
+			}
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = sr.Close(cctx)
+		cancel()
+	}
+}
+
+// problems describes the settlement trouble the collector saw.
+func (c *collector) problems() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return fmt.Sprintf("%d settle errors, %d redeliveries", c.settleErrors, c.redelivered)
+}
+
+// responses returns the subscriber responses received so far, in arrival
+// order.
+func (c *collector) responses() []received {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []received
+	for _, r := range c.all {
+		if r.isResponse() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// audits counts the audit copies of requests received so far.
+func (c *collector) audits() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, r := range c.all {
+		if !r.isResponse() {
+			n++
+		}
+	}
+	return n
+}
+
+// sessionResponses returns the responses of one session in the order the
+// Resolver subscription delivered them.
+func (c *collector) sessionResponses(sid string) []received {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []received
+	for _, r := range c.bySession[sid] {
+		if r.isResponse() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// responsesFor groups the responses by CorrelationId (the inbound
+// MessageId).
+func (c *collector) responsesByRequest() map[string][]received {
+	out := map[string][]received{}
+	for _, r := range c.responses() {
+		out[r.correlationID()] = append(out[r.correlationID()], r)
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// The whole stack
+
+type stackConfig struct {
+	// faults, when set, puts the fault proxy in front of Cosmos with these
+	// options (Disabled makes it a counting proxy).
+	faults *testenv.FaultProxyOptions
+	// sessions is the mini host's MaxConcurrentSessions (default 8).
+	sessions int
+	// retryBase and retryMax pace redeliveries (default 50ms and 500ms).
+	retryBase, retryMax string
+}
+
+// stack is Cosmos (Strong) [+ fault proxy] + Service Bus (NimBus topology)
+// + the handler binary + the mini host + a Resolver collector.
+type stack struct {
+	tb        testing.TB
+	cosmos    *testenv.Cosmos
+	proxy     *testenv.FaultProxy
+	sb        *testenv.ServiceBus
+	client    *azservicebus.Client // for the test's own sends and peeks
+	handler   *handlerProc
+	host      *minihost.Host
+	resolver  *collector
+	container string
+
+	sender *azservicebus.Sender
+	mu     sync.Mutex
+	sentAt map[string][]time.Time // MessageId → when each copy was sent
+}
+
+var nonContainerChars = regexp.MustCompile(`[^A-Za-z0-9-]+`)
+
+func startStack(tb testing.TB, cfg stackConfig) *stack {
+	tb.Helper()
+	if cfg.sessions <= 0 {
+		cfg.sessions = 8
+	}
+	if cfg.retryBase == "" {
+		cfg.retryBase, cfg.retryMax = "50ms", "500ms"
+	}
+	s := &stack{tb: tb, sentAt: map[string][]time.Time{}}
+	s.container = "inbox-" + strings.Trim(nonContainerChars.ReplaceAllString(tb.Name(), "-"), "-")
+	if len(s.container) > 200 {
+		s.container = s.container[:200]
+	}
+
+	s.cosmos = testenv.StartCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})
+	cosmosEndpoint := s.cosmos.Endpoint
+	if cfg.faults != nil {
+		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.faults)
+		cosmosEndpoint = s.proxy.URL
+	}
+	s.sb = testenv.StartServiceBus(tb, testenv.NimBusTopology(endpointID))
+	s.client = s.sb.Client(tb)
+	hostClient := s.sb.Client(tb)
+	resolverClient := s.sb.Client(tb)
+
+	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosEndpoint, s.cosmos.Key)
+	s.handler = startHandler(tb, map[string]string{
+		"NimBus__Endpoint":                        endpointID,
+		"NimBus__Inbox__Enabled":                  "true",
+		"NimBus__Inbox__Store":                    "Cosmos",
+		"NimBus__Inbox__Cosmos__ConnectionString": cosmosConn,
+		"NimBus__Inbox__Cosmos__ContainerId":      s.container,
+		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
+		"ServiceBusConnection":                    s.sb.ConnectionString,
+		"NimBus__Retry__BaseDelay":                cfg.retryBase,
+		"NimBus__Retry__MaxDelay":                 cfg.retryMax,
+		"NimBus__LogLevel":                        "info",
+	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
+
+	s.resolver = startCollector(tb, resolverClient, 16)
+
+	host, err := minihost.New(minihost.Config{
+		Client:                hostClient,
+		Topic:                 endpointID,
+		Subscription:          endpointID,
+		Function:              "Subscriber",
+		Binding:               "message",
+		Invoker:               &minihost.Invoker{BaseURL: s.handler.base},
+		MaxConcurrentSessions: cfg.sessions,
+		SessionIdleTimeout:    300 * time.Millisecond,
+		// A long accept wait: when an AcceptNextSession deadline expires
+		// during the SDK's CBS negotiation (a loaded machine), azservicebus
+		// recycles the client's whole AMQP connection, which kills the
+		// other workers' session links mid-settlement. Idle workers wait in
+		// the broker instead and are refused with com.microsoft:timeout.
+		AcceptTimeout:     5 * time.Second,
+		InvocationTimeout: 2 * time.Minute,
+	})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	s.host = host
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := host.Stop(ctx); err != nil {
+			tb.Errorf("stopping the mini host: %v", err)
+		}
+	})
+
+	snd, err := s.client.NewSender(endpointID, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.sender = snd
+	return s
+}
+
+// send publishes the events in order, as NimBus's forwarder delivers them
+// to topic BillingEndpoint.
+func (s *stack) send(evs ...event) {
+	s.tb.Helper()
+	for _, e := range evs {
+		m := e.message()
+		s.mu.Lock()
+		s.sentAt[e.MessageID] = append(s.sentAt[e.MessageID], time.Now())
+		s.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.sender.SendMessage(ctx, m, nil)
+		cancel()
+		if err != nil {
+			s.tb.Fatalf("sending %s: %v", e.MessageID, err)
+		}
+	}
+}
+
+// firstSent returns when the first copy of messageID was sent.
+func (s *stack) firstSent(messageID string) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts := s.sentAt[messageID]; len(ts) > 0 {
+		return ts[0]
+	}
+	return time.Time{}
+}
+
+// waitUntil polls cond until it holds or timeout passes, then fails tb with
+// what.
+func (s *stack) waitUntil(timeout time.Duration, what string, cond func() bool) {
+	s.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("timed out after %v waiting for %s (host stats %+v, %d responses, %d audit copies, collector: %s)",
+				timeout, what, s.host.Stats(), len(s.resolver.responses()), s.resolver.audits(), s.resolver.problems())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitResponses waits until n responses reached the Resolver.
+func (s *stack) waitResponses(n int, timeout time.Duration) {
+	s.tb.Helper()
+	s.waitUntil(timeout, fmt.Sprintf("%d Resolver responses", n), func() bool { return len(s.resolver.responses()) >= n })
+}
+
+// settle waits until the mini host has settled completes messages and has
+// nothing in flight, and the Resolver has received audits audit copies.
+func (s *stack) settle(completes, audits int, timeout time.Duration) {
+	s.tb.Helper()
+	s.waitUntil(timeout, fmt.Sprintf("%d completions and %d audit copies", completes, audits), func() bool {
+		st := s.host.Stats()
+		return st.Completes >= int64(completes) && st.Invocations == st.Completes+st.Abandons+st.SettleErrors && s.resolver.audits() >= audits
+	})
+}
+
+// deadLettered peeks the endpoint subscription's dead-letter queue.
+func (s *stack) deadLettered() []*azservicebus.ReceivedMessage {
+	s.tb.Helper()
+	r, err := s.client.NewReceiverForSubscription(endpointID, endpointID, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer r.Close(ctx)
+	ms, err := r.PeekMessages(ctx, 100, nil)
+	if err != nil {
+		s.tb.Fatalf("peeking the dead-letter queue: %v", err)
+	}
+	return ms
+}
+
+// inboxRecord is the inbox document as stored in Cosmos.
+type inboxRecord struct {
+	ID           string `json:"id"`
+	EndpointID   string `json:"endpointId"`
+	MessageID    string `json:"messageId"`
+	CreatedAtUTC string `json:"createdAtUtc"`
+}
+
+// inboxID is NimBus's inbox identity, computed here independently of the
+// code under test: upper-case hex SHA-256 of
+// "<UTF-16 length of endpoint>\x1f<endpoint>\x1f<messageId>" (the ids used
+// here are ASCII, so the UTF-16 length is the byte length).
+func inboxID(endpoint, messageID string) string {
+	sum := sha256.Sum256([]byte(strconv.Itoa(len(endpoint)) + "\x1f" + endpoint + "\x1f" + messageID))
+	return strings.ToUpper(hex.EncodeToString(sum[:]))
+}
+
+// inboxRecords reads the records of messageIDs straight from Cosmos (not
+// through the proxy); absent ones are missing from the map.
+func (s *stack) inboxRecords(messageIDs ...string) map[string]inboxRecord {
+	s.tb.Helper()
+	cred, err := azcosmos.NewKeyCredential(s.cosmos.Key)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(s.cosmos.Endpoint, cred, nil)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	c, err := client.NewContainer(databaseID, s.container)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	out := map[string]inboxRecord{}
+	for _, mid := range messageIDs {
+		id := inboxID(endpointID, mid)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
+		cancel()
+		var re *azcore.ResponseError
+		switch {
+		case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
+			continue
+		case err != nil:
+			s.tb.Fatalf("reading the inbox record of %s: %v", mid, err)
+		}
+		var rec inboxRecord
+		if err := json.Unmarshal(resp.Value, &rec); err != nil {
+			s.tb.Fatalf("inbox record of %s: %v", mid, err)
+		}
+		out[mid] = rec
+	}
+	return out
+}
+
+// ---------------------------------------------------------------------------
+// Messages
+
+// event is one NimBus EventRequest as the consumer forwarder delivers it.
+type event struct {
+	MessageID   string
+	SessionID   string
+	EventID     string
+	EventTypeID string
+	// EventJSON is the domain event serialized as JSON.
+	EventJSON string
+}
+
+// order returns an OrderPlaced event. failFirst > 0 makes the sample
+// handler fail the first failFirst deliveries.
+func order(messageID, session string, amount, failFirst int) event {
+	js := fmt.Sprintf(`{"OrderId":"O-%s","Amount":%d`, strings.TrimPrefix(messageID, "OrderPlaced-"), amount)
+	if failFirst > 0 {
+		js += fmt.Sprintf(`,"FailFirstAttempts":%d`, failFirst)
+	}
+	return event{MessageID: messageID, SessionID: session, EventID: guidFor(messageID), EventTypeID: orderPlaced, EventJSON: js + "}"}
+}
+
+// guidFor derives a GUID-shaped EventId from seed, as the forwarder's
+// newid() would stamp one.
+func guidFor(seed string) string {
+	sum := sha256.Sum256([]byte(seed))
+	h := hex.EncodeToString(sum[:16])
+	return h[0:8] + "-" + h[8:12] + "-4" + h[13:16] + "-a" + h[17:20] + "-" + h[20:32]
+}
+
+// jsonString writes s as a JSON string the way Newtonsoft.Json does for the
+// ASCII texts used here (only quotes and backslashes need escaping).
+func jsonString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
+}
+
+// body is the MessageContent of e.
+func (e event) body() string {
+	return `{"EventContent":{"EventTypeId":` + jsonString(e.EventTypeID) + `,"EventJson":` + jsonString(e.EventJSON) + `},"ErrorContent":null}`
+}
+
+// skipBody is the SkipResponse body NimBus writes for a duplicate of e.
+func (e event) skipBody() string {
+	return `{"EventContent":{"EventTypeId":` + jsonString(e.EventTypeID) + `,"EventJson":` + jsonString(e.EventJSON) + `},` +
+		`"ErrorContent":{"ErrorText":"DuplicateDetected","ErrorType":null,"ExceptionStackTrace":null,"ExceptionSource":null}}`
+}
+
+func (e event) message() *azservicebus.Message {
+	mid, sid := e.MessageID, e.SessionID
+	corr := guidFor("correlation/" + e.MessageID)
+	return &azservicebus.Message{
+		MessageID:     &mid,
+		SessionID:     &sid,
+		CorrelationID: &corr,
+		Body:          []byte(e.body()),
+		ApplicationProperties: map[string]any{
+			"To":                   endpointID,
+			"From":                 producerID,
+			"MessageType":          "EventRequest",
+			"EventId":              e.EventID,
+			"EventTypeId":          e.EventTypeID,
+			"OriginatingMessageId": "self",
+			"ParentMessageId":      "self",
+			"RetryCount":           int32(0),
+			"OriginatingFrom":      producerID,
+		},
+	}
+}
+
+var brokerMessageID = regexp.MustCompile(`^[0-9a-f]{32}$`)
+
+// checkResponse asserts the exact wire format of a response to in, after
+// the round trip through the topology: every application property with its
+// Go (AMQP) type, the broker properties and the body bytes. extra are the
+// expected additional properties (handoff); sent is when in was sent.
+func checkResponse(tb testing.TB, r received, in event, wantType, wantBody string, extra map[string]any, sent time.Time) {
+	tb.Helper()
+	m := r.msg
+	where := fmt.Sprintf("%s for %s", wantType, in.MessageID)
+	want := map[string]any{
+		"To":                   "Resolver",
+		"From":                 endpointID, // stamped by the Resolver fan-out rule
+		"MessageType":          wantType,
+		"EventId":              in.EventID,
+		"OriginatingMessageId": in.MessageID, // inbound "self" → inbound MessageId
+		"ParentMessageId":      in.MessageID,
+		"RetryCount":           int32(0),
+		"OriginatingFrom":      producerID,
+		"EventTypeId":          in.EventTypeID,
+	}
+	for k, v := range extra {
+		want[k] = v
+	}
+	props := m.ApplicationProperties
+	for k, v := range want {
+		got, ok := props[k]
+		if !ok {
+			tb.Errorf("%s: property %s missing", where, k)
+			continue
+		}
+		if fmt.Sprintf("%T", got) != fmt.Sprintf("%T", v) || got != v {
+			tb.Errorf("%s: %s = %#v (%T), want %#v (%T)", where, k, got, got, v, v)
+		}
+	}
+	// Both figures lie within the time from send to receipt (+2ms for the
+	// rounding on either side). QueueTimeMs may exceed it by up to a second:
+	// the Functions host sends EnqueuedTimeUtc truncated to whole seconds
+	// (research/functions.md §1), so the handler sees an earlier enqueue.
+	elapsed := r.at.Sub(sent).Milliseconds() + 2
+	for k, slack := range map[string]int64{"QueueTimeMs": 1000, "ProcessingTimeMs": 0} {
+		v, ok := props[k].(int64)
+		if !ok {
+			tb.Errorf("%s: %s = %#v (%T), want an int64", where, k, props[k], props[k])
+			continue
+		}
+		if v < 0 || (!sent.IsZero() && v > elapsed+slack) {
+			tb.Errorf("%s: %s = %d, want 0..%d (the time from send to receipt, +%dms)", where, k, v, elapsed+slack, slack)
+		}
+	}
+	for k := range props {
+		if _, ok := want[k]; !ok && k != "QueueTimeMs" && k != "ProcessingTimeMs" {
+			tb.Errorf("%s: unexpected property %s = %#v", where, k, props[k])
+		}
+	}
+	if m.CorrelationID == nil || *m.CorrelationID != in.MessageID {
+		tb.Errorf("%s: CorrelationId = %v, want the inbound MessageId", where, strp(m.CorrelationID))
+	}
+	if m.SessionID == nil || *m.SessionID != in.SessionID {
+		tb.Errorf("%s: SessionId = %v, want %q", where, strp(m.SessionID), in.SessionID)
+	}
+	if !brokerMessageID.MatchString(m.MessageID) || m.MessageID == in.MessageID {
+		tb.Errorf("%s: MessageId = %q, want one the broker assigned (the sender sets none)", where, m.MessageID)
+	}
+	if m.To != nil || m.ReplyTo != nil || m.Subject != nil || m.ReplyToSessionID != nil || m.ContentType != nil {
+		tb.Errorf("%s: unexpected broker properties To=%v ReplyTo=%v Subject=%v ReplyToSessionId=%v ContentType=%v",
+			where, strp(m.To), strp(m.ReplyTo), strp(m.Subject), strp(m.ReplyToSessionID), strp(m.ContentType))
+	}
+	if string(m.Body) != wantBody {
+		tb.Errorf("%s: body\n got %s\nwant %s", where, m.Body, wantBody)
+	}
+}
+
+func strp(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return strconv.Quote(*s)
+}
+
+// percentile returns the p-th percentile (0..100) of sorted xs, nearest
+// rank.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(float64(len(sorted))*p/100+0.999999) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
