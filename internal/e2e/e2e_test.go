@@ -129,3 +129,86 @@ func TestEveryMessageCompletesOnceWithItsExactResolverResponse(t *testing.T) {
 		t.Errorf("%d messages dead-lettered", len(dl))
 	}
 }
+
+// TestRedeliveryOfACompletedMessageIsSkipped publishes a message, waits for
+// its ResolutionResponse, then publishes it again with the same MessageId
+// (an outbox re-dispatch, which the forwarder stamps with a fresh EventId).
+// The handler does not run again and the second delivery is answered with a
+// SkipResponse carrying ErrorText DuplicateDetected.
+func TestRedeliveryOfACompletedMessageIsSkipped(t *testing.T) {
+	s := startStack(t, stackConfig{})
+	first := order("OrderPlaced-dup-1", "customer-dup", 120, 0)
+	s.send(first)
+	s.waitResponses(1, 60*time.Second)
+	s.settle(1, 1, 30*time.Second)
+
+	again := first
+	again.EventID = guidFor("re-dispatch/" + first.MessageID)
+	s.send(again)
+	s.waitResponses(2, 60*time.Second)
+	s.settle(2, 2, 30*time.Second)
+
+	if st := s.host.Stats(); st.Completes != 2 || st.Abandons != 0 || st.Failures != 0 || st.SettleErrors != 0 {
+		t.Errorf("mini host stats %+v, want 2 completions and nothing else", st)
+	}
+	ls := s.handler.invocations()
+	if len(ls) != 2 {
+		t.Fatalf("%d invocation lines, want 2: %+v", len(ls), ls)
+	}
+	checkLine(t, ls[0], first, "completed", "new", 1)
+	checkLine(t, ls[1], again, "duplicate", "duplicate", 1)
+	ran := 0
+	for _, iv := range ls {
+		if iv.ran() {
+			ran++
+		}
+	}
+	if ran != 1 {
+		t.Errorf("the handler ran %d times, want once", ran)
+	}
+
+	rs := s.resolver.sessionResponses(first.SessionID)
+	if len(rs) != 2 {
+		t.Fatalf("%d responses in session %s, want 2", len(rs), first.SessionID)
+	}
+	checkResponse(t, rs[0], first, "ResolutionResponse", first.body(), nil, s.firstSent(first.MessageID))
+	checkResponse(t, rs[1], again, "SkipResponse", again.skipBody(), nil, s.sent(again.MessageID, 1))
+	checkRecorded(t, s, []event{first}, map[string]bool{first.MessageID: true})
+	if dl := s.deadLettered(); len(dl) != 0 {
+		t.Errorf("%d messages dead-lettered", len(dl))
+	}
+}
+
+// TestFailedDeliveryIsRedeliveredAndCompletesOnce sends an order whose
+// handler fails the first two deliveries. The host abandons it twice, the
+// broker redelivers it with DeliveryCount 2 and 3, and the third delivery
+// completes: one record, one ResolutionResponse, no response for the
+// failures.
+func TestFailedDeliveryIsRedeliveredAndCompletesOnce(t *testing.T) {
+	s := startStack(t, stackConfig{})
+	e := order("OrderPlaced-retry-1", "customer-retry", 75, 2)
+	s.send(e)
+	s.waitResponses(1, 60*time.Second)
+	s.settle(1, 1, 30*time.Second)
+
+	if st := s.host.Stats(); st.Invocations != 3 || st.Completes != 1 || st.Abandons != 2 || st.Failures != 2 || st.SettleErrors != 0 {
+		t.Errorf("mini host stats %+v, want 3 invocations: 2 abandoned, then 1 completed", st)
+	}
+	ls := s.handler.invocations()
+	if len(ls) != 3 {
+		t.Fatalf("%d invocation lines, want 3: %+v", len(ls), ls)
+	}
+	checkLine(t, ls[0], e, "handler_failed", "new", 1)
+	checkLine(t, ls[1], e, "handler_failed", "new", 2)
+	checkLine(t, ls[2], e, "completed", "new", 3)
+
+	rs := s.resolver.responses()
+	if len(rs) != 1 {
+		t.Fatalf("%d responses, want 1", len(rs))
+	}
+	checkResponse(t, rs[0], e, "ResolutionResponse", e.body(), nil, s.firstSent(e.MessageID))
+	checkRecorded(t, s, []event{e}, map[string]bool{e.MessageID: true})
+	if dl := s.deadLettered(); len(dl) != 0 {
+		t.Errorf("%d messages dead-lettered", len(dl))
+	}
+}

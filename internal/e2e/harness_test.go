@@ -340,12 +340,12 @@ type collector struct {
 	bySession    map[string][]received
 	settleErrors int
 	redelivered  int
-	seen         map[string]bool // broker MessageIds received
+	seen         map[int64]bool // sequence numbers received
 }
 
 func startCollector(tb testing.TB, client *azservicebus.Client, workers int) *collector {
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &collector{cancel: cancel, bySession: map[string][]received{}, seen: map[string]bool{}}
+	c := &collector{cancel: cancel, bySession: map[string][]received{}, seen: map[int64]bool{}}
 	for range workers {
 		c.wg.Add(1)
 		go c.worker(ctx, client)
@@ -374,20 +374,28 @@ func (c *collector) worker(ctx context.Context, client *azservicebus.Client) {
 			continue
 		}
 		for ctx.Err() == nil {
+			// One message per call, as the mini host receives. With more
+			// credit, a batch that returns early leaves messages in flight;
+			// the SDK's releaser gives some back to the broker while later
+			// ones stay prefetched, and the session's order is lost.
 			rctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
-			ms, err := sr.ReceiveMessages(rctx, 32, &azservicebus.ReceiveMessagesOptions{TimeAfterFirstMessage: time.Millisecond})
+			ms, err := sr.ReceiveMessages(rctx, 1, nil)
 			cancel()
 			now := time.Now()
 			if len(ms) > 0 {
 				c.mu.Lock()
 				for _, m := range ms {
-					if c.seen[m.MessageID] {
-						// Redelivered after a failed settlement: the
-						// Resolver would see it again, but it is one message.
-						c.redelivered++
-						continue
+					// A copy redelivered after a failed settlement keeps its
+					// sequence number: the Resolver would see it again, but
+					// it is one message. (MessageIds repeat: audit copies
+					// of a re-sent request share the request's.)
+					if m.SequenceNumber != nil {
+						if c.seen[*m.SequenceNumber] {
+							c.redelivered++
+							continue
+						}
+						c.seen[*m.SequenceNumber] = true
 					}
-					c.seen[m.MessageID] = true
 					r := received{msg: m, at: now}
 					c.all = append(c.all, r)
 					sid := ""
@@ -608,11 +616,14 @@ func (s *stack) send(evs ...event) {
 }
 
 // firstSent returns when the first copy of messageID was sent.
-func (s *stack) firstSent(messageID string) time.Time {
+func (s *stack) firstSent(messageID string) time.Time { return s.sent(messageID, 0) }
+
+// sent returns when copy i (0-based) of messageID was sent.
+func (s *stack) sent(messageID string, i int) time.Time {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ts := s.sentAt[messageID]; len(ts) > 0 {
-		return ts[0]
+	if ts := s.sentAt[messageID]; i < len(ts) {
+		return ts[i]
 	}
 	return time.Time{}
 }
