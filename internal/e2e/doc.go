@@ -8,7 +8,7 @@
 // Everything runs on 127.0.0.1. Without Node the tests skip; with
 // NIMBUS_REQUIRE_EMULATORS=1 they fail instead.
 //
-// Run the tests (about a minute; -race also builds the handler with -race
+// Run the tests (under a minute; -race also builds the handler with -race
 // and fails a test when the handler process reports a data race):
 //
 //	go test -race -count=1 ./internal/e2e

@@ -473,7 +473,7 @@ func (c *collector) sessionResponses(sid string) []received {
 	return out
 }
 
-// responsesFor groups the responses by CorrelationId (the inbound
+// responsesByRequest groups the responses by CorrelationId (the inbound
 // MessageId).
 func (c *collector) responsesByRequest() map[string][]received {
 	out := map[string][]received{}
@@ -602,17 +602,24 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 func (s *stack) send(evs ...event) {
 	s.tb.Helper()
 	for _, e := range evs {
-		m := e.message()
-		s.mu.Lock()
-		s.sentAt[e.MessageID] = append(s.sentAt[e.MessageID], time.Now())
-		s.mu.Unlock()
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := s.sender.SendMessage(ctx, m, nil)
-		cancel()
-		if err != nil {
-			s.tb.Fatalf("sending %s: %v", e.MessageID, err)
+		if err := s.sendOne(e); err != nil {
+			s.tb.Fatal(err)
 		}
 	}
+}
+
+// sendOne publishes e and notes when.
+func (s *stack) sendOne(e event) error {
+	m := e.message()
+	s.mu.Lock()
+	s.sentAt[e.MessageID] = append(s.sentAt[e.MessageID], time.Now())
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.sender.SendMessage(ctx, m, nil); err != nil {
+		return fmt.Errorf("sending %s: %w", e.MessageID, err)
+	}
+	return nil
 }
 
 // sendPerSession publishes the events of each session in order, the
@@ -635,15 +642,8 @@ func (s *stack) sendPerSession(evs ...event) {
 		go func(evs []event) {
 			defer wg.Done()
 			for _, e := range evs {
-				m := e.message()
-				s.mu.Lock()
-				s.sentAt[e.MessageID] = append(s.sentAt[e.MessageID], time.Now())
-				s.mu.Unlock()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				err := s.sender.SendMessage(ctx, m, nil)
-				cancel()
-				if err != nil {
-					errs <- fmt.Errorf("sending %s: %w", e.MessageID, err)
+				if err := s.sendOne(e); err != nil {
+					errs <- err
 					return
 				}
 			}
