@@ -123,6 +123,7 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		Int("deliveryCount", deliveryCount).
 		Str("outcome", string(r.Outcome)).
 		Str("inbox", string(r.Inbox)).
+		Bool("handlerRan", r.HandlerRan).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
 	if r.BypassReason != "" {
 		ev = ev.Str("bypassReason", r.BypassReason)

@@ -31,7 +31,9 @@ type Config struct {
 	// SessionIdleTimeout is how long a session with no new message is kept
 	// before it is released (default 500ms; the host's default is 1 min).
 	SessionIdleTimeout time.Duration
-	// AcceptTimeout bounds each wait for the next free session (default 1s).
+	// AcceptTimeout bounds each wait for the next free session (default 5s).
+	// A short deadline that expires during the SDK's link set-up makes it
+	// rebuild the whole connection, failing other workers' settlements.
 	AcceptTimeout time.Duration
 	// InvocationTimeout bounds one HTTP invocation (default 1 min).
 	InvocationTimeout time.Duration
@@ -91,7 +93,7 @@ func New(cfg Config) (*Host, error) {
 		cfg.SessionIdleTimeout = 500 * time.Millisecond
 	}
 	if cfg.AcceptTimeout <= 0 {
-		cfg.AcceptTimeout = time.Second
+		cfg.AcceptTimeout = 5 * time.Second
 	}
 	if cfg.InvocationTimeout <= 0 {
 		cfg.InvocationTimeout = time.Minute

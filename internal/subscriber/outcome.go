@@ -79,6 +79,8 @@ type Report struct {
 	StoreOp string
 	// Checks and Records count store calls made for this delivery.
 	Checks, Records int
+	// HandlerRan is true when the application handler was invoked.
+	HandlerRan bool
 	// Published is true when a Resolver response was sent.
 	Published bool
 	// Err is why the delivery did not complete (nil when it did).

@@ -63,10 +63,11 @@ type Options struct {
 	Version string
 	// RecordAttempts is how often a failed inbox record is tried within the
 	// invocation before it fails (the record is idempotent, and a failure
-	// here means the handler runs again on redelivery); default 3.
+	// here means the handler runs again on redelivery); default 6, which with
+	// the default backoff rides out about three seconds of store outage.
 	RecordAttempts int
 	// RecordBackoff is the wait before the second attempt, doubled after
-	// each; default 50ms.
+	// each; default 100ms.
 	RecordBackoff time.Duration
 }
 
@@ -100,10 +101,10 @@ func New(o Options) (*Pipeline, error) {
 		o.Version = "dev"
 	}
 	if o.RecordAttempts <= 0 {
-		o.RecordAttempts = 3
+		o.RecordAttempts = 6
 	}
 	if o.RecordBackoff <= 0 {
-		o.RecordBackoff = 50 * time.Millisecond
+		o.RecordBackoff = 100 * time.Millisecond
 	}
 	return &Pipeline{o: o}, nil
 }
@@ -219,6 +220,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		ev.RetryCount = int(*in.RetryCount)
 	}
 	res, err := p.invoke(ctx, h, ev)
+	r.HandlerRan = true
 	if err != nil {
 		r.Outcome = OutcomeHandlerFailed
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {

@@ -160,7 +160,7 @@ func (f *fixture) process(d *Delivery) Report {
 func TestFirstDeliveryChecksThenHandlesThenRecordsThenResponds(t *testing.T) {
 	f := newFixture(t, "billing", nil)
 	r := f.process(delivery(str("message-1")))
-	if r.Outcome != OutcomeCompleted || r.Inbox != InboxNew || !r.Outcome.Completes() {
+	if r.Outcome != OutcomeCompleted || r.Inbox != InboxNew || !r.Outcome.Completes() || !r.HandlerRan {
 		t.Fatalf("report = %+v", r)
 	}
 	want := []string{"check billing/message-1", "handler-start", "handler-end", "record billing/message-1", "publish ResolutionResponse"}
@@ -218,7 +218,7 @@ func TestDuplicateSkipsHandlerSendsSkipResponseAndNotifies(t *testing.T) {
 	f.tr = &trace{}
 	f.store.tr = f.tr
 	r := f.process(delivery(str("message-1"), func(p map[string]any, d *Delivery) { d.Broker.DeliveryCount = 2 }))
-	if r.Outcome != OutcomeDuplicate || r.Inbox != InboxDuplicate || !r.Outcome.Completes() {
+	if r.Outcome != OutcomeDuplicate || r.Inbox != InboxDuplicate || !r.Outcome.Completes() || r.HandlerRan {
 		t.Fatalf("report = %+v", r)
 	}
 	if f.handled != 1 {
@@ -368,9 +368,11 @@ func TestStoreRecordFailureAfterHandlerIsTransient(t *testing.T) {
 		t.Fatalf("report = %+v", r)
 	}
 	ev := f.tr.get()
-	want := []string{"check billing/message-1", "handler-start", "handler-end",
-		"record billing/message-1", "record billing/message-1", "record billing/message-1"}
-	if !reflect.DeepEqual(ev, want) || f.handled != 1 || r.Records != 3 {
+	want := []string{"check billing/message-1", "handler-start", "handler-end"}
+	for range 6 {
+		want = append(want, "record billing/message-1")
+	}
+	if !reflect.DeepEqual(ev, want) || f.handled != 1 || r.Records != 6 || !r.HandlerRan {
 		t.Fatalf("order = %q (records %d), want %q", ev, r.Records, want)
 	}
 	if f.metrics.Get(telemetry.InboxOperationFailed, "operation=record") != 1 {

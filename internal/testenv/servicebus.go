@@ -228,7 +228,10 @@ func ReceiveSession(tb testing.TB, c *azservicebus.Client, topic, subscription, 
 	}()
 	var got []*azservicebus.ReceivedMessage
 	for len(got) < n {
-		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
+		// One message per call: asking for several lets the SDK release
+		// some in-flight messages while later ones stay buffered, which
+		// breaks the session's order.
+		ms, err := r.ReceiveMessages(ctx, 1, nil)
 		if err != nil {
 			tb.Fatalf("testenv: received %d of %d messages from session %q on %s/%s: %v", len(got), n, sessionID, topic, subscription, err)
 		}
