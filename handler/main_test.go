@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -28,32 +28,10 @@ func buildHandler(t *testing.T) string {
 	return bin
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// cleanEnv drops this machine's NimBus and Service Bus settings so the test
-// controls them.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NimBus__") && !strings.HasPrefix(kv, "ServiceBusConnection") && !strings.HasPrefix(kv, "FUNCTIONS_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
 func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 	bin := buildHandler(t)
 	cmd := exec.Command(bin)
-	cmd.Env = cleanEnv("NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0")
+	cmd.Env = testenv.HandlerEnv("NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0")
 	out, err := cmd.CombinedOutput()
 	var exit *exec.ExitError
 	if !errorsAs(err, &exit) || exit.ExitCode() != 2 {
@@ -68,9 +46,9 @@ func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 
 func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 	bin := buildHandler(t)
-	port := freePort(t)
+	port := testenv.FreePort(t)
 	cmd := exec.Command(bin)
-	cmd.Env = cleanEnv(
+	cmd.Env = testenv.HandlerEnv(
 		fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port),
 		"NimBus__Endpoint=BillingEndpoint",
 		"NimBus__Inbox__Enabled=true",

@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -113,33 +112,11 @@ type handlerProc struct {
 	stderr bytes.Buffer
 }
 
-func freePort(tb testing.TB) int {
-	tb.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// cleanEnv drops this machine's NimBus, Service Bus and Functions settings
-// so the test controls them.
-func cleanEnv(extra ...string) []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "NimBus__") && !strings.HasPrefix(kv, "ServiceBusConnection") && !strings.HasPrefix(kv, "FUNCTIONS_") {
-			env = append(env, kv)
-		}
-	}
-	return append(env, extra...)
-}
-
 // startHandler starts the binary with settings (app setting → value) and
 // waits until it answers GET /. secrets are replaced in anything printed.
 func startHandler(tb testing.TB, settings map[string]string, secrets ...string) *handlerProc {
 	tb.Helper()
-	port := freePort(tb)
+	port := testenv.FreePort(tb)
 	extra := []string{fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port)}
 	keys := make([]string, 0, len(settings))
 	for k := range settings {
@@ -161,7 +138,7 @@ func startHandler(tb testing.TB, settings map[string]string, secrets ...string) 
 		redact: strings.NewReplacer(pairs...),
 		done:   make(chan struct{}),
 	}
-	h.cmd.Env = cleanEnv(extra...)
+	h.cmd.Env = testenv.HandlerEnv(extra...)
 	h.cmd.Stderr = lockedWriter{&h.mu, &h.stderr}
 	stdout, err := h.cmd.StdoutPipe()
 	if err != nil {
