@@ -3,12 +3,12 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"os"
 	"path/filepath"
 	"regexp"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -159,37 +159,14 @@ func sampleSettings(t *testing.T, root string) (isEncrypted bool, values map[str
 	return *s.IsEncrypted, s.Values
 }
 
-// parseTimeSpan parses the .NET TimeSpan forms host.json and the settings use:
-// [d.]hh:mm[:ss[.fraction]].
+// parseTimeSpan parses the .NET TimeSpan forms host.json and the settings use
+// ([d.]hh:mm[:ss[.fraction]]) with the handler's own parser, refusing the Go
+// duration forms the handler also accepts: the host reads host.json itself.
 func parseTimeSpan(s string) (time.Duration, error) {
-	var days int
-	rest := s
-	if i, j := strings.IndexByte(s, '.'), strings.IndexByte(s, ':'); i >= 0 && j >= 0 && i < j {
-		d, err := strconv.Atoi(s[:i])
-		if err != nil {
-			return 0, fmt.Errorf("bad days in %q", s)
-		}
-		days, rest = d, s[i+1:]
-	}
-	parts := strings.Split(rest, ":")
-	if len(parts) < 2 || len(parts) > 3 {
+	if !strings.Contains(s, ":") {
 		return 0, fmt.Errorf("%q is not a TimeSpan", s)
 	}
-	h, err1 := strconv.Atoi(parts[0])
-	m, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || h < 0 || h > 23 || m < 0 || m > 59 {
-		return 0, fmt.Errorf("%q is not a TimeSpan", s)
-	}
-	var sec float64
-	if len(parts) == 3 {
-		f, err := strconv.ParseFloat(parts[2], 64)
-		if err != nil || f < 0 || f >= 60 {
-			return 0, fmt.Errorf("%q is not a TimeSpan", s)
-		}
-		sec = f
-	}
-	return time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour +
-		time.Duration(m)*time.Minute + time.Duration(sec*float64(time.Second)), nil
+	return config.ParseDuration(s)
 }
 
 func TestParseTimeSpan(t *testing.T) {
