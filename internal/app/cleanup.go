@@ -43,14 +43,14 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 	rep, err := c.Run(ctx, a.now())
-	a.metrics.Add(telemetry.Purged, "", int64(rep.Purged))
+	a.metrics.Add(telemetry.Purged, "", "", int64(rep.Purged))
 	ev := a.log.Info()
 	outcome, msg := "purged", "inbox cleanup finished"
 	if rep.StoppedOnBudget {
 		ev, msg = a.log.Warn(), "inbox cleanup stopped on its time budget; the next tick continues"
 	}
 	if err != nil {
-		a.metrics.Inc(telemetry.InboxOperationFailed, "operation="+inbox.OpPurge)
+		a.metrics.Inc(telemetry.InboxOperationFailed, "operation", inbox.OpPurge)
 		ev, outcome, msg = a.log.Error(), "purge_failed", "inbox cleanup failed; the next tick retries"
 		if errors.Is(err, context.Canceled) {
 			ev, outcome, msg = a.log.Warn(), "canceled", "inbox cleanup cancelled; the next tick retries"

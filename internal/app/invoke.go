@@ -99,7 +99,7 @@ var outcomeLog = map[subscriber.Outcome]struct {
 }
 
 func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
-	a.metrics.Inc(telemetry.Invocations, "outcome="+string(r.Outcome))
+	a.metrics.Inc(telemetry.Invocations, "outcome", string(r.Outcome))
 	lm, ok := outcomeLog[r.Outcome]
 	if !ok {
 		lm.level, lm.msg = zerolog.ErrorLevel, "invocation ended"

@@ -160,7 +160,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	default:
 		if reason := inbox.BypassReason(p.o.EndpointID, in.MessageID); reason != inbox.BypassNone {
 			r.Inbox, r.BypassReason = InboxBypassed, reason
-			p.o.Metrics.Inc(telemetry.InboxBypassed, "reason="+reason)
+			p.o.Metrics.Inc(telemetry.InboxBypassed, "reason", reason)
 			break
 		}
 		keys = append(keys, inbox.NewKey(p.o.EndpointID, *in.MessageID))
@@ -300,7 +300,7 @@ func (p *Pipeline) respond(ctx context.Context, r *Report, out *message.Outgoing
 }
 
 func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
-	p.o.Metrics.Inc(telemetry.InboxOperationFailed, "operation="+op)
+	p.o.Metrics.Inc(telemetry.InboxOperationFailed, "operation", op)
 	r.StoreOp = op
 	r.Outcome = OutcomeTransientFailure
 	if errors.Is(err, context.Canceled) {
@@ -311,7 +311,7 @@ func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
 }
 
 func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.Key) {
-	p.o.Metrics.Inc(telemetry.DuplicateDetected, "")
+	p.o.Metrics.Inc(telemetry.DuplicateDetected, "", "")
 	if p.o.OnDuplicateDetected == nil {
 		return
 	}

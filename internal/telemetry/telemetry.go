@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 )
@@ -27,34 +28,41 @@ const (
 	Purged = "nimbus.inbox.purged"
 )
 
-// Metrics is a set of counters keyed by name and a bounded tag string.
-// The zero value is ready to use and safe for concurrent use.
+// Metrics is a set of counters keyed by name and at most one tag
+// (key=value, from a bounded set of values). The zero value is ready to use
+// and safe for concurrent use. Incrementing builds no strings: the
+// "name{key=value}" form exists only when counters are read.
 type Metrics struct {
 	mu sync.RWMutex
-	m  map[string]*atomic.Int64
+	m  map[counterKey]*atomic.Int64
 }
 
-// Add adds n to the counter name{tag}. tag is "" or "key=value" built from
-// a bounded set of values.
-func (m *Metrics) Add(name, tag string, n int64) {
+type counterKey struct{ name, tagKey, tagValue string }
+
+func (k counterKey) String() string {
+	if k.tagKey == "" {
+		return k.name
+	}
+	return k.name + "{" + k.tagKey + "=" + k.tagValue + "}"
+}
+
+// Add adds n to the counter name{tagKey=tagValue}; tagKey "" means no tag.
+func (m *Metrics) Add(name, tagKey, tagValue string, n int64) {
 	if m == nil {
 		return
 	}
-	key := name
-	if tag != "" {
-		key = name + "{" + tag + "}"
-	}
+	k := counterKey{name, tagKey, tagValue}
 	m.mu.RLock()
-	c := m.m[key]
+	c := m.m[k]
 	m.mu.RUnlock()
 	if c == nil {
 		m.mu.Lock()
 		if m.m == nil {
-			m.m = map[string]*atomic.Int64{}
+			m.m = map[counterKey]*atomic.Int64{}
 		}
-		if c = m.m[key]; c == nil {
+		if c = m.m[k]; c == nil {
 			c = new(atomic.Int64)
-			m.m[key] = c
+			m.m[k] = c
 		}
 		m.mu.Unlock()
 	}
@@ -62,26 +70,27 @@ func (m *Metrics) Add(name, tag string, n int64) {
 }
 
 // Inc adds one.
-func (m *Metrics) Inc(name, tag string) { m.Add(name, tag, 1) }
+func (m *Metrics) Inc(name, tagKey, tagValue string) { m.Add(name, tagKey, tagValue, 1) }
 
-// Get returns the value of name{tag}.
+// Get returns the value of name{tag}, where tag is "" or "key=value".
 func (m *Metrics) Get(name, tag string) int64 {
 	if m == nil {
 		return 0
 	}
-	key := name
+	k := counterKey{name: name}
 	if tag != "" {
-		key = name + "{" + tag + "}"
+		k.tagKey, k.tagValue, _ = strings.Cut(tag, "=")
 	}
 	m.mu.RLock()
 	defer m.mu.RUnlock()
-	if c := m.m[key]; c != nil {
+	if c := m.m[k]; c != nil {
 		return c.Load()
 	}
 	return 0
 }
 
-// Snapshot returns every counter by its full key.
+// Snapshot returns every counter by its full key, "name" or
+// "name{key=value}".
 func (m *Metrics) Snapshot() map[string]int64 {
 	out := map[string]int64{}
 	if m == nil {
@@ -90,7 +99,7 @@ func (m *Metrics) Snapshot() map[string]int64 {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	for k, c := range m.m {
-		out[k] = c.Load()
+		out[k.String()] = c.Load()
 	}
 	return out
 }

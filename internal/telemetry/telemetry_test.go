@@ -14,8 +14,8 @@ func TestCountersAreKeyedByNameAndTag(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.Inc(DuplicateDetected, "")
-			m.Add(InboxOperationFailed, "operation=check", 2)
+			m.Inc(DuplicateDetected, "", "")
+			m.Add(InboxOperationFailed, "operation", "check", 2)
 		}()
 	}
 	wg.Wait()
@@ -32,5 +32,5 @@ func TestCountersAreKeyedByNameAndTag(t *testing.T) {
 		t.Fatalf("keys = %v", keys)
 	}
 	var nilMetrics *Metrics
-	nilMetrics.Inc(Purged, "") // a nil set discards
+	nilMetrics.Inc(Purged, "", "") // a nil set discards
 }
