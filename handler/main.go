@@ -6,7 +6,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
 
@@ -60,6 +60,7 @@ func run() int {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		log.Error().Str("error", err.Error()).Str("addr", addr).Msg("start-up failed: cannot listen")
+		fmt.Fprintf(os.Stderr, "start-up failed: cannot listen on %s: %v\n", addr, err)
 		return 1
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 30 * time.Second}
@@ -68,30 +69,69 @@ func run() int {
 		Strs("functions", a.Functions()).Strs("eventTypes", handlers.EventTypes()).
 		Str("version", buildVersion()).Msg("custom handler listening")
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 
-	code := 0
 	select {
 	case err := <-errc:
-		if !errors.Is(err, http.ErrServerClosed) {
-			log.Error().Str("error", err.Error()).Msg("server stopped")
-			code = 1
-		}
-	case <-ctx.Done():
-		log.Info().Msg("shutting down: finishing in-flight invocations")
+		log.Error().Str("error", err.Error()).Msg("server stopped")
+		fmt.Fprintf(os.Stderr, "server stopped: %v\n", err)
+		a.BeginShutdown()
+		_ = a.Close(context.Background())
+		return 1
+	case sig := <-sigs:
+		log.Info().Str("signal", sig.String()).Msg("shutting down: pauses end and answer 503; deliveries whose handler succeeded finish their record and response")
 	}
+	return shutdown(log, a, srv, sigs)
+}
+
+// shutdownGrace bounds how long in-flight invocations may take to finish
+// after SIGTERM. It exceeds the pipeline's settle timeout, so a delivery
+// whose handler already succeeded finishes its record and response.
+const shutdownGrace = 75 * time.Second
+
+// shutdown stops the server: waits, paced failures and a running cleanup
+// end at once (they answer 503 and the broker redelivers), in-flight
+// invocations finish. A second signal, or the grace period running out,
+// closes the remaining connections at once. It returns the exit code: 0 when
+// every invocation was answered and the clients closed cleanly, 1 otherwise.
+func shutdown(log zerolog.Logger, a *app.App, srv *http.Server, sigs <-chan os.Signal) int {
 	a.BeginShutdown()
-	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		log.Warn().Str("error", err.Error()).Msg("shutdown did not finish cleanly")
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	code := 0
+	select {
+	case err := <-done:
+		if err != nil {
+			code = 1
+			log.Error().Str("error", err.Error()).Dur("grace", shutdownGrace).
+				Msg("shutdown did not finish cleanly: in-flight invocations were cut off without an answer; the broker redelivers them")
+		}
+	case sig := <-sigs:
+		code = 1
+		cancel()
+		<-done
+		log.Error().Str("signal", sig.String()).
+			Msg("second signal: in-flight invocations were cut off without an answer; the broker redelivers them")
 	}
-	if err := a.Close(sctx); err != nil {
-		log.Warn().Str("error", err.Error()).Msg("closing Azure clients failed")
+	if code != 0 {
+		_ = srv.Close()
 	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	if err := a.Close(cctx); err != nil {
+		code = 1
+		log.Error().Str("error", logsafe.Bound(err.Error())).Msg("closing Azure clients failed")
+	}
+	if code != 0 {
+		fmt.Fprintln(os.Stderr, "shutdown did not finish cleanly; see the log")
+	}
+	log.Info().Int("exitCode", code).Msg("stopped")
 	return code
 }
 

@@ -122,7 +122,13 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		return nil, err
 	}
 
-	a.server = funchost.NewServer(d.Log)
+	a.server = funchost.NewServer(d.Log, funchost.Options{
+		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
+		Stopping:         a.stopping,
+		OnOverload: func(string) {
+			a.metrics.Inc(telemetry.Invocations, "outcome", string(subscriber.OutcomeOverloaded))
+		},
+	})
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
 	a.server.HandleGet("/_nimbus/metrics", a.metrics)

@@ -222,6 +222,62 @@ func TestLogsNeverContainPayloadOnAnyPath(t *testing.T) {
 	}
 }
 
+// Every logged string is bounded, and a value read from the body (here a
+// 1 MB event type with no EventTypeId property) is not logged at all.
+func TestLogLinesAreBoundedAndCarryNoBodyValues(t *testing.T) {
+	ta := newTestApp(t, nil, nil)
+	bodyType := secretPayload + strings.Repeat("t", 1<<20)
+	body := `{"EventContent":{"EventTypeId":"` + bodyType + `","EventJson":"{}"},"ErrorContent":null}`
+	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: strings.Repeat("m", 1<<20), SessionID: hostsim.S("s-1"),
+		DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: hostsim.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1"),
+		Namespace:  "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
+	})
+	req := httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(env))
+	req.Header.Set("X-Azure-Functions-InvocationId", strings.Repeat("i", 200<<10))
+	rec := httptest.NewRecorder()
+	ta.Handler().ServeHTTP(rec, req)
+	if rec.Code != 200 {
+		t.Fatalf("status %d", rec.Code)
+	}
+	raw := ta.logs.b.String()
+	if strings.Contains(raw, secretPayload) {
+		t.Fatal("the body's event type reached the log")
+	}
+	lines := ta.logs.lines(t)
+	if len(lines) != 1 || len(raw) > 8<<10 {
+		t.Fatalf("%d lines, %d bytes: one bounded line expected", len(lines), len(raw))
+	}
+	l := lines[0]
+	if l["outcome"] != "unsupported" || l["inbox"] != "bypassed" || l["eventTypeSource"] != "body" || l["eventTypeId"] != "" {
+		t.Fatalf("line = %v", l)
+	}
+	for _, k := range []string{"messageId", "invocationId"} {
+		if v, _ := l[k].(string); !strings.Contains(v, "[truncated: ") {
+			t.Errorf("%s not marked truncated", k)
+		}
+	}
+}
+
+// A handler's permanent failure fails the invocation at once (no pause), so
+// the broker dead-letters the message after its last delivery.
+func TestPermanentFailureIsAnsweredWithoutPause(t *testing.T) {
+	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:00:02"}, func(int) error {
+		return subscriber.Permanent(errors.New("order can never be billed"))
+	})
+	paused := false
+	ta.App.pause = func(context.Context, time.Duration) { paused = true }
+	status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "perm-1"}))
+	lines := ta.logs.lines(t)
+	if status != http.StatusUnprocessableEntity || paused || lines[len(lines)-1]["outcome"] != "permanent_failure" {
+		t.Fatalf("status %d, paused %v, line %v", status, paused, lines[len(lines)-1])
+	}
+	if len(ta.pub.Sent()) != 0 {
+		t.Fatal("a response was sent for a failed delivery")
+	}
+}
+
 func TestInboxOffChecksNothing(t *testing.T) {
 	ta := newTestApp(t, map[string]string{config.KeyInboxEnabled: "false"}, nil)
 	if ta.store != nil {
@@ -296,5 +352,38 @@ func TestPauseEndsWhenTheHostCancels(t *testing.T) {
 	done := make(chan struct{})
 	go func() { sleepCtx(ctx, time.Hour); close(done) }()
 	cancel()
-	<-done
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the pause ignored the host's cancellation")
+	}
+}
+
+// On shutdown a paced failure answers 503 at once instead of holding the
+// process for the rest of its pause.
+func TestShutdownEndsAPauseAndAnswers503(t *testing.T) {
+	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:01:00", config.KeyRetryMaxDelay: "00:01:00"}, func(int) error {
+		return errors.New("downstream unavailable")
+	})
+	paused := make(chan struct{})
+	ta.App.pause = func(ctx context.Context, d time.Duration) {
+		close(paused)
+		sleepCtx(ctx, d)
+	}
+	status := make(chan int, 1)
+	go func() {
+		rec := httptest.NewRecorder()
+		ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(envelope(msg{id: "m-1"}))))
+		status <- rec.Code
+	}()
+	<-paused
+	ta.BeginShutdown()
+	select {
+	case code := <-status:
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("shutdown did not end the pause")
+	}
 }

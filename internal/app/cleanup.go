@@ -8,6 +8,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
@@ -19,12 +20,12 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	start := a.now()
 	timer, err := funchost.DecodeTimer(inv.Body, bindingTimer)
 	if err != nil {
-		a.log.Error().Str("function", inv.Function).Str("invocationId", inv.InvocationID).
-			Str("outcome", "malformed_invocation").Str("error", err.Error()).Msg("malformed timer invocation")
+		a.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
+			Str("outcome", "malformed_invocation").Str("error", logsafe.Bound(err.Error())).Msg("malformed timer invocation")
 		return err
 	}
 	base := func(ev *zerolog.Event) *zerolog.Event {
-		return ev.Str("function", inv.Function).Str("invocationId", inv.InvocationID).
+		return ev.Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
 			Str("endpoint", a.cfg.Endpoint).Bool("isPastDue", timer.IsPastDue)
 	}
 	if a.store == nil {

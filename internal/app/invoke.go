@@ -3,12 +3,12 @@ package app
 import (
 	"context"
 	"errors"
-	"net/http"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -25,14 +25,15 @@ func (f *failure) Unwrap() error   { return f.err }
 func (f *failure) HTTPStatus() int { return f.status }
 
 // invokeSubscriber handles one Service Bus–triggered invocation and logs
-// exactly one line for it.
+// exactly one line for it. The outcome table (subscriber.Outcome.Spec)
+// decides the status, the pause and the log line.
 func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
 	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
 	if err != nil {
 		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(start)}
 		a.logInvocation(inv, &r, 0)
-		return err
+		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := subscriber.Delivery{
 		Broker: message.Broker{
@@ -47,26 +48,35 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 	}
 	r := a.pipeline.Process(ctx, &d)
 	a.logInvocation(inv, &r, m.DeliveryCount)
+	spec := r.Outcome.Spec()
 	if r.Outcome.Completes() {
 		return nil
 	}
-	if r.Outcome.Transient() {
-		a.pause(ctx, a.cfg.Retry.Delay(m.DeliveryCount))
-	}
-	status := http.StatusServiceUnavailable
-	if r.Outcome == subscriber.OutcomeInvalidMessage || r.Outcome == subscriber.OutcomeUnsupportedMessageType {
-		status = http.StatusUnprocessableEntity
+	if spec.Pause {
+		a.pauseUnlessStopping(ctx, a.cfg.Retry.Delay(m.DeliveryCount))
 	}
 	err = r.Err
 	if err == nil {
 		err = errors.New(string(r.Outcome))
 	}
-	return &failure{status: status, err: err}
+	return &failure{status: spec.Status, err: err}
+}
+
+// pauseUnlessStopping waits d before a transient failure is answered. The
+// host cancelling the invocation, or the process shutting down, ends the
+// wait at once: the invocation then answers at once and the broker
+// redelivers the message.
+func (a *App) pauseUnlessStopping(ctx context.Context, d time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(a.stopping, cancel)
+	defer stop()
+	a.pause(ctx, d)
 }
 
 // sleepCtx waits d before a transient failure is answered, so the broker's
 // immediate redelivery does not spend MaxDeliveryCount within moments of a
-// short outage. The host cancelling the invocation ends the wait.
+// short outage. ctx ending ends the wait.
 func sleepCtx(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
@@ -79,52 +89,36 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
-// outcomeLog is the level and message of the invocation line per outcome.
-var outcomeLog = map[subscriber.Outcome]struct {
-	level zerolog.Level
-	msg   string
-}{
-	subscriber.OutcomeCompleted:              {zerolog.InfoLevel, "invocation completed"},
-	subscriber.OutcomeDuplicate:              {zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"},
-	subscriber.OutcomeUnsupported:            {zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"},
-	subscriber.OutcomePendingHandoff:         {zerolog.InfoLevel, "handler handed the event off; PendingHandoffResponse sent, not recorded"},
-	subscriber.OutcomeHeartbeat:              {zerolog.InfoLevel, "heartbeat answered"},
-	subscriber.OutcomeTransientFailure:       {zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"},
-	subscriber.OutcomeHandlerFailed:          {zerolog.ErrorLevel, "handler failed; the message will be retried"},
-	subscriber.OutcomePublishFailed:          {zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"},
-	subscriber.OutcomeInvalidMessage:         {zerolog.ErrorLevel, "message is not a valid NimBus message; failing so the broker redelivers and finally dead-letters it"},
-	subscriber.OutcomeUnsupportedMessageType: {zerolog.ErrorLevel, "message type is not handled by this subscriber; failing so the broker redelivers and finally dead-letters it"},
-	subscriber.OutcomeCanceled:               {zerolog.WarnLevel, "invocation cancelled; the message will be retried"},
-	subscriber.OutcomeMalformed:              {zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"},
-}
-
+// logInvocation writes the invocation's one line. Every string on it is
+// bounded, and none comes from the message body.
 func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
 	a.metrics.Inc(telemetry.Invocations, "outcome", string(r.Outcome))
-	lm, ok := outcomeLog[r.Outcome]
-	if !ok {
-		lm.level, lm.msg = zerolog.ErrorLevel, "invocation ended"
+	spec := r.Outcome.Spec()
+	level, msg := spec.Level, spec.Message
+	if r.Inbox == subscriber.InboxBypassed && level < zerolog.WarnLevel {
+		level = zerolog.WarnLevel
+		msg += " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
 	}
-	if r.Inbox == subscriber.InboxBypassed && lm.level < zerolog.WarnLevel {
-		lm.level = zerolog.WarnLevel
-		lm.msg += " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
-	}
-	ev := a.log.WithLevel(lm.level)
+	ev := a.log.WithLevel(level)
 	if ev == nil {
 		return
 	}
-	ev = ev.Str("function", inv.Function).
-		Str("invocationId", inv.InvocationID).
+	ev = ev.Str("function", logsafe.Bound(inv.Function)).
+		Str("invocationId", logsafe.Bound(inv.InvocationID)).
 		Str("endpoint", a.cfg.Endpoint).
-		Str("messageId", r.MessageID).
-		Str("sessionId", r.SessionID).
-		Str("eventId", r.EventID).
-		Str("eventTypeId", r.EventTypeID).
+		Str("messageId", logsafe.Bound(r.MessageID)).
+		Str("sessionId", logsafe.Bound(r.SessionID)).
+		Str("eventId", logsafe.Bound(r.EventID)).
+		Str("eventTypeId", logsafe.Bound(r.EventTypeID)).
 		Str("messageType", r.MessageType).
 		Int("deliveryCount", deliveryCount).
 		Str("outcome", string(r.Outcome)).
 		Str("inbox", string(r.Inbox)).
 		Bool("handlerRan", r.HandlerRan).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
+	if r.EventTypeFromBody {
+		ev = ev.Str("eventTypeSource", "body")
+	}
 	if r.BypassReason != "" {
 		ev = ev.Str("bypassReason", r.BypassReason)
 	}
@@ -132,13 +126,16 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		ev = ev.Str("operation", r.StoreOp)
 	}
 	if r.Err != nil {
-		ev = ev.Str("error", r.Err.Error())
+		ev = ev.Str("error", logsafe.Bound(r.Err.Error()))
 	}
-	ev.Msg(lm.msg)
+	if len(r.Stack) > 0 {
+		ev = ev.Str("stack", logsafe.Stack(r.Stack))
+	}
+	ev.Msg(msg)
 }
 
 // newSafeError renders a store failure for a log line without the
 // provider's details.
 func newSafeError(op string, err error) string {
-	return subscriber.NewStoreError(op, err).Error()
+	return logsafe.Bound(subscriber.NewStoreError(op, err).Error())
 }

@@ -85,6 +85,7 @@ type Config struct {
 	Inbox    Inbox
 	Resolver Resolver
 	Retry    Retry
+	Host     Host
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -135,6 +136,11 @@ func (r Retry) Delay(deliveryCount int) time.Duration {
 	return min(d, r.MaxDelay)
 }
 
+// Host configures the protocol server.
+type Host struct {
+	MaxBodyBytesInFlight int64
+}
+
 // Resolver configures response publishing.
 type Resolver struct {
 	Sink                    Sink
@@ -166,6 +172,7 @@ func Load(lookup Lookup) (*Config, error) {
 	l := loader{lookup: lookup}
 	c := &Config{}
 	c.Port = l.int(KeyPort, DefaultPort, 1, 65535)
+	c.Host.MaxBodyBytesInFlight = 256 << 20
 	c.LogLevel = l.logLevel()
 	c.Endpoint = l.str(KeyEndpoint)
 	switch {

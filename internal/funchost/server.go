@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 )
 
 // Invocation is one request from the host.
@@ -57,19 +62,61 @@ var (
 // encoded, plus metadata.
 const DefaultMaxBody = 140 << 20
 
+// DefaultAdmitWait is how long an invocation waits for room in the
+// in-flight byte budget before it is answered 503.
+const DefaultAdmitWait = 10 * time.Second
+
+// Options configures a Server. Zero values mean the defaults.
+type Options struct {
+	// MaxBody bounds one envelope; default DefaultMaxBody.
+	MaxBody int64
+	// MaxBytesInFlight bounds the envelope bytes of the invocations being
+	// processed at once (0: unbounded). An invocation that finds no room
+	// waits up to AdmitWait, then is answered 503 so the broker redelivers
+	// it later. One envelope larger than the whole budget runs alone.
+	MaxBytesInFlight int64
+	// AdmitWait is how long an invocation waits for room; default
+	// DefaultAdmitWait.
+	AdmitWait time.Duration
+	// Stopping, when done, ends every wait for room at once (shutdown).
+	Stopping context.Context
+	// OnOverload is called when an invocation is refused for want of room
+	// (counters); it must not block.
+	OnOverload func(function string)
+}
+
 // Server routes host requests to functions. The zero value is not usable;
 // use NewServer.
 type Server struct {
-	log     zerolog.Logger
-	maxBody int64
-	funcs   map[string]Func // lower-cased name
-	names   []string
-	extra   map[string]http.Handler
+	log      zerolog.Logger
+	maxBody  int64
+	budget   *semaphore.Weighted // nil: unbounded
+	capacity int64
+	wait     time.Duration
+	stopping context.Context
+	overload func(string)
+	funcs    map[string]Func // lower-cased name
+	names    []string
+	extra    map[string]http.Handler
 }
 
 // NewServer returns a server that logs protocol problems to log.
-func NewServer(log zerolog.Logger) *Server {
-	return &Server{log: log, maxBody: DefaultMaxBody, funcs: map[string]Func{}, extra: map[string]http.Handler{}}
+func NewServer(log zerolog.Logger, o Options) *Server {
+	s := &Server{log: log, maxBody: o.MaxBody, wait: o.AdmitWait, stopping: o.Stopping, overload: o.OnOverload,
+		funcs: map[string]Func{}, extra: map[string]http.Handler{}}
+	if s.maxBody <= 0 {
+		s.maxBody = DefaultMaxBody
+	}
+	if s.wait <= 0 {
+		s.wait = DefaultAdmitWait
+	}
+	if s.stopping == nil {
+		s.stopping = context.Background()
+	}
+	if o.MaxBytesInFlight > 0 {
+		s.budget, s.capacity = semaphore.NewWeighted(o.MaxBytesInFlight), o.MaxBytesInFlight
+	}
+	return s
 }
 
 // Handle registers f for the function name (matched case-insensitively, as
@@ -112,7 +159,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(path, "/")
 	f, ok := s.funcs[strings.ToLower(name)]
 	if !ok {
-		s.log.Warn().Str("function", truncate(name, 128)).Msg("invocation for an unknown function")
+		s.log.Warn().Str("function", logsafe.Bound(name)).Msg("invocation for an unknown function")
 		writeResult(w, http.StatusNotFound)
 		return
 	}
@@ -121,30 +168,82 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeResult(w, http.StatusMethodNotAllowed)
 		return
 	}
-	body, err := s.readBody(r)
+	invocationID := r.Header.Get("X-Azure-Functions-InvocationId")
+	held, err := s.admit(r.Context(), r.ContentLength)
 	if err != nil {
-		s.log.Error().Str("function", name).Str("invocationId", r.Header.Get("X-Azure-Functions-InvocationId")).
-			Str("error", err.Error()).Msg("could not read the invocation body; the host will retry it")
-		writeResult(w, http.StatusBadRequest)
+		s.log.Warn().Str("function", logsafe.Bound(name)).Str("invocationId", logsafe.Bound(invocationID)).
+			Str("outcome", "overloaded").Int64("contentLength", r.ContentLength).Str("error", err.Error()).
+			Msg("too many invocation bytes in flight; answering 503 so the broker redelivers the message later")
+		if s.overload != nil {
+			s.overload(name)
+		}
+		writeResult(w, http.StatusServiceUnavailable)
 		return
 	}
-	inv := &Invocation{Function: name, InvocationID: r.Header.Get("X-Azure-Functions-InvocationId"), Body: body}
+	defer func() { s.release(held) }()
+	body, err := s.readBody(r, &held)
+	if err != nil {
+		s.log.Error().Str("function", logsafe.Bound(name)).Str("invocationId", logsafe.Bound(invocationID)).
+			Str("error", logsafe.Bound(err.Error())).Msg("could not read the invocation body; the host will retry it")
+		status := http.StatusBadRequest
+		if errors.Is(err, errOverBudget) {
+			status = http.StatusServiceUnavailable
+			if s.overload != nil {
+				s.overload(name)
+			}
+		}
+		writeResult(w, status)
+		return
+	}
+	inv := &Invocation{Function: name, InvocationID: invocationID, Body: body}
 	status := s.invoke(r.Context(), f, inv)
 	writeResult(w, status)
+}
+
+var errOverBudget = errors.New("the in-flight byte budget is spent")
+
+// admit reserves room for an envelope of n bytes (n < 0: unknown, reserved
+// while reading). It waits up to the admit wait, or until shutdown.
+func (s *Server) admit(ctx context.Context, n int64) (int64, error) {
+	if s.budget == nil || n <= 0 {
+		return 0, nil
+	}
+	n = min(n, s.capacity, s.maxBody)
+	if s.budget.TryAcquire(n) {
+		return n, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.wait)
+	defer cancel()
+	stop := context.AfterFunc(s.stopping, cancel)
+	defer stop()
+	if err := s.budget.Acquire(ctx, n); err != nil {
+		return 0, fmt.Errorf("%w: no room for %d bytes within %v", errOverBudget, n, s.wait)
+	}
+	return n, nil
+}
+
+func (s *Server) release(n int64) {
+	if n > 0 {
+		s.budget.Release(n)
+	}
 }
 
 func (s *Server) invoke(ctx context.Context, f Func, inv *Invocation) (status int) {
 	defer func() {
 		if p := recover(); p != nil {
-			s.log.Error().Str("function", inv.Function).Str("invocationId", inv.InvocationID).
-				Str("panic", fmt.Sprint(p)).Msg("invocation panicked; failing it so the host retries")
+			s.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
+				Str("panic", logsafe.Bound(fmt.Sprint(p))).Str("stack", logsafe.Stack(debug.Stack())).
+				Msg("invocation panicked; failing it so the host retries")
 			status = http.StatusInternalServerError
 		}
 	}()
 	return StatusOf(f(ctx, inv))
 }
 
-func (s *Server) readBody(r *http.Request) ([]byte, error) {
+// readBody reads the envelope. When its length was not announced, the room
+// it takes is reserved chunk by chunk as it arrives, without waiting (a
+// waiting reader holding part of the budget could deadlock with another).
+func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 	if r.ContentLength > s.maxBody {
 		return nil, fmt.Errorf("envelope of %d bytes exceeds the %d byte limit", r.ContentLength, s.maxBody)
 	}
@@ -153,10 +252,20 @@ func (s *Server) readBody(r *http.Request) ([]byte, error) {
 	if r.ContentLength > 0 {
 		size = int(r.ContentLength)
 	}
+	metered := s.budget != nil && r.ContentLength < 0
 	buf := make([]byte, 0, size)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
+		}
+		if metered && int64(cap(buf)) > *held {
+			grow := min(int64(cap(buf)), s.capacity) - *held
+			if grow > 0 {
+				if !s.budget.TryAcquire(grow) {
+					return nil, fmt.Errorf("%w: no room to read %d more bytes", errOverBudget, grow)
+				}
+				*held += grow
+			}
 		}
 		n, err := lr.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
@@ -179,11 +288,4 @@ func writeResult(w http.ResponseWriter, status int) {
 	h.Set("Content-Length", responseLength)
 	w.WriteHeader(status)
 	_, _ = w.Write(responseBody)
-}
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }

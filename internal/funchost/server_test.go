@@ -1,19 +1,23 @@
 package funchost
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 )
 
 func TestServerProtocol(t *testing.T) {
-	s := NewServer(zerolog.Nop())
+	s := NewServer(zerolog.Nop(), Options{})
 	var got *Invocation
 	s.Handle("Subscriber", func(ctx context.Context, inv *Invocation) error {
 		got = inv
@@ -78,7 +82,7 @@ func TestServerProtocol(t *testing.T) {
 }
 
 func TestServerRejectsOversizedBody(t *testing.T) {
-	s := NewServer(zerolog.Nop())
+	s := NewServer(zerolog.Nop(), Options{})
 	s.maxBody = 10
 	called := false
 	s.Handle("F", func(context.Context, *Invocation) error { called = true; return nil })
@@ -92,5 +96,117 @@ func TestServerRejectsOversizedBody(t *testing.T) {
 func TestStatusOf(t *testing.T) {
 	if StatusOf(nil) != 200 || StatusOf(errors.New("x")) != 503 || StatusOf(&MalformedError{}) != 400 {
 		t.Fatal("StatusOf mapping changed")
+	}
+}
+
+// post sends body to s through ServeHTTP; known says whether the request
+// announces its length.
+func serve(s *Server, path, body string, known bool) int {
+	var r io.Reader = strings.NewReader(body)
+	if !known {
+		r = io.MultiReader(r) // hides the length: ContentLength -1
+	}
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, r))
+	return rec.Code
+}
+
+func TestInFlightByteBudget(t *testing.T) {
+	var overloads atomic.Int32
+	s := NewServer(zerolog.Nop(), Options{MaxBytesInFlight: 100, AdmitWait: 50 * time.Millisecond,
+		OnOverload: func(string) { overloads.Add(1) }})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	s.Handle("F", func(_ context.Context, inv *Invocation) error {
+		calls.Add(1)
+		if string(inv.Body[:1]) == "b" {
+			entered <- struct{}{}
+			<-release
+		}
+		return nil
+	})
+	first := make(chan int, 1)
+	go func() { first <- serve(s, "/F", "b"+strings.Repeat("x", 79), true) }()
+	<-entered
+
+	// 80 of 100 bytes are held: a 50-byte envelope waits, then gets 503.
+	if code := serve(s, "/F", strings.Repeat("y", 50), true); code != http.StatusServiceUnavailable {
+		t.Fatalf("over budget: status %d, want 503", code)
+	}
+	// An unannounced length is metered while it is read, and refused too.
+	if code := serve(s, "/F", strings.Repeat("y", 50), false); code != http.StatusServiceUnavailable {
+		t.Fatalf("unannounced over budget: status %d, want 503", code)
+	}
+	if overloads.Load() != 2 || calls.Load() != 1 {
+		t.Fatalf("overloads %d, calls %d; want 2 and 1", overloads.Load(), calls.Load())
+	}
+	// A small one still fits beside the first.
+	if code := serve(s, "/F", strings.Repeat("y", 20), true); code != 200 {
+		t.Fatalf("within budget: status %d", code)
+	}
+	close(release)
+	if code := <-first; code != 200 {
+		t.Fatalf("first: status %d", code)
+	}
+	// With the budget free again, both forms are admitted, and an envelope
+	// larger than the whole budget runs alone.
+	for _, known := range []bool{true, false} {
+		if code := serve(s, "/F", strings.Repeat("y", 50), known); code != 200 {
+			t.Fatalf("after release (known length %v): status %d", known, code)
+		}
+		if code := serve(s, "/F", strings.Repeat("y", 150), known); code != 200 {
+			t.Fatalf("larger than the budget, alone (known length %v): status %d", known, code)
+		}
+	}
+	if !s.budget.TryAcquire(100) {
+		t.Fatal("budget not fully released after the invocations")
+	}
+}
+
+func TestShutdownEndsTheWaitForRoom(t *testing.T) {
+	stopping, stop := context.WithCancel(context.Background())
+	s := NewServer(zerolog.Nop(), Options{MaxBytesInFlight: 10, AdmitWait: time.Hour, Stopping: stopping})
+	s.Handle("F", func(context.Context, *Invocation) error { return nil })
+	if !s.budget.TryAcquire(10) {
+		t.Fatal("fresh budget not free")
+	}
+	done := make(chan int, 1)
+	go func() { done <- serve(s, "/F", "12345", true) }()
+	stop()
+	select {
+	case code := <-done:
+		if code != http.StatusServiceUnavailable {
+			t.Fatalf("status %d, want 503", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the wait for room ignored shutdown")
+	}
+}
+
+func TestPanicAndOversizedHeadersAreLoggedBounded(t *testing.T) {
+	var buf bytes.Buffer
+	s := NewServer(zerolog.New(&buf), Options{})
+	s.Handle("F", func(context.Context, *Invocation) error { panic(strings.Repeat("p", 100_000)) })
+	req := httptest.NewRequest(http.MethodPost, "/F", strings.NewReader("{}"))
+	req.Header.Set("X-Azure-Functions-InvocationId", strings.Repeat("i", 200_000))
+	rec := httptest.NewRecorder()
+	s.ServeHTTP(rec, req)
+	if rec.Code != http.StatusInternalServerError {
+		t.Fatalf("status %d", rec.Code)
+	}
+	var line map[string]string
+	if err := json.Unmarshal(buf.Bytes(), &line); err != nil {
+		t.Fatalf("log line: %v", err)
+	}
+	if !strings.Contains(line["stack"], "goroutine") || !strings.Contains(line["stack"], "funchost") {
+		t.Fatalf("panic stack not logged: %.200q", line["stack"])
+	}
+	if buf.Len() > 16<<10 {
+		t.Fatalf("log line is %d bytes", buf.Len())
+	}
+	for _, k := range []string{"invocationId", "panic"} {
+		if !strings.Contains(line[k], "[truncated: ") {
+			t.Fatalf("%s not marked truncated", k)
+		}
 	}
 }

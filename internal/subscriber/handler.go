@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -31,13 +32,49 @@ type Event struct {
 	EnqueuedTime  time.Time
 }
 
-// Decode unmarshals the domain event into v.
+// Decode unmarshals the domain event into v. A failure is Permanent, and
+// its text describes where the JSON did not fit (an offset, a field name and
+// the Go type) without quoting any value from the payload, so it is safe to
+// log; errors.As still reaches the *json.SyntaxError or
+// *json.UnmarshalTypeError.
 func (e *Event) Decode(v any) error {
 	if err := json.Unmarshal([]byte(e.JSON), v); err != nil {
-		return Permanent(fmt.Errorf("decode %s event: %w", e.EventTypeID, err))
+		return Permanent(&DecodeError{EventTypeID: e.EventTypeID, Target: fmt.Sprintf("%T", v), cause: err})
 	}
 	return nil
 }
+
+// DecodeError is a domain event that did not decode. Its text never
+// contains payload values.
+type DecodeError struct {
+	EventTypeID string
+	// Target is the Go type decoded into.
+	Target string
+	cause  error
+}
+
+func (e *DecodeError) Error() string {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	what := "the event JSON could not be decoded"
+	switch {
+	case errors.As(e.cause, &syn):
+		what = fmt.Sprintf("the event is not valid JSON (at byte offset %d)", syn.Offset)
+	case errors.As(e.cause, &typ):
+		// Value is "number 12", "string", ...: keep only its kind.
+		kind, _, _ := strings.Cut(typ.Value, " ")
+		field := typ.Field
+		if field == "" {
+			field = "(top level)"
+		}
+		what = fmt.Sprintf("field %s holds a JSON %s, which does not fit %s", field, kind, typ.Type)
+	}
+	return fmt.Sprintf("decode %s event into %s: %s", e.EventTypeID, e.Target, what)
+}
+
+// Unwrap returns the encoding/json error (which may quote payload values:
+// do not log it).
+func (e *DecodeError) Unwrap() error { return e.cause }
 
 // Result is what a handler returns on success. The zero value means the
 // event is completed.
@@ -106,6 +143,12 @@ func (r *Registry) lookup(id string) (HandlerFunc, bool) {
 }
 
 // HandlerError marks a handler failure as transient or permanent.
+//
+// A transient failure (an unmarked error, Transient, or a panic) fails the
+// invocation after the redelivery pause, so the broker redelivers it with
+// DeliveryCount+1. A permanent failure fails the invocation at once, without
+// the pause: the broker redelivers it immediately and dead-letters it after
+// the subscription's MaxDeliveryCount, within about a second.
 type HandlerError struct {
 	Err       error
 	Permanent bool
@@ -123,7 +166,8 @@ func Transient(err error) error {
 }
 
 // Permanent marks err as one a retry cannot fix (bad data, a broken
-// invariant).
+// invariant): the delivery fails without the redelivery pause, so the
+// message reaches the dead-letter queue within about a second.
 func Permanent(err error) error {
 	if err == nil {
 		return nil

@@ -3,15 +3,19 @@ package subscriber
 import (
 	"context"
 	"errors"
+	"net/http"
 	"time"
+
+	"github.com/rs/zerolog"
 )
 
 // Outcome is what happened to a delivery. Its value is a bounded label used
 // in logs and counters.
 type Outcome string
 
-// Outcomes. The first group completes the invocation; the second fails it so
-// the broker redelivers (and, after MaxDeliveryCount, dead-letters) it.
+// Outcomes. Everything that follows from one (the HTTP status the host sees,
+// whether the pause before answering applies, the log level and message) is
+// declared once, in the outcomes table below.
 const (
 	OutcomeCompleted      Outcome = "completed"
 	OutcomeDuplicate      Outcome = "duplicate"
@@ -21,33 +25,68 @@ const (
 
 	OutcomeTransientFailure       Outcome = "transient_failure"
 	OutcomeHandlerFailed          Outcome = "handler_failed"
+	OutcomePermanentFailure       Outcome = "permanent_failure"
 	OutcomePublishFailed          Outcome = "publish_failed"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
 	OutcomeCanceled               Outcome = "canceled"
 	OutcomeMalformed              Outcome = "malformed_invocation"
+	OutcomeOverloaded             Outcome = "overloaded"
 )
 
-// Completes is the one place that decides settlement: true means answer 2xx
-// (the host completes the message), false means fail the invocation (the
-// host abandons it and the broker redelivers).
-func (o Outcome) Completes() bool {
-	switch o {
-	case OutcomeCompleted, OutcomeDuplicate, OutcomeUnsupported, OutcomePendingHandoff, OutcomeHeartbeat:
-		return true
-	}
-	return false
+// OutcomeSpec is everything that follows from an outcome.
+type OutcomeSpec struct {
+	// Status is the HTTP status answered to the host: 2xx completes the
+	// message; anything else fails the invocation, so the host abandons it
+	// and the broker redelivers it (and dead-letters it after
+	// MaxDeliveryCount).
+	Status int
+	// Pause says the answer waits the redelivery pause first (a failure
+	// that may succeed later, so a short outage does not spend every
+	// delivery at once).
+	Pause bool
+	// Level and Message are the invocation log line's level and text.
+	Level   zerolog.Level
+	Message string
 }
 
-// Transient reports whether a failed delivery may succeed when retried (a
-// store, broker or handler failure, or a cancelled invocation), as opposed to
-// a message that can never be processed.
-func (o Outcome) Transient() bool {
-	switch o {
-	case OutcomeTransientFailure, OutcomeHandlerFailed, OutcomePublishFailed, OutcomeCanceled:
-		return true
+// outcomes is the one table of outcomes. TestEveryOutcomeHasARow fails when
+// a constant above has no row here.
+var outcomes = map[Outcome]OutcomeSpec{
+	OutcomeCompleted:      {http.StatusOK, false, zerolog.InfoLevel, "invocation completed"},
+	OutcomeDuplicate:      {http.StatusOK, false, zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"},
+	OutcomeUnsupported:    {http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"},
+	OutcomePendingHandoff: {http.StatusOK, false, zerolog.InfoLevel, "handler handed the event off; PendingHandoffResponse sent, not recorded"},
+	OutcomeHeartbeat:      {http.StatusOK, false, zerolog.InfoLevel, "heartbeat answered"},
+
+	OutcomeTransientFailure: {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"},
+	OutcomeHandlerFailed:    {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"},
+	OutcomePublishFailed:    {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"},
+	OutcomePermanentFailure: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"},
+	OutcomeInvalidMessage:   {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"},
+	OutcomeUnsupportedMessageType: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"},
+	OutcomeCanceled:   {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be retried"},
+	OutcomeMalformed:  {http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"},
+	OutcomeOverloaded: {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be retried"},
+}
+
+// unknownOutcome is what an outcome without a row gets: fail and log an
+// error, so a missing row can never complete a message.
+var unknownOutcome = OutcomeSpec{http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome"}
+
+// Spec returns what follows from o.
+func (o Outcome) Spec() OutcomeSpec {
+	if s, ok := outcomes[o]; ok {
+		return s
 	}
-	return false
+	return unknownOutcome
+}
+
+// Completes reports whether the host completes the message (a 2xx answer).
+func (o Outcome) Completes() bool {
+	s := o.Spec().Status
+	return s >= 200 && s < 300
 }
 
 // InboxState says what the inbox did for a delivery.
@@ -64,15 +103,20 @@ const (
 )
 
 // Report describes one processed delivery for the invocation log line. It
-// never holds the payload.
+// never holds the payload: every string comes from the broker's or the
+// message's application properties, and the caller bounds them.
 type Report struct {
-	Outcome     Outcome
-	Inbox       InboxState
-	MessageID   string
-	SessionID   string
-	EventID     string
-	EventTypeID string
-	MessageType string
+	Outcome   Outcome
+	Inbox     InboxState
+	MessageID string
+	SessionID string
+	EventID   string
+	// EventTypeID is the EventTypeId application property; it is empty
+	// when the type came from the body (EventTypeFromBody), which is payload
+	// and is not logged.
+	EventTypeID       string
+	EventTypeFromBody bool
+	MessageType       string
 	// BypassReason is set when Inbox is InboxBypassed.
 	BypassReason string
 	// StoreOp names the failed store operation (check or record).
@@ -85,6 +129,8 @@ type Report struct {
 	Published bool
 	// Err is why the delivery did not complete (nil when it did).
 	Err error
+	// Stack is the goroutine stack of a handler panic.
+	Stack []byte
 	// Duration is the time spent in the pipeline.
 	Duration time.Duration
 }

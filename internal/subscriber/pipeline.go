@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -127,7 +129,13 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		return r
 	}
 	r.MessageType = in.Type.String()
-	r.EventTypeID = deref(in.EventTypeID)
+	eventTypeID := deref(in.EventTypeID)
+	if _, ok := in.Property(message.PropEventTypeID); ok {
+		r.EventTypeID = eventTypeID
+	} else {
+		// From the body: payload, never logged.
+		r.EventTypeFromBody = eventTypeID != ""
+	}
 	r.EventID = deref(in.EventID)
 
 	switch in.Type {
@@ -189,8 +197,8 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	// Dispatch, as NimBus's EventHandlerProvider: no type or no handler is
 	// Unsupported; an unreadable body or a body that names another type is
 	// a permanent failure.
-	h, ok := p.o.Handlers.lookup(r.EventTypeID)
-	if r.EventTypeID == "" || !ok {
+	h, ok := p.o.Handlers.lookup(eventTypeID)
+	if eventTypeID == "" || !ok {
 		out := message.NewResponse(in, message.Unsupported, timings(), nil)
 		return p.respond(ctx, &r, out, OutcomeUnsupported)
 	}
@@ -199,14 +207,15 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		r.Err = Permanent(errors.New("message body has no readable EventContent"))
 		return r
 	}
-	if bt := in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != r.EventTypeID {
+	if bt := in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != eventTypeID {
 		r.Outcome = OutcomeInvalidMessage
-		r.Err = Permanent(fmt.Errorf("message EventTypeId mismatch: property %q, body %q", r.EventTypeID, *bt))
+		// The body's value is payload: say only that it differs.
+		r.Err = Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
 		return r
 	}
 
 	ev := &Event{
-		EventTypeID:   r.EventTypeID,
+		EventTypeID:   eventTypeID,
 		JSON:          deref(in.Content.EventContent.EventJSON),
 		MessageID:     r.MessageID,
 		SessionID:     r.SessionID,
@@ -219,12 +228,15 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	if in.RetryCount != nil {
 		ev.RetryCount = int(*in.RetryCount)
 	}
-	res, err := p.invoke(ctx, h, ev)
+	res, err := p.invoke(ctx, h, ev, &r)
 	r.HandlerRan = true
 	if err != nil {
 		r.Outcome = OutcomeHandlerFailed
-		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		switch {
+		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 			r.Outcome = OutcomeCanceled
+		case IsPermanent(err):
+			r.Outcome = OutcomePermanentFailure
 		}
 		r.Err = err
 		return r
@@ -275,9 +287,10 @@ func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
 	}
 }
 
-func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event) (res Result, err error) {
+func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event, r *Report) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
+			r.Stack = debug.Stack()
 			err = Transient(fmt.Errorf("handler panicked: %v", v))
 		}
 	}()
@@ -325,15 +338,18 @@ func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.K
 		MessageType:   in.Type.String(),
 		EnqueuedTime:  in.EnqueuedTime,
 	}
+	// Only the property is logged: a type read from the body is payload.
+	loggedType, _ := in.Property(message.PropEventTypeID)
 	defer func() {
 		if v := recover(); v != nil {
-			p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", info.EventTypeID).
-				Str("panic", fmt.Sprint(v)).Msg("a duplicate lifecycle observer panicked; duplicate processing continues")
+			p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
+				Str("panic", logsafe.Bound(fmt.Sprint(v))).Str("stack", logsafe.Stack(debug.Stack())).
+				Msg("a duplicate lifecycle observer panicked; duplicate processing continues")
 		}
 	}()
 	if err := p.o.OnDuplicateDetected(ctx, info); err != nil {
-		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", info.EventTypeID).
-			Str("error", err.Error()).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
+		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
+			Str("error", logsafe.Bound(err.Error())).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
 	}
 }
 

@@ -309,7 +309,12 @@ func TestHandlerFailureIsNotRecordedAndFails(t *testing.T) {
 			f := newFixture(t, "billing", nil)
 			f.handler = func(ctx context.Context, ev *Event) (Result, error) { return Result{}, herr }
 			r := f.process(delivery(str("message-1")))
-			if r.Outcome != OutcomeHandlerFailed || r.Outcome.Completes() || !errors.Is(r.Err, herr) {
+			want := OutcomeHandlerFailed
+			if name == "permanent" {
+				// Failed at once, without the pause: the broker dead-letters it.
+				want = OutcomePermanentFailure
+			}
+			if r.Outcome != want || r.Outcome.Completes() || !errors.Is(r.Err, herr) {
 				t.Fatalf("report = %+v", r)
 			}
 			if f.store.checks != 1 || f.store.records != 0 || len(f.pub.Sent()) != 0 {
@@ -498,9 +503,52 @@ func TestUnknownEventTypeIsUnsupportedAndNotRecorded(t *testing.T) {
 
 func TestEventTypeFallsBackToBody(t *testing.T) {
 	f := newFixture(t, "billing", nil)
+	var got string
+	f.handler = func(ctx context.Context, ev *Event) (Result, error) { got = ev.EventTypeID; return Completed(), nil }
 	r := f.process(delivery(str("m"), func(p map[string]any, d *Delivery) { delete(p, "EventTypeId") }))
-	if r.Outcome != OutcomeCompleted || r.EventTypeID != "OrderPlaced" {
-		t.Fatalf("report = %+v", r)
+	if r.Outcome != OutcomeCompleted || got != "OrderPlaced" || len(f.pub.Sent()) != 1 {
+		t.Fatalf("report = %+v, handler saw %q", r, got)
+	}
+	// A type read from the body is payload: the report does not carry it
+	// for the log line, only that it came from the body.
+	if r.EventTypeID != "" || !r.EventTypeFromBody {
+		t.Fatalf("report exposes the body's event type: %+v", r)
+	}
+}
+
+// Errors that reach the log line never quote the body: not a mismatched
+// type, not a value encoding/json would quote when decoding fails.
+func TestFailureTextsNeverQuoteTheBody(t *testing.T) {
+	const secret = "SECRET-BODY-VALUE-4711"
+	f := newFixture(t, "billing", nil)
+	body := `{"EventContent":{"EventTypeId":"` + secret + `","EventJson":"{}"},"ErrorContent":null}`
+	r := f.process(delivery(str("m"), func(p map[string]any, d *Delivery) { d.Body = []byte(body) }))
+	if r.Outcome != OutcomeInvalidMessage || strings.Contains(r.Err.Error(), secret) {
+		t.Fatalf("mismatch error quotes the body: %v", r.Err)
+	}
+
+	for name, eventJSON := range map[string]string{
+		"wrong type": `{"Amount":"` + secret + `"}`,
+		"number":     `{"OrderId":4711123}`,
+		"syntax":     `{"OrderId":` + secret,
+	} {
+		ev := &Event{EventTypeID: "OrderPlaced", JSON: eventJSON}
+		var v struct {
+			OrderID string  `json:"OrderId"`
+			Amount  float64 `json:"Amount"`
+		}
+		err := ev.Decode(&v)
+		if err == nil || !IsPermanent(err) {
+			t.Fatalf("%s: err = %v", name, err)
+		}
+		if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "4711123") {
+			t.Errorf("%s: decode error quotes the payload: %v", name, err)
+		}
+		var de *DecodeError
+		if !errors.As(err, &de) || errors.Unwrap(de) == nil {
+			t.Errorf("%s: the encoding/json cause is not reachable", name)
+		}
+		t.Logf("%s: %v", name, err)
 	}
 }
 

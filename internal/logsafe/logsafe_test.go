@@ -1,0 +1,72 @@
+package logsafe
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+func units(s string) int { return len(utf16.Encode([]rune(s))) }
+
+func TestBound(t *testing.T) {
+	cases := []struct {
+		name  string
+		in    string
+		whole bool
+	}{
+		{"empty", "", true},
+		{"short", "m-1", true},
+		{"exactly the limit", strings.Repeat("a", MaxUnits), true},
+		{"one over", strings.Repeat("a", MaxUnits+1), false},
+		{"two-byte runes at the limit", strings.Repeat("é", MaxUnits), true},
+		{"astral runes count two units", strings.Repeat("😀", MaxUnits/2+1), false},
+		{"one megabyte", strings.Repeat("x", 1<<20), false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := Bound(c.in)
+			if c.whole {
+				if got != c.in {
+					t.Fatalf("changed a string within the limit")
+				}
+				return
+			}
+			head, marker, ok := strings.Cut(got, "…[truncated: ")
+			if !ok || !strings.HasSuffix(marker, " bytes]") {
+				t.Fatalf("no truncation marker: %.80q", got)
+			}
+			if units(head) > MaxUnits || !strings.HasPrefix(c.in, head) {
+				t.Fatalf("kept %d units (max %d), prefix %v", units(head), MaxUnits, strings.HasPrefix(c.in, head))
+			}
+			if len(got) > 4*MaxUnits+40 {
+				t.Fatalf("bounded string is %d bytes", len(got))
+			}
+		})
+	}
+}
+
+func TestBoundNeverSplitsAPairOrEmitsInvalidUTF8(t *testing.T) {
+	in := strings.Repeat("a", MaxUnits-1) + "😀" + "tail"
+	got := Bound(in)
+	if !utf8.ValidString(got) || strings.Contains(got, "\ufffd") {
+		t.Fatalf("invalid result %q", got[len(got)-40:])
+	}
+	if !strings.HasPrefix(got, strings.Repeat("a", MaxUnits-1)+"…") {
+		t.Fatalf("a surrogate pair was split or kept past the limit")
+	}
+	if bad := Bound("ab\xffc"); !utf8.ValidString(bad) {
+		t.Fatalf("invalid UTF-8 passed through: %q", bad)
+	}
+}
+
+func TestStack(t *testing.T) {
+	if s := Stack([]byte("goroutine 1")); s != "goroutine 1" {
+		t.Fatalf("short stack changed: %q", s)
+	}
+	long := []byte(strings.Repeat("é", MaxStack))
+	got := Stack(long)
+	if !utf8.ValidString(got) || !strings.Contains(got, "[truncated: ") || len(got) > MaxStack+40 {
+		t.Fatalf("long stack not bounded: %d bytes", len(got))
+	}
+}
