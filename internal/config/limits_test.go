@@ -233,7 +233,7 @@ func TestCleanupSchedule(t *testing.T) {
 		"0 0 * * * Xyz":         "not a valid NCRONTAB",
 		"0\t0 * * * *":          "spaces",
 		"CRON_TZ=UTC 0 * * * *": "second field",
-		"@hourly":               "1 fields",
+		"@hourly":               "1 field;",
 		"00:00:00":              "positive",
 		"-00:05:00":             "positive",
 		"25:00:00":              "above 23",

@@ -52,6 +52,8 @@ func checkSchedule(raw string) string {
 	switch {
 	case len(fields) == 5:
 		return "it has 5 fields; the Functions host expects six, seconds first: {second} {minute} {hour} {day} {month} {day-of-week} (e.g. \"0 " + clip(raw, 60) + "\")"
+	case len(fields) == 1:
+		return "it has 1 field; NCRONTAB has six: {second} {minute} {hour} {day} {month} {day-of-week}"
 	case len(fields) != 6:
 		return fmt.Sprintf("it has %d fields; NCRONTAB has six: {second} {minute} {hour} {day} {month} {day-of-week}", len(fields))
 	}
