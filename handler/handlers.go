@@ -49,7 +49,7 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 		return subscriber.Result{}, subscriber.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}
 	if failsThisAttempt(o.FailFirstAttempts, ev.DeliveryCount) {
-		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (attempt %d of %d failing)", ev.DeliveryCount, o.FailFirstAttempts))
+		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
 	}
 	if o.Amount > approvalLimit {
 		return subscriber.PendingHandoff(subscriber.Handoff{
