@@ -28,7 +28,11 @@ type OrderPlaced struct {
 	CustomerID string  `json:"CustomerId"`
 	Amount     float64 `json:"Amount"`
 	// FailFirstAttempts makes the sample handler fail transiently on the
-	// first N deliveries, to show redelivery in the demo.
+	// first N deliveries, to show redelivery in the demo. It applies only
+	// when the delivery count is known (1 or more): a message delivered
+	// without one is handled as if its failures were already behind it,
+	// because the sample could not tell a redelivery from the first delivery
+	// and would otherwise fail every delivery until the dead-letter.
 	FailFirstAttempts int `json:"FailFirstAttempts,omitempty"`
 }
 
@@ -44,8 +48,8 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 	if o.OrderID == "" {
 		return subscriber.Result{}, subscriber.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}
-	if ev.DeliveryCount <= o.FailFirstAttempts {
-		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (attempt %d)", ev.DeliveryCount))
+	if failsThisAttempt(o.FailFirstAttempts, ev.DeliveryCount) {
+		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
 	}
 	if o.Amount > approvalLimit {
 		return subscriber.PendingHandoff(subscriber.Handoff{
@@ -57,4 +61,11 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 	// A real endpoint would create the invoice here, idempotently keyed by
 	// ev.MessageID or o.OrderID.
 	return subscriber.Completed(), nil
+}
+
+// failsThisAttempt reports whether the sample simulates a failure: only when
+// failures were asked for (failFirst > 0) and the delivery count is known
+// (> 0: it is 0 when the invocation did not carry one) and within them.
+func failsThisAttempt(failFirst, deliveryCount int) bool {
+	return failFirst > 0 && deliveryCount > 0 && deliveryCount <= failFirst
 }

@@ -1,13 +1,37 @@
-// Package config turns app settings into a validated configuration. The
-// environment is read by the caller (main); this package only sees a lookup
-// function, so tests pass maps. Validation reports every problem at once.
+// Package config turns app settings into a validated configuration. It owns
+// every app-setting name, default and limit: the adapters (Cosmos, Service
+// Bus) take typed options and never read or name a setting. The environment
+// is read by the caller (main); this package only sees a lookup function, so
+// tests pass maps. Validation reports every problem at once, each naming its
+// setting and quoting at most about 100 characters of the bad value (never
+// any part of a connection string).
+//
+// Limits, chosen so that no value silently means something else:
+//
+//   - NimBus__Endpoint: required, at most 260 UTF-16 code units.
+//   - NimBus__Inbox__RetentionPeriod: 1 second to 3650 days.
+//   - NimBus__Inbox__CleanupTimeBudget: 1 second to 1 hour; a warning when it
+//     is not below the 10-minute functionTimeout of host.json, which would
+//     end the run first.
+//   - NimBus__Retry__BaseDelay and NimBus__Retry__MaxDelay: 0 to 5 minutes,
+//     MaxDelay not below BaseDelay. The pause runs inside the invocation,
+//     which holds the message's session lock and counts against
+//     functionTimeout.
+//   - NimBus__Inbox__CleanupSchedule: six-field NCRONTAB ({second} {minute}
+//     {hour} {day} {month} {day-of-week}) or a positive TimeSpan interval
+//     (hh:mm:ss, App Service plans). Five-field cron is refused: the host
+//     version decides whether it means a schedule or a start-up error.
+//   - NimBus__Inbox__Cosmos__DatabaseId and ContainerId: 1 to 255 UTF-16
+//     code units, not blank, not ending with a space, none of / \ ? #.
+//   - NimBus__Host__MaxBodyBytesInFlight: 1 MiB to 16 GiB.
+//   - NimBus__LogLevel: debug, info, warn (or warning), error.
+//
+// Durations are .NET TimeSpans ("7.00:00:00", or a bare whole number of
+// days such as "7") or Go durations ("168h"); see ParseDuration.
 package config
 
 import (
-	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -42,20 +66,46 @@ const (
 	KeyLogLevel               = "NimBus__LogLevel"
 	KeyRetryBaseDelay         = "NimBus__Retry__BaseDelay"
 	KeyRetryMaxDelay          = "NimBus__Retry__MaxDelay"
+	KeyMaxBodyBytesInFlight   = "NimBus__Host__MaxBodyBytesInFlight"
 )
 
 // Defaults.
 const (
-	DefaultPort               = 8080
-	DefaultRetention          = 7 * 24 * time.Hour
-	DefaultCleanupSchedule    = "0 0 * * * *"
-	DefaultPurgeBatchSize     = 100
-	DefaultCleanupBudget      = 4 * time.Minute
-	DefaultCleanupConcurrency = 8
-	DefaultCosmosDatabase     = "MessageDatabase"
-	DefaultCosmosContainer    = "inbox"
-	DefaultRetryBaseDelay     = time.Second
-	DefaultRetryMaxDelay      = time.Minute
+	DefaultPort                 = 8080
+	DefaultRetention            = 7 * 24 * time.Hour
+	DefaultCleanupSchedule      = "0 0 * * * *"
+	DefaultPurgeBatchSize       = 100
+	DefaultCleanupBudget        = 4 * time.Minute
+	DefaultCleanupConcurrency   = 8
+	DefaultCosmosDatabase       = "MessageDatabase"
+	DefaultCosmosContainer      = "inbox"
+	DefaultRetryBaseDelay       = time.Second
+	DefaultRetryMaxDelay        = time.Minute
+	DefaultMaxBodyBytesInFlight = 256 << 20 // 256 MiB
+)
+
+// Limits.
+const (
+	MaxEndpointLen = 260 // UTF-16 code units
+
+	MinRetention = time.Second
+	MaxRetention = 3650 * 24 * time.Hour
+
+	MinPurgeBatchSize     = 1
+	MaxPurgeBatchSize     = 1000
+	MinCleanupConcurrency = 1
+	MaxCleanupConcurrency = 64
+
+	MinCleanupBudget = time.Second
+	MaxCleanupBudget = time.Hour
+	// HostFunctionTimeout is functionTimeout in host.json: a cleanup budget
+	// that is not below it draws a warning.
+	HostFunctionTimeout = 10 * time.Minute
+
+	MaxRetryDelay = 5 * time.Minute
+
+	MinMaxBodyBytesInFlight = 1 << 20  // 1 MiB
+	MaxMaxBodyBytesInFlight = 16 << 30 // 16 GiB
 )
 
 // Store selects the inbox provider.
@@ -90,6 +140,13 @@ type Config struct {
 	Warnings []string
 }
 
+// Host configures the custom handler process.
+type Host struct {
+	// MaxBodyBytesInFlight bounds the total bytes of invocation bodies
+	// processed at once (NimBus__Host__MaxBodyBytesInFlight).
+	MaxBodyBytesInFlight int64
+}
+
 // Inbox configures deduplication and cleanup.
 type Inbox struct {
 	Enabled            bool
@@ -104,8 +161,10 @@ type Inbox struct {
 
 // Cosmos configures the Cosmos DB inbox.
 type Cosmos struct {
-	AccountEndpoint         string
-	ConnectionString        string
+	AccountEndpoint  string
+	ConnectionString string
+	// Connection is ConnectionString parsed; zero when it is not set.
+	Connection              CosmosConnection
 	ClientID                string
 	DatabaseID              string
 	ContainerID             string
@@ -143,8 +202,10 @@ type Host struct {
 
 // Resolver configures response publishing.
 type Resolver struct {
-	Sink                    Sink
-	ConnectionString        string
+	Sink             Sink
+	ConnectionString string
+	// Connection is ConnectionString parsed; zero when it is not set.
+	Connection              ServiceBusConnection
 	FullyQualifiedNamespace string
 	ClientID                string
 }
@@ -175,20 +236,24 @@ func Load(lookup Lookup) (*Config, error) {
 	c.Host.MaxBodyBytesInFlight = 256 << 20
 	c.LogLevel = l.logLevel()
 	c.Endpoint = l.str(KeyEndpoint)
-	switch {
+	switch n := utf16Len(c.Endpoint); {
 	case c.Endpoint == "":
 		l.problem("%s is required: the NimBus endpoint this app serves (its topic and session subscription name, and the endpoint side of every inbox key)", KeyEndpoint)
-	case len(c.Endpoint) > 260:
-		l.problem("%s is longer than 260 characters", KeyEndpoint)
+	case n > MaxEndpointLen:
+		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", KeyEndpoint, show(c.Endpoint), n, MaxEndpointLen)
 	}
+	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox
 	in.Enabled = l.bool(KeyInboxEnabled, false)
-	in.Retention = l.duration(KeyRetention, DefaultRetention)
+	in.Retention = l.duration(KeyRetention, DefaultRetention, MinRetention, MaxRetention)
 	in.CleanupSchedule = l.schedule()
-	in.PurgeBatchSize = l.int(KeyPurgeBatchSize, DefaultPurgeBatchSize, 1, 1000)
-	in.CleanupBudget = l.duration(KeyCleanupBudget, DefaultCleanupBudget)
-	in.CleanupConcurrency = l.int(KeyCleanupConcurrency, DefaultCleanupConcurrency, 1, 64)
+	in.PurgeBatchSize = l.int(KeyPurgeBatchSize, DefaultPurgeBatchSize, MinPurgeBatchSize, MaxPurgeBatchSize)
+	in.CleanupBudget = l.duration(KeyCleanupBudget, DefaultCleanupBudget, MinCleanupBudget, MaxCleanupBudget)
+	if in.CleanupBudget >= HostFunctionTimeout {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s=%s is not below the host's functionTimeout (%s in host.json): the host ends a cleanup run before its budget is spent", KeyCleanupBudget, formatTimeSpan(in.CleanupBudget), formatTimeSpan(HostFunctionTimeout)))
+	}
+	in.CleanupConcurrency = l.int(KeyCleanupConcurrency, DefaultCleanupConcurrency, MinCleanupConcurrency, MaxCleanupConcurrency)
 	cs := &in.Cosmos
 	cs.AccountEndpoint = l.str(KeyCosmosEndpoint)
 	cs.ConnectionString = l.str(KeyCosmosConnectionString)
@@ -209,37 +274,47 @@ func Load(lookup Lookup) (*Config, error) {
 			in.Store = StoreInMemory
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s=%s keeps inbox records in this process only: deduplication does not survive a restart or span instances; use it for local runs and tests", KeyInboxStore, StoreInMemory))
 		default:
-			l.problem("%s=%q is not a supported inbox provider (use %s or %s)", KeyInboxStore, raw, StoreCosmos, StoreInMemory)
+			l.problem("%s=%s is not a supported inbox provider (use %s or %s)", KeyInboxStore, show(raw), StoreCosmos, StoreInMemory)
 		}
 		if _, set := lookup(KeyCleanupSchedule); !set {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is not set: the Functions host resolves the InboxCleanup timer schedule from it, so set it (default %q) in the app settings", KeyCleanupSchedule, DefaultCleanupSchedule))
 		}
 	}
 
-	c.Retry.BaseDelay = l.nonNegativeDuration(KeyRetryBaseDelay, DefaultRetryBaseDelay)
-	c.Retry.MaxDelay = l.nonNegativeDuration(KeyRetryMaxDelay, DefaultRetryMaxDelay)
+	c.Retry.BaseDelay = l.duration(KeyRetryBaseDelay, DefaultRetryBaseDelay, 0, MaxRetryDelay)
+	c.Retry.MaxDelay = l.duration(KeyRetryMaxDelay, DefaultRetryMaxDelay, 0, MaxRetryDelay)
 	if c.Retry.MaxDelay < c.Retry.BaseDelay {
-		l.problem("%s (%v) must not be shorter than %s (%v)", KeyRetryMaxDelay, c.Retry.MaxDelay, KeyRetryBaseDelay, c.Retry.BaseDelay)
+		l.problem("%s (%s) must not be shorter than %s (%s)", KeyRetryMaxDelay, formatTimeSpan(c.Retry.MaxDelay), KeyRetryBaseDelay, formatTimeSpan(c.Retry.BaseDelay))
 	}
 
 	r := &c.Resolver
 	r.ConnectionString = l.str(KeyServiceBus)
 	r.FullyQualifiedNamespace = l.str(KeyServiceBusNamespace)
 	r.ClientID = l.str(KeyServiceBusClientID)
+	// The Subscriber trigger reads the same settings, so they are checked
+	// whenever they are set, whatever the sink.
+	if r.ConnectionString != "" {
+		var why string
+		if r.Connection, why = parseServiceBusConnection(r.ConnectionString); why != "" {
+			l.problem("%s is not a usable Service Bus connection string: %s (the form is Endpoint=sb://<namespace>.servicebus.windows.net/;SharedAccessKeyName=<name>;SharedAccessKey=<key>)", KeyServiceBus, why)
+		}
+	}
+	if r.FullyQualifiedNamespace != "" {
+		if why := checkNamespace(r.FullyQualifiedNamespace); why != "" {
+			l.problem("%s=%s must be a host name such as <namespace>.servicebus.windows.net: %s", KeyServiceBusNamespace, show(r.FullyQualifiedNamespace), why)
+		}
+	}
 	switch raw := l.str(KeyResolverSink); {
 	case raw == "" || strings.EqualFold(raw, string(SinkServiceBus)):
 		r.Sink = SinkServiceBus
 		if r.ConnectionString == "" && r.FullyQualifiedNamespace == "" {
 			l.problem("responses to the Resolver need a Service Bus connection: set %s (a connection string) or %s (with a managed identity; %s for a user-assigned one) — the same setting the Subscriber trigger uses", KeyServiceBus, KeyServiceBusNamespace, KeyServiceBusClientID)
 		}
-		if r.ConnectionString != "" && !strings.Contains(strings.ToLower(r.ConnectionString), "endpoint=") {
-			l.problem("%s is not a Service Bus connection string (it has no Endpoint=)", KeyServiceBus)
-		}
 	case strings.EqualFold(raw, string(SinkInMemory)):
 		r.Sink = SinkInMemory
 		c.Warnings = append(c.Warnings, fmt.Sprintf("%s=%s: Resolver responses stay in this process and never reach the Resolver; use it for local demos only", KeyResolverSink, SinkInMemory))
 	default:
-		l.problem("%s=%q is not supported (use %s or %s)", KeyResolverSink, raw, SinkServiceBus, SinkInMemory)
+		l.problem("%s=%s is not supported (use %s or %s)", KeyResolverSink, show(raw), SinkServiceBus, SinkInMemory)
 	}
 
 	if len(l.problems) > 0 {
@@ -269,49 +344,62 @@ func (l *loader) bool(key string, def bool) bool {
 	}
 	b, err := strconv.ParseBool(raw)
 	if err != nil {
-		l.problem("%s=%q is not a boolean (use true or false)", key, raw)
+		l.problem("%s=%s is not a boolean (use true or false)", key, show(raw))
 		return def
 	}
 	return b
 }
 
 func (l *loader) int(key string, def, lo, hi int) int {
+	return int(l.int64(key, int64(def), int64(lo), int64(hi), ""))
+}
+
+func (l *loader) int64(key string, def, lo, hi int64, unit string) int64 {
 	raw := l.str(key)
 	if raw == "" {
 		return def
 	}
-	n, err := strconv.Atoi(raw)
+	n, err := strconv.ParseInt(raw, 10, 64)
 	if err != nil || n < lo || n > hi {
-		l.problem("%s=%q must be a whole number from %d to %d", key, raw, lo, hi)
+		if unit != "" {
+			unit = " of " + unit
+		}
+		l.problem("%s=%s must be a whole number%s from %d to %d", key, show(raw), unit, lo, hi)
 		return def
 	}
 	return n
 }
 
-func (l *loader) duration(key string, def time.Duration) time.Duration {
+// duration reads a duration within [lo, hi].
+func (l *loader) duration(key string, def, lo, hi time.Duration) time.Duration {
 	raw := l.str(key)
 	if raw == "" {
 		return def
 	}
-	d, err := ParseDuration(raw)
-	if err != nil || d <= 0 {
-		l.problem("%s=%q must be a positive duration such as 7.00:00:00 (a .NET TimeSpan) or 168h", key, raw)
+	rng := fmt.Sprintf("from %s to %s", formatTimeSpan(lo), formatTimeSpan(hi))
+	if lo == 0 {
+		rng = fmt.Sprintf("from 0 (off) to %s", formatTimeSpan(hi))
+	}
+	d, why := parseDuration(raw)
+	switch {
+	case why != "":
+		l.problem("%s=%s is not a usable duration: %s; it must be %s, written as a .NET TimeSpan (d.hh:mm:ss, or a whole number of days) or a Go duration (such as 90s)", key, show(raw), why, rng)
+		return def
+	case d < lo || d > hi:
+		l.problem("%s=%s (%s) is out of range: it must be %s", key, show(raw), formatTimeSpan(d), rng)
 		return def
 	}
 	return d
 }
 
-func (l *loader) nonNegativeDuration(key string, def time.Duration) time.Duration {
-	raw := l.str(key)
-	if raw == "" {
-		return def
-	}
-	d, err := ParseDuration(raw)
-	if err != nil || d < 0 {
-		l.problem("%s=%q must be a duration such as 00:00:01 (a .NET TimeSpan) or 1s, or 0 to turn it off", key, raw)
-		return def
-	}
-	return d
+// logLevels are the accepted NimBus__LogLevel values. Lower levels than
+// error (fatal, panic, disabled) are refused: they would hide failures.
+var logLevels = map[string]zerolog.Level{
+	"debug":   zerolog.DebugLevel,
+	"info":    zerolog.InfoLevel,
+	"warn":    zerolog.WarnLevel,
+	"warning": zerolog.WarnLevel,
+	"error":   zerolog.ErrorLevel,
 }
 
 func (l *loader) logLevel() zerolog.Level {
@@ -319,42 +407,35 @@ func (l *loader) logLevel() zerolog.Level {
 	if raw == "" {
 		return zerolog.InfoLevel
 	}
-	lv, err := zerolog.ParseLevel(strings.ToLower(raw))
-	if err != nil || lv == zerolog.NoLevel {
-		l.problem("%s=%q is not a log level (debug, info, warn, error)", KeyLogLevel, raw)
+	lv, ok := logLevels[strings.ToLower(raw)]
+	if !ok {
+		l.problem("%s=%s is not a log level (debug, info, warn, error)", KeyLogLevel, show(raw))
 		return zerolog.InfoLevel
 	}
 	return lv
 }
 
-var cronField = regexp.MustCompile(`^[0-9A-Za-z*/,\-?LW#]+$`)
-
 func (l *loader) schedule() string {
-	raw := l.str(KeyCleanupSchedule)
-	if raw == "" {
+	raw, set := l.lookup(KeyCleanupSchedule)
+	if !set {
 		return DefaultCleanupSchedule
 	}
-	if _, err := ParseDuration(raw); err == nil && strings.Contains(raw, ":") {
-		return raw // a TimeSpan schedule (App Service plans)
+	if why := checkSchedule(raw); why != "" {
+		l.problem("%s=%s is not a timer schedule: %s", KeyCleanupSchedule, show(raw), why)
+		return DefaultCleanupSchedule
 	}
-	fields := strings.Fields(raw)
-	ok := len(fields) == 6 || len(fields) == 5
-	for _, f := range fields {
-		ok = ok && cronField.MatchString(f)
-	}
-	if !ok {
-		l.problem("%s=%q is not an NCRONTAB expression ({second} {minute} {hour} {day} {month} {day-of-week}, e.g. %q)", KeyCleanupSchedule, raw, DefaultCleanupSchedule)
-	}
-	return raw
+	return strings.TrimSpace(raw)
 }
 
+// cosmosID reads a Cosmos DB id. The raw value is checked (a trailing space
+// matters); unset or blank means the default.
 func (l *loader) cosmosID(key, def string) string {
 	raw, set := l.lookup(key)
 	if !set || strings.TrimSpace(raw) == "" {
 		return def
 	}
-	if len(raw) > 255 || strings.HasSuffix(raw, " ") || strings.ContainsAny(raw, `/\?#`) {
-		l.problem("%s=%q is not a valid Cosmos DB id: 1-255 characters, none of / \\ ? #, not ending with a space", key, raw)
+	if err := checkCosmosID(raw); err != nil {
+		l.problem("%s=%s is not a valid Cosmos DB id: %v", key, show(raw), err)
 	}
 	return raw
 }
@@ -366,62 +447,20 @@ func (l *loader) checkCosmos(c *Cosmos) {
 	case c.ConnectionString != "" && c.AccountEndpoint != "":
 		l.problem("set only one of %s and %s", KeyCosmosEndpoint, KeyCosmosConnectionString)
 	case c.AccountEndpoint != "":
-		u, err := url.Parse(c.AccountEndpoint)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			l.problem("%s=%q is not an account URL such as https://<account>.documents.azure.com:443/", KeyCosmosEndpoint, c.AccountEndpoint)
+		if why := checkHTTPURL(c.AccountEndpoint); why != "" {
+			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %s", KeyCosmosEndpoint, show(c.AccountEndpoint), why)
+		} else if u := mustParseURL(c.AccountEndpoint); u.Scheme == "http" && !isLoopback(u.Hostname()) {
+			// Entra tokens must not cross a network in the clear; plain
+			// HTTP is for local stand-ins on this machine.
+			l.problem("%s=%s uses http: Entra ID authentication needs https except on this machine (localhost)", KeyCosmosEndpoint, show(c.AccountEndpoint))
 		}
 	case c.ConnectionString != "":
-		lower := strings.ToLower(c.ConnectionString)
-		if !strings.Contains(lower, "accountendpoint=") || !strings.Contains(lower, "accountkey=") {
-			l.problem("%s must look like AccountEndpoint=https://...;AccountKey=...;", KeyCosmosConnectionString)
+		var why string
+		if c.Connection, why = parseCosmosConnection(c.ConnectionString); why != "" {
+			l.problem("%s is not a usable Cosmos DB connection string: %s (the form is AccountEndpoint=https://<account>.documents.azure.com:443/;AccountKey=<base64 key>;)", KeyCosmosConnectionString, why)
+		}
+		if c.ClientID != "" {
+			l.problem("%s selects a managed identity, which a connection string (%s, key auth) excludes: set one of them", KeyCosmosClientID, KeyCosmosConnectionString)
 		}
 	}
-}
-
-// ParseDuration accepts a .NET TimeSpan ("[-][d.]hh:mm[:ss[.fffffff]]", or a
-// bare number of days such as "7") and Go durations ("168h", "4m30s").
-func ParseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return 0, errors.New("empty duration")
-	}
-	if !strings.Contains(s, ":") {
-		if n, err := strconv.Atoi(s); err == nil {
-			return time.Duration(n) * 24 * time.Hour, nil
-		}
-		return time.ParseDuration(s)
-	}
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var days int64
-	if i := strings.IndexByte(s, '.'); i >= 0 && i < strings.IndexByte(s, ':') {
-		d, err := strconv.ParseInt(s[:i], 10, 32)
-		if err != nil {
-			return 0, fmt.Errorf("bad days in %q", s)
-		}
-		days, s = d, s[i+1:]
-	}
-	parts := strings.Split(s, ":")
-	if len(parts) < 2 || len(parts) > 3 {
-		return 0, fmt.Errorf("bad TimeSpan %q", s)
-	}
-	h, err1 := strconv.Atoi(parts[0])
-	m, err2 := strconv.Atoi(parts[1])
-	if err1 != nil || err2 != nil || h > 23 || m > 59 || h < 0 || m < 0 {
-		return 0, fmt.Errorf("bad TimeSpan %q", s)
-	}
-	var secs float64
-	if len(parts) == 3 {
-		f, err := strconv.ParseFloat(parts[2], 64)
-		if err != nil || f < 0 || f >= 60 {
-			return 0, fmt.Errorf("bad TimeSpan seconds %q", parts[2])
-		}
-		secs = f
-	}
-	d := time.Duration(days)*24*time.Hour + time.Duration(h)*time.Hour + time.Duration(m)*time.Minute +
-		time.Duration(secs*float64(time.Second))
-	if neg {
-		d = -d
-	}
-	return d, nil
 }

@@ -1,0 +1,46 @@
+package config
+
+import (
+	"strconv"
+)
+
+// Setting is one app setting: its name and its default as written in the
+// app settings ("" when it has none).
+type Setting struct {
+	Name    string
+	Default string
+	// SetByHost marks a setting the Functions host provides itself
+	// (FUNCTIONS_CUSTOMHANDLER_PORT); the sample settings leave it out.
+	SetByHost bool
+}
+
+// Settings lists every app setting this package reads, plus
+// ServiceBusConnection__credential, which only the host reads, in the order
+// of the documentation.
+var Settings = []Setting{
+	{Name: KeyEndpoint},
+	{Name: KeyInboxEnabled, Default: "false"},
+	{Name: KeyInboxStore},
+	{Name: KeyRetention, Default: formatTimeSpan(DefaultRetention)},
+	{Name: KeyCleanupSchedule, Default: DefaultCleanupSchedule},
+	{Name: KeyPurgeBatchSize, Default: strconv.Itoa(DefaultPurgeBatchSize)},
+	{Name: KeyCleanupBudget, Default: formatTimeSpan(DefaultCleanupBudget)},
+	{Name: KeyCleanupConcurrency, Default: strconv.Itoa(DefaultCleanupConcurrency)},
+	{Name: KeyCosmosEndpoint},
+	{Name: KeyCosmosClientID},
+	{Name: KeyCosmosConnectionString},
+	{Name: KeyCosmosDatabase, Default: DefaultCosmosDatabase},
+	{Name: KeyCosmosContainer, Default: DefaultCosmosContainer},
+	{Name: KeyCosmosAutoCreate, Default: "true"},
+	{Name: KeyCosmosRelaxed, Default: "false"},
+	{Name: KeyServiceBus},
+	{Name: KeyServiceBusNamespace},
+	{Name: KeyServiceBusCredential},
+	{Name: KeyServiceBusClientID},
+	{Name: KeyResolverSink, Default: string(SinkServiceBus)},
+	{Name: KeyRetryBaseDelay, Default: formatTimeSpan(DefaultRetryBaseDelay)},
+	{Name: KeyRetryMaxDelay, Default: formatTimeSpan(DefaultRetryMaxDelay)},
+	{Name: KeyMaxBodyBytesInFlight, Default: strconv.Itoa(DefaultMaxBodyBytesInFlight)},
+	{Name: KeyLogLevel, Default: "info"},
+	{Name: KeyPort, Default: strconv.Itoa(DefaultPort), SetByHost: true},
+}
