@@ -195,11 +195,6 @@ func (r Retry) Delay(deliveryCount int) time.Duration {
 	return min(d, r.MaxDelay)
 }
 
-// Host configures the protocol server.
-type Host struct {
-	MaxBodyBytesInFlight int64
-}
-
 // Resolver configures response publishing.
 type Resolver struct {
 	Sink             Sink
@@ -233,7 +228,6 @@ func Load(lookup Lookup) (*Config, error) {
 	l := loader{lookup: lookup}
 	c := &Config{}
 	c.Port = l.int(KeyPort, DefaultPort, 1, 65535)
-	c.Host.MaxBodyBytesInFlight = 256 << 20
 	c.LogLevel = l.logLevel()
 	c.Endpoint = l.str(KeyEndpoint)
 	switch n := utf16Len(c.Endpoint); {
