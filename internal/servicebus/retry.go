@@ -36,8 +36,11 @@ var DefaultRetry = azservicebus.RetryOptions{
 	MaxRetryDelay: 15 * time.Second,
 }
 
-// maxJitter is the upper end of the SDK's jitter multiplier [0.8, 1.3).
-const maxJitter = 1.3
+// The SDK multiplies each pause by a random jitter in [0.8, 1.3).
+const (
+	minJitter = 0.8
+	maxJitter = 1.3
+)
 
 // RetryPauseBound returns the longest total pause between tries that one
 // operation can spend in SDK retries with o, following azservicebus
@@ -46,6 +49,11 @@ const maxJitter = 1.3
 // a negative MaxRetryDelay no cap. The time of the tries themselves is not
 // included (each is bounded only by the caller's ctx).
 func RetryPauseBound(o azservicebus.RetryOptions) time.Duration {
+	return retryPauses(o, maxJitter)
+}
+
+// retryPauses sums the pauses of every retry with o for one jitter value.
+func retryPauses(o azservicebus.RetryOptions, jitter float64) time.Duration {
 	switch {
 	case o.MaxRetries == 0:
 		o.MaxRetries = 3
@@ -67,7 +75,7 @@ func RetryPauseBound(o azservicebus.RetryOptions) time.Duration {
 	var total float64
 	for i := int32(1); i <= o.MaxRetries; i++ {
 		factor := math.Exp2(float64(i)) - 1
-		total += math.Min(factor*float64(o.RetryDelay)*maxJitter, float64(o.MaxRetryDelay))
+		total += math.Min(factor*float64(o.RetryDelay)*jitter, float64(o.MaxRetryDelay))
 		if total >= math.MaxInt64 {
 			return math.MaxInt64
 		}
