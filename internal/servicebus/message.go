@@ -49,6 +49,14 @@ func CheckProperties(props map[string]any) error {
 	return nil
 }
 
+// sdkMessage is an SDK message together with the strings its optional
+// fields point to, so that converting a Message costs one allocation and
+// the caller's Message does not escape.
+type sdkMessage struct {
+	msg                               azservicebus.Message
+	sessionID, messageID, subject, to string
+}
+
 // toSDK checks m and converts it. The SDK copies the property map when it
 // encodes the message.
 func (m *Message) toSDK() (*azservicebus.Message, error) {
@@ -58,24 +66,27 @@ func (m *Message) toSDK() (*azservicebus.Message, error) {
 	if err := CheckProperties(m.ApplicationProperties); err != nil {
 		return nil, err
 	}
-	out := &azservicebus.Message{
-		Body:                  m.Body,
-		ApplicationProperties: m.ApplicationProperties,
-		CorrelationID:         m.CorrelationID,
+	w := &sdkMessage{
+		msg: azservicebus.Message{
+			Body:                  m.Body,
+			ApplicationProperties: m.ApplicationProperties,
+			CorrelationID:         m.CorrelationID,
+		},
+		sessionID: m.SessionID, messageID: m.MessageID, subject: m.Subject, to: m.To,
 	}
-	if m.SessionID != "" {
-		out.SessionID = &m.SessionID
+	if w.sessionID != "" {
+		w.msg.SessionID = &w.sessionID
 	}
-	if m.MessageID != "" {
-		out.MessageID = &m.MessageID
+	if w.messageID != "" {
+		w.msg.MessageID = &w.messageID
 	}
-	if m.Subject != "" {
-		out.Subject = &m.Subject
+	if w.subject != "" {
+		w.msg.Subject = &w.subject
 	}
-	if m.To != "" {
-		out.To = &m.To
+	if w.to != "" {
+		w.msg.To = &w.to
 	}
-	return out, nil
+	return &w.msg, nil
 }
 
 // Received is a message received through a [SessionReceiver]. Settle it
