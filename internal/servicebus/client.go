@@ -55,6 +55,9 @@ type Client struct {
 	// path reads it without a lock or allocation.
 	senders atomic.Pointer[map[string]*azservicebus.Sender]
 	closed  atomic.Bool
+	// sendersCreated counts sender creations (tests check that concurrent
+	// first uses share one).
+	sendersCreated atomic.Int32
 
 	mu     sync.Mutex // guards creation and Close
 	client *azservicebus.Client
@@ -153,6 +156,7 @@ func (c *Client) sender(entity string) (*azservicebus.Sender, error) {
 	if err != nil {
 		return nil, fmt.Errorf("servicebus: sender for %q: %w", entity, err)
 	}
+	c.sendersCreated.Add(1)
 	next := make(map[string]*azservicebus.Sender, len(old)+1)
 	for k, v := range old {
 		next[k] = v

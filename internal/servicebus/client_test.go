@@ -161,6 +161,9 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
+	if n := c.sendersCreated.Load(); n != 2 {
+		t.Errorf("%d senders created for 2 entities, want 2", n)
+	}
 	m := *c.senders.Load()
 	if len(m) != 2 || m["a"] == nil || m["b"] == nil || m["a"] == m["b"] {
 		t.Fatalf("senders = %v, want one each for a and b", m)
@@ -169,7 +172,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 	if err := c.Send(ctxT(t, 10*time.Second), "a", &Message{Body: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
-	if (*c.senders.Load())["a"] != sa {
+	if (*c.senders.Load())["a"] != sa || c.sendersCreated.Load() != 2 {
 		t.Error("the sender for a was replaced on a later send")
 	}
 	for _, q := range []string{"a", "b"} {
@@ -194,7 +197,8 @@ func TestScheduleEnqueuesAtTheTime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := time.Now().Add(400 * time.Millisecond)
+	// Whole milliseconds: the AMQP timestamp carries no finer time.
+	at := time.Now().Add(400 * time.Millisecond).Truncate(time.Millisecond)
 	soon, err := c.Schedule(ctx, "q", &Message{Body: []byte("soon"), SessionID: "s", ApplicationProperties: map[string]any{"RetryCount": int32(1)}}, at)
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,9 @@ func (c *Client) AcceptSession(ctx context.Context, topic, subscription, session
 // AcceptNextSession locks the next session on topic/subscription that has
 // messages and no other receiver. It waits until ctx's deadline for one
 // (the SDK passes the remaining time to the broker) and returns an error
-// wrapping ErrNoSession if none became available. Give ctx a deadline.
+// wrapping ErrNoSession if none became available by then, whether the
+// broker said so or the deadline passed first. Give ctx a deadline; without
+// one the broker's own limit (one minute on Service Bus) applies.
 func (c *Client) AcceptNextSession(ctx context.Context, topic, subscription string) (*SessionReceiver, error) {
 	sc, err := c.clientForReceive()
 	if err != nil {
@@ -46,8 +48,12 @@ func (c *Client) AcceptNextSession(ctx context.Context, topic, subscription stri
 	where := topic + "/" + subscription
 	r, err := sc.AcceptNextSessionForSubscription(ctx, topic, subscription, nil)
 	if err != nil {
+		// The broker answers "timeout" a little before the deadline; when
+		// the deadline passes first (a slow round trip), the answer is the
+		// same: nothing was available in time.
 		var sbErr *azservicebus.Error
-		if errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout {
+		if (errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) ||
+			(errors.Is(err, context.DeadlineExceeded) && errors.Is(ctx.Err(), context.DeadlineExceeded)) {
 			return nil, fmt.Errorf("servicebus: accept next session on %q: %w (%w)", where, ErrNoSession, err)
 		}
 		return nil, c.sendErr("accept next session on", where, err)
