@@ -1,11 +1,10 @@
 package app
 
 import (
-	"context"
-
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 )
 
 // buildCosmosStore creates the Cosmos inbox. No request is sent here: the
@@ -33,19 +32,23 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 }
 
 // buildServiceBusPublisher creates the Resolver publisher on the same
-// connection setting the Subscriber trigger uses. The client and sender are
-// created on the first publish.
+// connection setting the Subscriber trigger uses. The Service Bus client and
+// its sender are created on the first publish.
 func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
 	r := a.cfg.Resolver
-	p, err := resolver.NewServiceBusPublisher(resolver.ServiceBusConfig{
+	c, err := servicebus.New(servicebus.Options{
 		ConnectionString:        r.ConnectionString,
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
-		ClientID:                r.ClientID,
-		Topic:                   a.cfg.Endpoint,
+		ManagedIdentityClientID: r.ClientID,
+		Retry:                   servicebus.DefaultRetry,
 	})
 	if err != nil {
 		return nil, err
 	}
-	a.closers = append(a.closers, func(ctx context.Context) error { return p.Close(ctx) })
+	p, err := servicebus.NewResolverPublisher(c, a.cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	a.closers = append(a.closers, c.Close)
 	return p, nil
 }

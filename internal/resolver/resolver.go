@@ -1,7 +1,12 @@
-// Package resolver publishes the subscriber's outcomes to the NimBus
-// Resolver. A Publisher sends each response to the endpoint's own topic with
-// To=Resolver; the topology's Resolver fan-out subscription stamps From and
-// forwards it to the Resolver topic.
+// Package resolver holds the Resolver protocol as the endpoint sees it: the
+// Publisher port through which the subscriber reports each outcome, and an
+// in-memory Publisher for tests and local demos. It imports no Azure SDK.
+//
+// A response goes to the endpoint's own topic with To=Resolver; the
+// topology's Resolver fan-out subscription stamps From and forwards it to
+// the Resolver topic. The Service Bus implementation of Publisher is an
+// adapter in the servicebus package (servicebus.ResolverPublisher), so the
+// subscriber pipeline depends on this port only.
 package resolver
 
 import (

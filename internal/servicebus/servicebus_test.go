@@ -1,4 +1,4 @@
-package resolver
+package servicebus
 
 import (
 	"context"
@@ -26,19 +26,38 @@ func ctxT(tb testing.TB, d time.Duration) context.Context {
 	return ctx
 }
 
-// fastRetry keeps failure tests short: the SDK's default retries take ~10 s.
-var fastRetry = &azservicebus.ClientOptions{RetryOptions: azservicebus.RetryOptions{
+// fastRetry keeps failure tests short: DefaultRetry pauses up to 29.3 s.
+var fastRetry = azservicebus.RetryOptions{
 	MaxRetries: 1, RetryDelay: 20 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond,
-}}
+}
 
-func newPublisher(tb testing.TB, conn string) *ServiceBusPublisher {
+// newClient returns a client for conn with fastRetry, closed in Cleanup.
+func newClient(tb testing.TB, conn string) *Client {
 	tb.Helper()
-	p, err := NewServiceBusPublisher(ServiceBusConfig{ConnectionString: conn, Topic: endpoint, ClientOptions: fastRetry})
+	c, err := New(Options{ConnectionString: conn, Retry: fastRetry})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() { _ = p.Close(context.Background()) })
-	return p
+	tb.Cleanup(func() { _ = c.Close(context.Background()) })
+	return c
+}
+
+// publisher is a ResolverPublisher on the endpoint topic with its client.
+type publisher struct {
+	*ResolverPublisher
+	c *Client
+}
+
+func (p publisher) Close(ctx context.Context) error { return p.c.Close(ctx) }
+
+func newPublisher(tb testing.TB, conn string) publisher {
+	tb.Helper()
+	c := newClient(tb, conn)
+	p, err := NewResolverPublisher(c, endpoint)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return publisher{p, c}
 }
 
 // inbound builds a delivered NimBus event as the subscriber would read it.
@@ -216,10 +235,10 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 	sb := testenv.StartServiceBus(t, topo)
 	p := newPublisher(t, sb.ConnectionString)
 	var created atomic.Int32
-	p.newClient = func(cfg ServiceBusConfig) (*azservicebus.Client, error) {
+	p.c.newClient = func(o Options) (*azservicebus.Client, error) {
 		created.Add(1)
 		time.Sleep(50 * time.Millisecond) // widen the window for concurrent first publishes
-		return newServiceBusClient(cfg)
+		return newSDKClient(o)
 	}
 	const goroutines, each = 32, 8
 	var wg sync.WaitGroup
@@ -267,11 +286,11 @@ func TestServiceBusPublisherRetriesFailedCreation(t *testing.T) {
 	p := newPublisher(t, sb.ConnectionString)
 	var calls atomic.Int32
 	boom := errors.New("identity endpoint unavailable")
-	p.newClient = func(cfg ServiceBusConfig) (*azservicebus.Client, error) {
+	p.c.newClient = func(o Options) (*azservicebus.Client, error) {
 		if calls.Add(1) == 1 {
 			return nil, boom
 		}
-		return newServiceBusClient(cfg)
+		return newSDKClient(o)
 	}
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
 	if err := p.Publish(ctxT(t, 10*time.Second), out); !errors.Is(err, boom) {
@@ -309,45 +328,44 @@ func TestServiceBusPublisherClose(t *testing.T) {
 }
 
 func TestServiceBusPublisherRejectsUnsupportedPropertyTypes(t *testing.T) {
-	p, err := NewServiceBusPublisher(ServiceBusConfig{ConnectionString: testenv.ConnectionString(1), Topic: endpoint})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := newPublisher(t, testenv.ConnectionString(1))
 	for _, v := range []any{int(1), true, 1.5, uint32(1)} {
 		out := &message.Outgoing{ApplicationProperties: map[string]any{"RetryCount": v}}
 		if err := p.Publish(context.Background(), out); !errors.Is(err, ErrUnsupportedProperty) {
 			t.Errorf("%T: %v, want ErrUnsupportedProperty", v, err)
 		}
+		if _, err := p.c.Schedule(context.Background(), endpoint, &Message{ApplicationProperties: out.ApplicationProperties}, time.Now()); !errors.Is(err, ErrUnsupportedProperty) {
+			t.Errorf("schedule %T: %v, want ErrUnsupportedProperty", v, err)
+		}
 	}
-	if p.sender.Load() != nil || p.client != nil {
+	if p.c.senders.Load() != nil || p.c.client != nil {
 		t.Error("a rejected message created the client")
 	}
 }
 
-func TestNewServiceBusPublisherValidates(t *testing.T) {
+func TestNewValidates(t *testing.T) {
 	const secret = "c2VjcmV0LWtleQ=="
 	tests := []struct {
 		name    string
-		cfg     ServiceBusConfig
+		opts    Options
 		wantErr []string
 	}{
-		{"connection string", ServiceBusConfig{ConnectionString: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + secret, Topic: "E"}, nil},
-		{"SAS connection string", ServiceBusConfig{ConnectionString: "Endpoint=sb://x/;SharedAccessSignature=SharedAccessSignature sr=a&sig=" + secret, Topic: "E"}, nil},
-		{"namespace", ServiceBusConfig{FullyQualifiedNamespace: "x.servicebus.windows.net", Topic: "E"}, nil},
-		{"namespace and client id", ServiceBusConfig{FullyQualifiedNamespace: "x.servicebus.windows.net", ClientID: "00000000-0000-0000-0000-000000000001", Topic: "E"}, nil},
-		{"nothing", ServiceBusConfig{Topic: "E"}, []string{SettingConnection, SettingNamespace, SettingClientID}},
-		{"no topic", ServiceBusConfig{FullyQualifiedNamespace: "x.servicebus.windows.net"}, []string{"topic"}},
-		{"no endpoint", ServiceBusConfig{ConnectionString: "SharedAccessKeyName=k;SharedAccessKey=" + secret, Topic: "E"}, []string{SettingConnection, "Endpoint"}},
-		{"https endpoint", ServiceBusConfig{ConnectionString: "Endpoint=https://x/;SharedAccessKeyName=k;SharedAccessKey=" + secret, Topic: "E"}, []string{SettingConnection, "sb://"}},
-		{"no key", ServiceBusConfig{ConnectionString: "Endpoint=sb://x/;SharedAccessKeyName=k", Topic: "E"}, []string{SettingConnection, "SharedAccessKey"}},
-		{"namespace with scheme", ServiceBusConfig{FullyQualifiedNamespace: "sb://x.servicebus.windows.net", Topic: "E"}, []string{SettingNamespace}},
+		{"connection string", Options{ConnectionString: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + secret, Retry: DefaultRetry}, nil},
+		{"SAS connection string", Options{ConnectionString: "Endpoint=sb://x/;SharedAccessSignature=SharedAccessSignature sr=a&sig=" + secret, Retry: DefaultRetry}, nil},
+		{"namespace", Options{FullyQualifiedNamespace: "x.servicebus.windows.net", Retry: DefaultRetry}, nil},
+		{"namespace and client id", Options{FullyQualifiedNamespace: "x.servicebus.windows.net", ManagedIdentityClientID: "00000000-0000-0000-0000-000000000001", Retry: DefaultRetry}, nil},
+		{"nothing", Options{Retry: DefaultRetry}, []string{"Options.ConnectionString", "Options.FullyQualifiedNamespace"}},
+		{"no retry", Options{FullyQualifiedNamespace: "x.servicebus.windows.net"}, []string{"Options.Retry", "DefaultRetry"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			p, err := NewServiceBusPublisher(tc.cfg)
+			c, err := New(tc.opts)
 			if len(tc.wantErr) == 0 {
-				if err != nil || p == nil {
+				if err != nil || c == nil {
 					t.Fatalf("unexpected error: %v", err)
+				}
+				if c.client != nil {
+					t.Error("New created the SDK client")
 				}
 				return
 			}
@@ -359,10 +377,40 @@ func TestNewServiceBusPublisherValidates(t *testing.T) {
 					t.Errorf("error %q does not mention %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error leaks the key: %q", err)
+			if strings.Contains(err.Error(), "ServiceBusConnection") {
+				t.Errorf("error names an app setting: %q", err)
 			}
 		})
+	}
+
+	if _, err := NewResolverPublisher(newClient(t, testenv.ConnectionString(1)), " "); err == nil || !strings.Contains(err.Error(), "topic") {
+		t.Errorf("publisher without a topic: %v, want an error about the topic", err)
+	}
+	if _, err := NewResolverPublisher(nil, endpoint); err == nil {
+		t.Error("publisher without a client: no error")
+	}
+}
+
+// A connection string the SDK cannot parse fails the first use (not New),
+// naming the option and never the key; a later use tries again.
+func TestUnparsableConnectionStringFailsFirstUse(t *testing.T) {
+	const secret = "c2VjcmV0LWtleQ=="
+	for _, conn := range []string{
+		"SharedAccessKeyName=k;SharedAccessKey=" + secret,
+		"Endpoint=sb://x/;SharedAccessKeyName=k",
+		"Endpoint=;;;SharedAccessKey=" + secret,
+	} {
+		c := newClient(t, conn)
+		msg := &Message{Body: []byte("x")}
+		for attempt := range 2 {
+			err := c.Send(ctxT(t, 5*time.Second), endpoint, msg)
+			if err == nil {
+				t.Fatalf("%d: send with an unparsable connection string succeeded", attempt)
+			}
+			if !strings.Contains(err.Error(), "Options.ConnectionString") || strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), "ServiceBusConnection") {
+				t.Errorf("%d: error %q: want it to name Options.ConnectionString, without the key or a setting name", attempt, err)
+			}
+		}
 	}
 }
 

@@ -1,0 +1,54 @@
+package servicebus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+)
+
+// ResolverPublisher implements resolver.Publisher on a [Client]: it sends
+// each response to the endpoint's own topic, where the topology's Resolver
+// subscription stamps From and forwards it to the Resolver topic.
+type ResolverPublisher struct {
+	c     *Client
+	topic string
+}
+
+var _ resolver.Publisher = (*ResolverPublisher)(nil)
+
+// NewResolverPublisher returns a publisher that sends to topic (the
+// endpoint id) through c. It does no I/O. Closing c closes it.
+func NewResolverPublisher(c *Client, topic string) (*ResolverPublisher, error) {
+	if c == nil {
+		return nil, errors.New("servicebus: resolver publisher needs a client")
+	}
+	if strings.TrimSpace(topic) == "" {
+		return nil, errors.New("servicebus: resolver publisher: the endpoint topic is empty (it is the endpoint id)")
+	}
+	return &ResolverPublisher{c: c, topic: topic}, nil
+}
+
+// Publish sends m to the endpoint topic: application properties with their
+// exact Go types (string → AMQP string, int32 → int, int64 → long, nil →
+// null), SessionID, CorrelationID when set, the body, and no MessageID (the
+// broker assigns one). A non-nil error means the response may not have
+// been sent.
+func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) error {
+	if m == nil {
+		return errors.New("servicebus: publish of a nil response")
+	}
+	msg := Message{
+		Body:                  m.Body,
+		ApplicationProperties: m.ApplicationProperties,
+		SessionID:             m.SessionID,
+		CorrelationID:         m.CorrelationID,
+	}
+	if err := p.c.Send(ctx, p.topic, &msg); err != nil {
+		return fmt.Errorf("servicebus: publishing %s to topic %q: %w", m.Type(), p.topic, err)
+	}
+	return nil
+}
