@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -12,10 +13,11 @@ import (
 // consistency check and container ensure run on first use.
 func (a *App) buildCosmosStore() (inbox.Store, error) {
 	c := a.cfg.Inbox.Cosmos
-	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{
+	account, err := cosmos.NewAccount(cosmos.Config{
 		ConnectionString:        c.ConnectionString,
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
+		Retry:                   cosmos.DefaultRetry,
 	})
 	if err != nil {
 		return nil, err
