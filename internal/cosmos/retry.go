@@ -43,12 +43,14 @@ import (
 // it, and does not retry at all when that wait exceeds MaxRetryDelay
 // (the 429 comes back at once), otherwise (2^n−1)·RetryDelay·[0.8, 1.3)
 // capped at MaxRetryDelay. A try cut off by TryTimeout while a request is
-// in flight is not retried (azcosmos reports it non-retriable); one cut off
-// during an azcosmos sleep (the 403 loop) is. In practice, on data-plane requests
-// azcore retries only 429. The account reads (this package's consistency
-// read, and the SDK's own read of the account's regions before a client's
-// first request) have no azcosmos layer: azcore retries all of the above
-// there.
+// in flight is not retried (azcosmos reports it non-retriable); one cut
+// off during an azcosmos sleep (the 403 loop) is. In practice, on
+// data-plane requests azcore retries only 429. The account reads (this
+// package's consistency read, and the SDK's own read of the account's
+// regions before a client's first request) have no azcosmos layer: azcore
+// retries all of the above there. The package's tests send each of these
+// answers to the SDK and count the requests, so an SDK upgrade that
+// changes them fails there.
 //
 // # Worst case with DefaultRetry
 //
