@@ -24,14 +24,12 @@ type sent struct {
 	Status       int
 }
 
-// recorder is a policy.Transporter that records every request. before may
-// answer a request itself (non-nil response or error).
+// recorder is a policy.Transporter that records every request.
 type recorder struct {
 	client *http.Client
 
-	mu     sync.Mutex
-	log    []sent
-	before func(*http.Request) (*http.Response, error)
+	mu  sync.Mutex
+	log []sent
 }
 
 func newRecorder() *recorder {
@@ -46,19 +44,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 		Auth:    req.Header.Get("Authorization"),
 		Date:    req.Header.Get("x-ms-date"),
 	}
-	r.mu.Lock()
-	before := r.before
-	r.mu.Unlock()
-	var (
-		resp *http.Response
-		err  error
-	)
-	if before != nil {
-		resp, err = before(req)
-	}
-	if resp == nil && err == nil {
-		resp, err = r.client.Do(req)
-	}
+	resp, err := r.client.Do(req)
 	if resp != nil {
 		s.Status = resp.StatusCode
 	}
@@ -66,12 +52,6 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	r.log = append(r.log, s)
 	r.mu.Unlock()
 	return resp, err
-}
-
-func (r *recorder) setBefore(before func(*http.Request) (*http.Response, error)) {
-	r.mu.Lock()
-	r.before = before
-	r.mu.Unlock()
 }
 
 func (r *recorder) sent() []sent {
