@@ -12,12 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
@@ -46,13 +45,11 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 		Rate:  0.3,
 		Kinds: []testenv.FaultKind{testenv.FaultUnavailable, testenv.FaultThrottle, testenv.FaultDrop, testenv.FaultDropAfterForward},
 	})
-	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{
+	account, err := cosmos.NewAccount(cosmos.Config{
 		Endpoint: proxy.URL,
 		Key:      cos.Key,
-		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-			// Few SDK retries, so faults reach the pipeline.
-			Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: 2 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
-		}},
+		// Few SDK retries, so faults reach the pipeline.
+		Retry: policy.RetryOptions{MaxRetries: 1, RetryDelay: 2 * time.Millisecond, MaxRetryDelay: 10 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -209,26 +206,18 @@ func faultEnvelope(id string, deliveryCount int) []byte {
 // operator what to change.
 func TestRelaxedConsistencyAccountFailsDeliveriesWithGuidance(t *testing.T) {
 	cos := testenv.StartCosmos(t, testenv.CosmosOptions{})
-	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{Endpoint: cos.Endpoint, Key: cos.Key})
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := cosmosstore.New(account, cosmosstore.Options{ContainerID: "inbox-session"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta := newTestApp(t, nil, nil)
-	app, err := New(ta.cfg, Deps{Handlers: subscriber.NewRegistry(), Log: zerolog.New(ta.logs), Store: store, Publisher: &resolver.Memory{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ta.App = app
+	// Built by the app's own wiring from the settings, as in production.
+	ta := newTestApp(t, map[string]string{
+		config.KeyInboxStore:             "Cosmos",
+		config.KeyCosmosConnectionString: cos.ConnectionString(),
+		config.KeyCosmosContainer:        "inbox-session",
+	}, nil)
 	if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"})); status == 200 {
 		t.Fatal("a delivery completed against a Session account")
 	}
 	l := ta.logs.lines(t)[0]
 	msg, _ := l["error"].(string)
-	if l["outcome"] != "transient_failure" || !strings.Contains(msg, "Strong") || !strings.Contains(msg, "NimBus__Inbox__Cosmos__AllowRelaxedConsistency") {
+	if l["outcome"] != "transient_failure" || !strings.Contains(msg, "Strong") || !strings.Contains(msg, config.KeyCosmosRelaxed+"=true") {
 		t.Fatalf("log line = %v", l)
 	}
 	if strings.Contains(ta.logs.b.String(), cos.Key) {

@@ -1,6 +1,8 @@
 package app
 
 import (
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -11,10 +13,11 @@ import (
 // consistency check and container ensure run on first use.
 func (a *App) buildCosmosStore() (inbox.Store, error) {
 	c := a.cfg.Inbox.Cosmos
-	account, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{
+	account, err := cosmos.NewAccount(cosmos.Config{
 		ConnectionString:        c.ConnectionString,
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
+		Retry:                   cosmos.DefaultRetry,
 	})
 	if err != nil {
 		return nil, err
@@ -25,6 +28,7 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 		ContainerID:             c.ContainerID,
 		AutoCreateContainer:     &auto,
 		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+		RelaxAs:                 config.KeyCosmosRelaxed,
 		PurgeBatchSize:          a.cfg.Inbox.PurgeBatchSize,
 		PurgeDeleteConcurrency:  a.cfg.Inbox.CleanupConcurrency,
 		Now:                     a.now,

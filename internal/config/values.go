@@ -1,12 +1,12 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosid"
 )
 
 // maxShown bounds how much of a bad value a message quotes.
@@ -44,22 +44,7 @@ func utf16Len(s string) int {
 }
 
 // Cosmos DB id limits, in UTF-16 code units.
-const maxCosmosIDLen = 255
 
-// checkCosmosID applies the rule for Cosmos DB database and container ids:
-// 1 to 255 UTF-16 code units, not blank, not ending with a space, none of
-// / \ ? #.
-func checkCosmosID(id string) error {
-	n := utf16Len(id)
-	switch {
-	case n < 1 || n > maxCosmosIDLen:
-		return fmt.Errorf("a Cosmos DB id is 1 to %d UTF-16 code units long (this one is %d)", maxCosmosIDLen, n)
-	case strings.TrimSpace(id) == "":
-		return errors.New("a Cosmos DB id must not be blank")
-	case strings.HasSuffix(id, " "):
-		return errors.New("a Cosmos DB id must not end with a space")
-	case strings.ContainsAny(id, `/\?#`):
-		return errors.New(`a Cosmos DB id must not contain /, \, ? or #`)
-	}
-	return nil
-}
+// checkCosmosID applies the Cosmos DB rule for database and container ids,
+// the same rule the Cosmos adapter applies.
+func checkCosmosID(id string) error { return cosmosid.Check(id) }

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
@@ -33,12 +34,12 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	opts.Disabled = true
 	proxy := testenv.StartFaultProxy(t, srv.Endpoint, opts)
-	acct, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{
+	acct, err := cosmos.NewAccount(cosmos.Config{
 		Endpoint: proxy.URL,
 		Key:      srv.Key,
+		Retry:    policy.RetryOptions{MaxRetries: 2, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond},
 		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
 			Transport: &http.Client{Timeout: 10 * time.Second},
-			Retry:     policy.RetryOptions{MaxRetries: 2, RetryDelay: 5 * time.Millisecond, MaxRetryDelay: 20 * time.Millisecond},
 		}},
 	})
 	if err != nil {

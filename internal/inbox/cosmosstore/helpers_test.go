@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
@@ -22,7 +23,7 @@ import (
 // sent is what the recording transport saw of one request.
 type sent struct {
 	Method, Path   string
-	Store          bool // sent by the store's own account reader
+	Store          bool // sent by the adapter's own account reader
 	Auth, Date     string
 	Query          string // SQL text of a query
 	MaxItemCount   string
@@ -51,7 +52,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	s := sent{
 		Method:         req.Method,
 		Path:           req.URL.Path,
-		Store:          strings.Contains(req.Header.Get("User-Agent"), "cosmosstore"),
+		Store:          isAdapterRead(req),
 		Auth:           req.Header.Get("Authorization"),
 		Date:           req.Header.Get("x-ms-date"),
 		MaxItemCount:   req.Header.Get("x-ms-max-item-count"),
@@ -93,6 +94,12 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	r.log = append(r.log, s)
 	r.mu.Unlock()
 	return resp, err
+}
+
+// isAdapterRead reports a request sent by internal/cosmos's account reader
+// (its User-Agent names the "nimbus-cosmos" module), not by the SDK.
+func isAdapterRead(req *http.Request) bool {
+	return strings.Contains(req.Header.Get("User-Agent"), "nimbus-cosmos")
 }
 
 // setHooks replaces the interception hooks.
@@ -155,27 +162,27 @@ func synth(req *http.Request, status int, headers map[string]string, body string
 	}
 }
 
-// clientOptions routes through rec with SDK retries kept short.
+// clientOptions routes through rec.
 func clientOptions(rec policy.Transporter) *azcosmos.ClientOptions {
-	return &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-		Transport: rec,
-		Retry:     policy.RetryOptions{MaxRetries: -1},
-	}}
+	return &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: rec}}
 }
+
+// noRetry turns SDK retries off.
+var noRetry = policy.RetryOptions{MaxRetries: -1}
 
 // env is a local Cosmos server plus an account whose requests go through
 // a recorder.
 type env struct {
 	srv     *testenv.Cosmos
 	rec     *recorder
-	account *cosmosstore.Account
+	account *cosmos.Account
 }
 
 func newEnv(t testing.TB, consistency string) *env {
 	t.Helper()
 	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: consistency})
 	rec := newRecorder()
-	acct, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{ConnectionString: srv.ConnectionString(), ClientOptions: clientOptions(rec)})
+	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: srv.ConnectionString(), Retry: noRetry, ClientOptions: clientOptions(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +204,7 @@ func (e *env) store(t testing.TB, opts cosmosstore.Options) *cosmosstore.Store {
 // setup and inspection).
 func (e *env) raw(t testing.TB, db, container string) *azcosmos.ContainerClient {
 	t.Helper()
-	acct, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{ConnectionString: e.srv.ConnectionString()})
+	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: e.srv.ConnectionString()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,20 +3,9 @@ package cosmosstore
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/inbox"
-)
-
-// App settings the options correspond to; validation errors name them.
-const (
-	SettingDatabaseID              = "NimBus__Inbox__Cosmos__DatabaseId"
-	SettingContainerID             = "NimBus__Inbox__Cosmos__ContainerId"
-	SettingAutoCreateContainer     = "NimBus__Inbox__Cosmos__AutoCreateContainer"
-	SettingAllowRelaxedConsistency = "NimBus__Inbox__Cosmos__AllowRelaxedConsistency"
-	SettingPurgeBatchSize          = "NimBus__Inbox__PurgeBatchSize"
-	SettingPurgeDeleteConcurrency  = "NimBus__Inbox__CleanupConcurrency"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 )
 
 // Defaults, as NimBus's CosmosInboxOptions where it has them.
@@ -27,7 +16,7 @@ const (
 	MaxPurgeBatchSize             = 1000
 	DefaultPurgeDeleteConcurrency = 8
 	MaxPurgeDeleteConcurrency     = 64
-	DefaultInitTimeout            = 30 * time.Second
+	DefaultInitTimeout            = cosmos.DefaultInitTimeout
 	// PartitionKeyPath is the inbox container's partition key path.
 	PartitionKeyPath = "/id"
 )
@@ -47,6 +36,10 @@ type Options struct {
 	// consistency is Strong, accepting that a duplicate check on one
 	// process may miss a record another process just wrote.
 	AllowRelaxedConsistency bool
+	// RelaxAs names, in the operator error of a relaxed account, how the
+	// operator sets AllowRelaxedConsistency (the app passes its setting
+	// name); default "AllowRelaxedConsistency".
+	RelaxAs string
 	// PurgeBatchSize bounds one purge (rows per query page), 1..1000;
 	// default 100.
 	PurgeBatchSize int
@@ -65,7 +58,7 @@ type Options struct {
 var ErrInvalidOptions = errors.New("cosmosstore: invalid inbox options")
 
 // withDefaults returns a validated copy of o with defaults applied. The
-// error lists every problem, each naming its setting.
+// error lists every problem, each naming its option field.
 func (o Options) withDefaults() (Options, error) {
 	if o.DatabaseID == "" {
 		o.DatabaseID = DefaultDatabaseID
@@ -94,40 +87,23 @@ func (o Options) withDefaults() (Options, error) {
 	}
 
 	var errs []error
-	if msg := checkResourceID(o.DatabaseID); msg != "" {
-		errs = append(errs, fmt.Errorf("%s: %s", SettingDatabaseID, msg))
+	if err := cosmos.CheckID(o.DatabaseID); err != nil {
+		errs = append(errs, fmt.Errorf("DatabaseID %q: %w", o.DatabaseID, err))
 	}
-	if msg := checkResourceID(o.ContainerID); msg != "" {
-		errs = append(errs, fmt.Errorf("%s: %s", SettingContainerID, msg))
+	if err := cosmos.CheckID(o.ContainerID); err != nil {
+		errs = append(errs, fmt.Errorf("ContainerID %q: %w", o.ContainerID, err))
 	}
 	if o.PurgeBatchSize < 1 || o.PurgeBatchSize > MaxPurgeBatchSize {
-		errs = append(errs, fmt.Errorf("%s: %d is outside 1..%d", SettingPurgeBatchSize, o.PurgeBatchSize, MaxPurgeBatchSize))
+		errs = append(errs, fmt.Errorf("PurgeBatchSize: %d is outside 1..%d", o.PurgeBatchSize, MaxPurgeBatchSize))
 	}
 	if o.PurgeDeleteConcurrency < 1 || o.PurgeDeleteConcurrency > MaxPurgeDeleteConcurrency {
-		errs = append(errs, fmt.Errorf("%s: %d is outside 1..%d", SettingPurgeDeleteConcurrency, o.PurgeDeleteConcurrency, MaxPurgeDeleteConcurrency))
+		errs = append(errs, fmt.Errorf("PurgeDeleteConcurrency: %d is outside 1..%d", o.PurgeDeleteConcurrency, MaxPurgeDeleteConcurrency))
 	}
 	if o.InitTimeout < 0 {
-		errs = append(errs, fmt.Errorf("init timeout %v is negative", o.InitTimeout))
+		errs = append(errs, fmt.Errorf("InitTimeout: %v is negative", o.InitTimeout))
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))
 	}
 	return o, nil
-}
-
-// checkResourceID applies NimBus's rule for Cosmos ids: 1-255 characters,
-// not blank, not ending in a space, none of / \ ? #.
-func checkResourceID(id string) string {
-	n := inbox.UTF16Len(id)
-	switch {
-	case n < 1 || n > 255:
-		return fmt.Sprintf("Cosmos DB resource ids must be 1-255 characters (got %d)", n)
-	case strings.TrimSpace(id) == "":
-		return "Cosmos DB resource ids must not be blank"
-	case strings.HasSuffix(id, " "):
-		return "Cosmos DB resource ids must not end with a space"
-	case strings.ContainsAny(id, `/\?#`):
-		return `Cosmos DB resource ids must not contain /, \, ? or #`
-	}
-	return ""
 }

@@ -10,10 +10,13 @@
 // expired records with ETag-conditioned deletes, so a record recreated
 // between the query and the delete survives.
 //
-// The first operation validates that the account's default consistency is
-// Strong (unless AllowRelaxedConsistency) and ensures the container; that
-// happens once, concurrent first uses share one attempt, and a failed
-// attempt is retried by a later use.
+// The account, its authentication, the Strong-consistency check, the
+// container get-or-create and error classification are the shared adapter's
+// (internal/cosmos); this package holds only the inbox's documents and
+// queries. The first operation validates that the account's default
+// consistency is Strong (unless AllowRelaxedConsistency) and ensures the
+// container; that happens once, concurrent first uses share one attempt,
+// and a failed attempt is retried by a later use.
 package cosmosstore
 
 import (
@@ -21,7 +24,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,6 +31,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 )
 
@@ -37,30 +40,18 @@ var (
 	_ inbox.OldestExpiredFinder = (*Store)(nil)
 )
 
-// ErrRelaxedConsistency is returned by every operation when the account's
-// default consistency is weaker than Strong and AllowRelaxedConsistency is
-// off.
-var ErrRelaxedConsistency = errors.New("cosmosstore: the inbox requires Strong consistency")
-
-// ErrContainer reports an inbox container that is missing (with
-// AutoCreateContainer off) or not partitioned on /id.
-var ErrContainer = errors.New("cosmosstore: inbox container unusable")
-
 // Store is the Cosmos DB inbox. It is safe for concurrent use.
 type Store struct {
-	account   *Account
-	db        *azcosmos.DatabaseClient
+	box       *cosmos.Container
 	container *azcosmos.ContainerClient
 	opts      Options
-
-	ready  atomic.Bool
-	initMu sync.Mutex
-	flight *initFlight
 }
 
-type initFlight struct {
-	done chan struct{}
-	err  error
+// strongReason words the operator error of a relaxed account.
+var strongReason = cosmos.StrongReason{
+	Store:     "the inbox",
+	Why:       "a duplicate check must see records other processes wrote, which only Strong guarantees",
+	Accepting: "stale duplicate checks (a single consumer per endpoint, or local development)",
 }
 
 // document is the inbox document, field for field NimBus's InboxDocument.
@@ -72,8 +63,10 @@ type document struct {
 }
 
 // New returns a store on account's client. It validates a copy of opts and
-// does no I/O; the first operation initializes.
-func New(account *Account, opts Options) (*Store, error) {
+// does no I/O; the first operation initializes. A relaxed account fails
+// every operation with cosmos.ErrRelaxedConsistency, a missing or wrongly
+// partitioned container with cosmos.ErrContainer.
+func New(account *cosmos.Account, opts Options) (*Store, error) {
 	if account == nil || account.Client == nil {
 		return nil, errors.New("cosmosstore: account is required")
 	}
@@ -81,15 +74,24 @@ func New(account *Account, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	db, err := account.Client.NewDatabase(o.DatabaseID)
+	reason := strongReason
+	reason.RelaxAs = o.RelaxAs
+	box, err := account.Container(cosmos.ContainerOptions{
+		Spec: cosmos.ContainerSpec{
+			DatabaseID:       o.DatabaseID,
+			ContainerID:      o.ContainerID,
+			PartitionKeyPath: PartitionKeyPath,
+			DefaultTTL:       cosmos.TTLOff,
+			AutoCreate:       *o.AutoCreateContainer,
+		},
+		AllowRelaxedConsistency: o.AllowRelaxedConsistency,
+		Strong:                  reason,
+		InitTimeout:             o.InitTimeout,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: %w", err)
 	}
-	c, err := db.NewContainer(o.ContainerID)
-	if err != nil {
-		return nil, fmt.Errorf("cosmosstore: %w", err)
-	}
-	return &Store{account: account, db: db, container: c, opts: o}, nil
+	return &Store{box: box, container: box.Client, opts: o}, nil
 }
 
 // HasProcessed implements inbox.Store with a point read. Only a clean 404
@@ -102,7 +104,7 @@ func (s *Store) HasProcessed(ctx context.Context, key inbox.Key) (bool, error) {
 	switch {
 	case err == nil:
 		return true, nil
-	case isDocumentNotFound(err):
+	case cosmos.IsNotFound(err):
 		return false, nil
 	}
 	return false, fmt.Errorf("cosmosstore: %s: %w", inbox.OpCheck, err)
@@ -124,7 +126,7 @@ func (s *Store) RecordProcessed(ctx context.Context, key inbox.Key) error {
 		return fmt.Errorf("cosmosstore: %s: %w", inbox.OpRecord, err)
 	}
 	_, err = s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(key.ID), body, nil)
-	if err == nil || statusOf(err) == http.StatusConflict {
+	if err == nil || cosmos.Classify(err).Kind == cosmos.KindConflict {
 		return nil
 	}
 	return fmt.Errorf("cosmosstore: %s: %w", inbox.OpRecord, err)
@@ -208,7 +210,7 @@ func (s *Store) deleteRows(parent context.Context, rows []purgeRow, cutoff time.
 			switch {
 			case err == nil:
 				deleted.Add(1)
-			case isDocumentNotFound(err), statusOf(err) == http.StatusPreconditionFailed:
+			case cosmos.IsNotFound(err), cosmos.Classify(err).Kind == cosmos.KindPreconditionFailed:
 				// Gone already, or recreated since the query: spared.
 			default:
 				errOnce.Do(func() { firstErr = err; cancel() })
@@ -338,7 +340,7 @@ func (s *Store) begin(ctx context.Context, key inbox.Key) error {
 	if key.ID == "" || inbox.BypassReason(key.EndpointID, &key.MessageID) == inbox.BypassMissing {
 		return inbox.ErrInvalidKey
 	}
-	return s.ensure(ctx)
+	return s.box.Ready(ctx)
 }
 
 func (s *Store) beginEndpoint(ctx context.Context, endpointID string) error {
@@ -348,137 +350,11 @@ func (s *Store) beginEndpoint(ctx context.Context, endpointID string) error {
 	if blankEndpoint(endpointID) {
 		return inbox.ErrInvalidKey
 	}
-	return s.ensure(ctx)
+	return s.box.Ready(ctx)
 }
 
 // blankEndpoint reports an endpoint id that is empty or white space.
 func blankEndpoint(endpointID string) bool {
 	probe := "m"
 	return inbox.BypassReason(endpointID, &probe) == inbox.BypassMissing
-}
-
-// ensure runs the one-time initialization, sharing one attempt among
-// concurrent callers. The attempt runs detached from any caller's
-// cancellation (bounded by InitTimeout); each caller waits for it or for
-// its own ctx. A failed attempt is forgotten so a later call retries.
-func (s *Store) ensure(ctx context.Context) error {
-	if s.ready.Load() {
-		return nil
-	}
-	s.initMu.Lock()
-	if s.ready.Load() {
-		s.initMu.Unlock()
-		return nil
-	}
-	f := s.flight
-	if f == nil {
-		f = &initFlight{done: make(chan struct{})}
-		s.flight = f
-		ictx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opts.InitTimeout)
-		go func() {
-			defer cancel()
-			err := s.initialize(ictx)
-			s.initMu.Lock()
-			f.err = err
-			if err == nil {
-				s.ready.Store(true)
-			}
-			s.flight = nil
-			s.initMu.Unlock()
-			close(f.done)
-		}()
-	}
-	s.initMu.Unlock()
-	select {
-	case <-f.done:
-		return f.err
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
-// initialize validates consistency, then ensures the container.
-func (s *Store) initialize(ctx context.Context) error {
-	if !s.opts.AllowRelaxedConsistency {
-		level, err := s.account.DefaultConsistency(ctx)
-		if err != nil {
-			return fmt.Errorf("cosmosstore: validating consistency: %w", err)
-		}
-		if level != azcosmos.ConsistencyLevelStrong {
-			return operatorErrorf("%w: the account's default consistency is %s; a duplicate check must see records other processes wrote, which only Strong guarantees. Use a Strong account, or set %s=true to accept stale duplicate checks (a single consumer per endpoint, or local development)",
-				ErrRelaxedConsistency, level, SettingAllowRelaxedConsistency)
-		}
-	}
-	return s.ensureContainer(ctx)
-}
-
-// ensureContainer reads the container and checks its partition key path;
-// when absent it creates the database and container if allowed.
-func (s *Store) ensureContainer(ctx context.Context) error {
-	for attempt := 0; ; attempt++ {
-		resp, err := s.container.Read(ctx, nil)
-		if err == nil {
-			var paths []string
-			if resp.ContainerProperties != nil {
-				paths = resp.ContainerProperties.PartitionKeyDefinition.Paths
-			}
-			if len(paths) != 1 || paths[0] != PartitionKeyPath {
-				return operatorErrorf("%w: container %q has partition key paths %v, want [%s]", ErrContainer, s.opts.ContainerID, paths, PartitionKeyPath)
-			}
-			return nil
-		}
-		if statusOf(err) != http.StatusNotFound {
-			return fmt.Errorf("cosmosstore: reading inbox container: %w", err)
-		}
-		if !*s.opts.AutoCreateContainer {
-			return operatorErrorf("%w: container %q in database %q does not exist and %s is false; provision it (partition key %s, no default TTL)",
-				ErrContainer, s.opts.ContainerID, s.opts.DatabaseID, SettingAutoCreateContainer, PartitionKeyPath)
-		}
-		if attempt > 0 {
-			return fmt.Errorf("%w: container %q missing after a create conflict", ErrContainer, s.opts.ContainerID)
-		}
-		if _, err := s.account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: s.opts.DatabaseID}, nil); err != nil && statusOf(err) != http.StatusConflict {
-			return fmt.Errorf("cosmosstore: creating database %q: %w", s.opts.DatabaseID, err)
-		}
-		props := azcosmos.ContainerProperties{
-			ID: s.opts.ContainerID,
-			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
-				Paths: []string{PartitionKeyPath},
-				Kind:  azcosmos.PartitionKeyKindHash,
-			},
-		}
-		_, err = s.db.CreateContainer(ctx, props, nil)
-		if err == nil {
-			return nil
-		}
-		if statusOf(err) != http.StatusConflict {
-			return fmt.Errorf("cosmosstore: creating container %q: %w", s.opts.ContainerID, err)
-		}
-		// Someone else created it meanwhile: read it back to check it.
-	}
-}
-
-// statusOf returns the HTTP status of a Cosmos response error, or 0.
-func statusOf(err error) int {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
-	}
-	return 0
-}
-
-// isDocumentNotFound reports a clean 404: the document does not exist.
-// A 404 with a sub-status (1002 read session unavailable, 1003 owner
-// resource such as the container missing) is not "not found" for a
-// document and stays an error.
-func isDocumentNotFound(err error) bool {
-	var re *azcore.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
-		return false
-	}
-	if re.RawResponse == nil {
-		return true
-	}
-	sub := re.RawResponse.Header.Get("x-ms-substatus")
-	return sub == "" || sub == "0"
 }

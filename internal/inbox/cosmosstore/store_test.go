@@ -13,6 +13,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
@@ -139,12 +140,12 @@ func TestConsistencyValidation(t *testing.T) {
 				return
 			}
 			for name, err := range map[string]error{"check": errCheck, "record": errRecord, "purge": errPurge, "oldest": errOldest} {
-				if !errors.Is(err, cosmosstore.ErrRelaxedConsistency) {
+				if !errors.Is(err, cosmos.ErrRelaxedConsistency) {
 					t.Fatalf("%s: err %v, want ErrRelaxedConsistency", name, err)
 				}
 				msg := err.Error()
-				if !strings.Contains(msg, "Strong") || !strings.Contains(msg, cosmosstore.SettingAllowRelaxedConsistency) || !strings.Contains(msg, tc.account) {
-					t.Fatalf("%s: message %q lacks Strong, the level or the setting", name, msg)
+				if !strings.Contains(msg, "Strong") || !strings.Contains(msg, "AllowRelaxedConsistency=true") || !strings.Contains(msg, tc.account) {
+					t.Fatalf("%s: message %q lacks Strong, the level or the option", name, msg)
 				}
 			}
 			// Rejected before touching the container; retried on each use.
@@ -168,20 +169,20 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 	var failed sync.Once
 	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
 		var resp *http.Response
-		if req.URL.Path == "/" && strings.Contains(req.Header.Get("User-Agent"), "cosmosstore") {
+		if req.URL.Path == "/" && isAdapterRead(req) {
 			failed.Do(func() { resp = synth(req, http.StatusServiceUnavailable, nil, `{"code":"ServiceUnavailable"}`) })
 		}
 		return resp, nil
 	}, nil)
 	k := inbox.NewKey("billing", "once")
-	if _, err := s.HasProcessed(ctx, k); err == nil || errors.Is(err, cosmosstore.ErrRelaxedConsistency) {
+	if _, err := s.HasProcessed(ctx, k); err == nil || errors.Is(err, cosmos.ErrRelaxedConsistency) {
 		t.Fatalf("first use: err %v, want a transient failure", err)
 	}
 
 	// Concurrent later uses share one successful attempt.
 	gate := make(chan struct{})
 	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && strings.Contains(req.Header.Get("User-Agent"), "cosmosstore") {
+		if req.URL.Path == "/" && isAdapterRead(req) {
 			<-gate
 		}
 		return nil, nil
@@ -224,7 +225,7 @@ func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
 	s := e.store(t, cosmosstore.Options{})
 	gate := make(chan struct{})
 	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && strings.Contains(req.Header.Get("User-Agent"), "cosmosstore") {
+		if req.URL.Path == "/" && isAdapterRead(req) {
 			<-gate
 		}
 		return nil, nil
@@ -248,10 +249,10 @@ func TestContainerProvisioning(t *testing.T) {
 	ctx := context.Background()
 	k := inbox.NewKey("billing", "m")
 
-	// Off: a missing container fails every use, naming the setting...
+	// Off: a missing container fails every use, naming the option...
 	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, AutoCreateContainer: boolPtr(false), DatabaseID: "pre", ContainerID: "provisioned"})
 	_, err := s.HasProcessed(ctx, k)
-	if !errors.Is(err, cosmosstore.ErrContainer) || !strings.Contains(err.Error(), cosmosstore.SettingAutoCreateContainer) {
+	if !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "AutoCreateContainer is false") {
 		t.Fatalf("err %v", err)
 	}
 	if n := e.rec.count(func(s sent) bool { return s.Method == http.MethodPost }); n != 0 {
@@ -275,7 +276,7 @@ func TestContainerProvisioning(t *testing.T) {
 		t.Fatal(err)
 	}
 	w := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, DatabaseID: "pre", ContainerID: "wrongpk"})
-	if _, err := w.HasProcessed(ctx, k); !errors.Is(err, cosmosstore.ErrContainer) || !strings.Contains(err.Error(), "/endpointId") {
+	if _, err := w.HasProcessed(ctx, k); !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "/endpointId") {
 		t.Fatalf("err %v", err)
 	}
 }

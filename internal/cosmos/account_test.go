@@ -1,4 +1,4 @@
-package cosmosstore_test
+package cosmos_test
 
 import (
 	"context"
@@ -20,29 +20,9 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
-	"github.com/nimbus-go/functions-subscriber/internal/inbox"
-	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
-
-// exercise runs every store operation once on a Strong account.
-func exercise(t *testing.T, s *cosmosstore.Store) {
-	t.Helper()
-	ctx := context.Background()
-	k := inbox.NewKey("billing", "auth")
-	if ok, err := s.HasProcessed(ctx, k); err != nil || ok {
-		t.Fatalf("HasProcessed = %v, %v", ok, err)
-	}
-	if err := s.RecordProcessed(ctx, k); err != nil {
-		t.Fatal(err)
-	}
-	if ok, err := s.HasProcessed(ctx, k); err != nil || !ok {
-		t.Fatalf("HasProcessed = %v, %v", ok, err)
-	}
-	if _, err := s.PurgeExpired(ctx, "billing", time.Now().Add(time.Hour)); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // masterSig is the Cosmos master-key signature of a request on the
 // database-account resource (empty resource type and link).
@@ -53,45 +33,42 @@ func masterSig(key, method, date string) string {
 	return url.QueryEscape("type=master&ver=1.0&sig=" + base64.StdEncoding.EncodeToString(mac.Sum(nil)))
 }
 
-// Key auth signs every request; the store's own account read is signed
+// Key auth signs every request; the adapter's own account read is signed
 // exactly as the SDK signs its account read.
 func TestKeyAuthentication(t *testing.T) {
 	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-	for name, cfg := range map[string]cosmosstore.ClientConfig{
+	for name, cfg := range map[string]cosmos.Config{
 		"endpoint and key":  {Endpoint: srv.Endpoint, Key: srv.Key},
 		"connection string": {ConnectionString: srv.ConnectionString()},
 	} {
 		t.Run(name, func(t *testing.T) {
 			rec := newRecorder()
 			cfg.ClientOptions = clientOptions(rec)
-			acct, err := cosmosstore.NewAccount(cfg)
+			cfg.Retry = noRetry
+			acct, err := cosmos.NewAccount(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer acct.Client.Close()
-			s, err := cosmosstore.New(acct, cosmosstore.Options{ContainerID: strings.ReplaceAll(name, " ", "")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			exercise(t, s)
-			storeReads, sdkReads := 0, 0
+			exercise(t, acct, strings.ReplaceAll(name, " ", ""))
+			adapterReads, sdkReads := 0, 0
 			for _, x := range rec.sent() {
 				if !strings.HasPrefix(x.Auth, "type%3Dmaster%26ver%3D1.0%26sig%3D") || x.Date == "" {
 					t.Fatalf("%s %s: Authorization %q, x-ms-date %q", x.Method, x.Path, x.Auth, x.Date)
 				}
 				if x.Method == http.MethodGet && x.Path == "/" {
 					if x.Auth != masterSig(srv.Key, "GET", x.Date) {
-						t.Fatalf("account read (store=%v) has a wrong signature", x.Store)
+						t.Fatalf("account read (adapter=%v) has a wrong signature", x.Adapter)
 					}
-					if x.Store {
-						storeReads++
+					if x.Adapter {
+						adapterReads++
 					} else {
 						sdkReads++
 					}
 				}
 			}
-			if storeReads != 1 || sdkReads == 0 {
-				t.Fatalf("account reads: store %d, SDK %d", storeReads, sdkReads)
+			if adapterReads != 1 || sdkReads == 0 {
+				t.Fatalf("account reads: adapter %d, SDK %d", adapterReads, sdkReads)
 			}
 		})
 	}
@@ -148,12 +125,12 @@ func TestEntraAuthentication(t *testing.T) {
 	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	cases := []struct {
 		name      string
-		setup     func(t *testing.T) (cosmosstore.ClientConfig, func(t *testing.T))
+		setup     func(t *testing.T) (cosmos.Config, func(t *testing.T))
 		wantToken string
 	}{
-		{"credential", func(t *testing.T) (cosmosstore.ClientConfig, func(*testing.T)) {
+		{"credential", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			cred := &fakeCredential{}
-			return cosmosstore.ClientConfig{Endpoint: srv.Endpoint, Credential: cred}, func(t *testing.T) {
+			return cosmos.Config{Endpoint: srv.Endpoint, Credential: cred}, func(t *testing.T) {
 				for _, s := range cred.scopes {
 					if s != "http://127.0.0.1/.default" {
 						t.Fatalf("scope %q", s)
@@ -164,9 +141,9 @@ func TestEntraAuthentication(t *testing.T) {
 				}
 			}
 		}, "fake-token"},
-		{"user-assigned managed identity", func(t *testing.T) (cosmosstore.ClientConfig, func(*testing.T)) {
+		{"user-assigned managed identity", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
-			return cosmosstore.ClientConfig{Endpoint: srv.Endpoint, ManagedIdentityClientID: "11111111-2222-3333-4444-555555555555"}, func(t *testing.T) {
+			return cosmos.Config{Endpoint: srv.Endpoint, ManagedIdentityClientID: "11111111-2222-3333-4444-555555555555"}, func(t *testing.T) {
 				if len(*got) == 0 {
 					t.Fatal("identity endpoint never asked")
 				}
@@ -177,10 +154,10 @@ func TestEntraAuthentication(t *testing.T) {
 				}
 			}
 		}, "mi-token"},
-		{"DefaultAzureCredential", func(t *testing.T) (cosmosstore.ClientConfig, func(*testing.T)) {
+		{"DefaultAzureCredential", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
 			t.Setenv("AZURE_TOKEN_CREDENTIALS", "ManagedIdentityCredential")
-			return cosmosstore.ClientConfig{Endpoint: srv.Endpoint}, func(t *testing.T) {
+			return cosmos.Config{Endpoint: srv.Endpoint}, func(t *testing.T) {
 				if len(*got) == 0 {
 					t.Fatal("identity endpoint never asked")
 				}
@@ -197,16 +174,13 @@ func TestEntraAuthentication(t *testing.T) {
 			cfg, check := tc.setup(t)
 			rec := newRecorder()
 			cfg.ClientOptions = clientOptions(rec)
-			acct, err := cosmosstore.NewAccount(cfg)
+			cfg.Retry = noRetry
+			acct, err := cosmos.NewAccount(cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer acct.Client.Close()
-			s, err := cosmosstore.New(acct, cosmosstore.Options{ContainerID: "entra" + string(rune('a'+i))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			exercise(t, s)
+			exercise(t, acct, "entra"+string(rune('a'+i)))
 			want := "type=aad&ver=1.0&sig=" + tc.wantToken
 			reads := 0
 			for _, x := range rec.sent() {
@@ -218,7 +192,7 @@ func TestEntraAuthentication(t *testing.T) {
 				}
 			}
 			if reads != 1 {
-				t.Fatalf("%d store account reads", reads)
+				t.Fatalf("%d adapter account reads", reads)
 			}
 			check(t)
 		})
@@ -230,16 +204,16 @@ func TestClientConfigValidation(t *testing.T) {
 	cred := &fakeCredential{}
 	good := []struct {
 		name     string
-		cfg      cosmosstore.ClientConfig
+		cfg      cosmos.Config
 		endpoint string
 	}{
-		{"connection string", cosmosstore.ClientConfig{ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;AccountKey=" + key + ";"}, "https://acct.documents.azure.com:443/"},
-		{"connection string, other order, lower-case, no trailing ;", cosmosstore.ClientConfig{ConnectionString: "accountkey=" + key + ";accountendpoint=https://acct.documents.azure.com:443/"}, "https://acct.documents.azure.com:443/"},
-		{"connection string with extra entries", cosmosstore.ClientConfig{ConnectionString: "AccountEndpoint=http://127.0.0.1:1/;AccountKey=" + key + ";DisableServerCertificateValidation=True;"}, "http://127.0.0.1:1/"},
-		{"endpoint and key", cosmosstore.ClientConfig{Endpoint: "https://acct.documents.azure.com:443/", Key: key}, "https://acct.documents.azure.com:443/"},
-		{"endpoint and credential", cosmosstore.ClientConfig{Endpoint: "https://acct.documents.azure.com:443/", Credential: cred}, "https://acct.documents.azure.com:443/"},
-		{"endpoint and managed identity", cosmosstore.ClientConfig{Endpoint: "https://acct.documents.azure.com:443/", ManagedIdentityClientID: "id"}, "https://acct.documents.azure.com:443/"},
-		{"endpoint alone", cosmosstore.ClientConfig{Endpoint: "https://acct.documents.azure.com:443/"}, "https://acct.documents.azure.com:443/"},
+		{"connection string", cosmos.Config{ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;AccountKey=" + key + ";"}, "https://acct.documents.azure.com:443/"},
+		{"connection string, other order, lower-case, no trailing ;", cosmos.Config{ConnectionString: "accountkey=" + key + ";accountendpoint=https://acct.documents.azure.com:443/"}, "https://acct.documents.azure.com:443/"},
+		{"connection string with extra entries", cosmos.Config{ConnectionString: "AccountEndpoint=http://127.0.0.1:1/;AccountKey=" + key + ";DisableServerCertificateValidation=True;"}, "http://127.0.0.1:1/"},
+		{"endpoint and key", cosmos.Config{Endpoint: "https://acct.documents.azure.com:443/", Key: key}, "https://acct.documents.azure.com:443/"},
+		{"endpoint and credential", cosmos.Config{Endpoint: "https://acct.documents.azure.com:443/", Credential: cred}, "https://acct.documents.azure.com:443/"},
+		{"endpoint and managed identity", cosmos.Config{Endpoint: "https://acct.documents.azure.com:443/", ManagedIdentityClientID: "id"}, "https://acct.documents.azure.com:443/"},
+		{"endpoint alone", cosmos.Config{Endpoint: "https://acct.documents.azure.com:443/"}, "https://acct.documents.azure.com:443/"},
 	}
 	for _, tc := range good {
 		t.Run(tc.name, func(t *testing.T) {
@@ -247,7 +221,7 @@ func TestClientConfigValidation(t *testing.T) {
 			rec := newRecorder()
 			tc.cfg.ClientOptions = clientOptions(rec)
 			tc.cfg.CredentialOptions = &azcore.ClientOptions{Transport: rec}
-			acct, err := cosmosstore.NewAccount(tc.cfg)
+			acct, err := cosmos.NewAccount(tc.cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +229,7 @@ func TestClientConfigValidation(t *testing.T) {
 			if acct.Endpoint() != tc.endpoint {
 				t.Fatalf("endpoint %q", acct.Endpoint())
 			}
-			if _, err := cosmosstore.New(acct, cosmosstore.Options{}); err != nil {
+			if _, err := acct.Container(cosmos.ContainerOptions{Spec: cosmos.ContainerSpec{DatabaseID: "db", ContainerID: "c", PartitionKeyPath: "/id"}}); err != nil {
 				t.Fatal(err)
 			}
 			if n := len(rec.sent()); n != 0 {
@@ -263,7 +237,7 @@ func TestClientConfigValidation(t *testing.T) {
 			}
 		})
 	}
-	bad := map[string]cosmosstore.ClientConfig{
+	bad := map[string]cosmos.Config{
 		"empty":                                  {},
 		"connection string without key":          {ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;"},
 		"connection string without endpoint":     {ConnectionString: "AccountKey=" + key},
@@ -276,67 +250,17 @@ func TestClientConfigValidation(t *testing.T) {
 		"endpoint not a URL":                     {Endpoint: "acct.documents.azure.com", Key: key},
 		"endpoint with another scheme":           {Endpoint: "ftp://acct/", Key: key},
 		"Entra over plain HTTP to a remote host": {Endpoint: "http://acct.documents.azure.com/", Credential: cred},
+		"retries in ClientOptions":               {Endpoint: "https://a/", Key: key, ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Retry: policy.RetryOptions{MaxRetries: 2}}}},
 	}
 	for name, cfg := range bad {
 		t.Run(name, func(t *testing.T) {
-			_, err := cosmosstore.NewAccount(cfg)
-			if !errors.Is(err, cosmosstore.ErrClientConfig) {
-				t.Fatalf("err %v, want ErrClientConfig", err)
+			_, err := cosmos.NewAccount(cfg)
+			if !errors.Is(err, cosmos.ErrConfig) {
+				t.Fatalf("err %v, want ErrConfig", err)
 			}
 			if strings.Contains(err.Error(), key[:20]) {
 				t.Fatalf("error %q reveals the key", err)
 			}
 		})
-	}
-	if _, err := cosmosstore.NewClient(cosmosstore.ClientConfig{Endpoint: "https://acct.documents.azure.com:443/", Key: key}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestOptionsValidation(t *testing.T) {
-	acct, err := cosmosstore.NewAccount(cosmosstore.ClientConfig{Endpoint: "http://127.0.0.1:1/", Credential: &fakeCredential{}, ClientOptions: &azcosmos.ClientOptions{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer acct.Client.Close()
-	cases := []struct {
-		name  string
-		opts  cosmosstore.Options
-		wants []string // settings the error names; none: valid
-	}{
-		{"defaults", cosmosstore.Options{}, nil},
-		{"bounds", cosmosstore.Options{PurgeBatchSize: 1000, PurgeDeleteConcurrency: 64, DatabaseID: strings.Repeat("d", 255)}, nil},
-		{"batch 1001", cosmosstore.Options{PurgeBatchSize: 1001}, []string{cosmosstore.SettingPurgeBatchSize}},
-		{"batch -1", cosmosstore.Options{PurgeBatchSize: -1}, []string{cosmosstore.SettingPurgeBatchSize}},
-		{"concurrency 65", cosmosstore.Options{PurgeDeleteConcurrency: 65}, []string{cosmosstore.SettingPurgeDeleteConcurrency}},
-		{"database with /", cosmosstore.Options{DatabaseID: "a/b"}, []string{cosmosstore.SettingDatabaseID}},
-		{"database too long", cosmosstore.Options{DatabaseID: strings.Repeat("d", 256)}, []string{cosmosstore.SettingDatabaseID}},
-		{"container ending in a space", cosmosstore.Options{ContainerID: "inbox "}, []string{cosmosstore.SettingContainerID}},
-		{"container blank", cosmosstore.Options{ContainerID: "   "}, []string{cosmosstore.SettingContainerID}},
-		{"container with #", cosmosstore.Options{ContainerID: "in#box"}, []string{cosmosstore.SettingContainerID}},
-		{"every problem at once", cosmosstore.Options{DatabaseID: `a\b`, ContainerID: "x?", PurgeBatchSize: 5000, PurgeDeleteConcurrency: -2},
-			[]string{cosmosstore.SettingDatabaseID, cosmosstore.SettingContainerID, cosmosstore.SettingPurgeBatchSize, cosmosstore.SettingPurgeDeleteConcurrency}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := cosmosstore.New(acct, tc.opts)
-			if len(tc.wants) == 0 {
-				if err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			if !errors.Is(err, cosmosstore.ErrInvalidOptions) {
-				t.Fatalf("err %v, want ErrInvalidOptions", err)
-			}
-			for _, w := range tc.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error %q does not name %s", err, w)
-				}
-			}
-		})
-	}
-	if _, err := cosmosstore.New(nil, cosmosstore.Options{}); err == nil {
-		t.Fatal("New(nil) succeeded")
 	}
 }

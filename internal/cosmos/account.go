@@ -1,4 +1,4 @@
-package cosmosstore
+package cosmos
 
 import (
 	"context"
@@ -22,15 +22,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 )
 
-// ClientConfig says how to reach and authenticate to a Cosmos DB account.
-// Exactly one way applies:
+// Config says how to reach and authenticate to a Cosmos DB account, and how
+// the SDK retries. Exactly one way of authenticating applies:
 //
 //   - ConnectionString ("AccountEndpoint=...;AccountKey=...;"): key auth;
 //   - Endpoint + Key: key auth;
 //   - Endpoint + Credential: that Entra ID credential;
 //   - Endpoint + ManagedIdentityClientID: that user-assigned managed identity;
 //   - Endpoint alone: azidentity.DefaultAzureCredential.
-type ClientConfig struct {
+type Config struct {
 	// ConnectionString is a key-based connection string. Set it alone.
 	ConnectionString string
 	// Endpoint is the account endpoint, e.g. "https://acct.documents.azure.com:443/".
@@ -42,8 +42,15 @@ type ClientConfig struct {
 	// Credential is an Entra ID credential to use instead of the default
 	// chain (tests, custom chains).
 	Credential azcore.TokenCredential
+	// Retry is the SDK retry policy of every request the account sends:
+	// the client's and the account reads. Set it explicitly; DefaultRetry
+	// is the recommended value (see it for the worst-case time one
+	// operation spends in retries). The zero value means azcore's defaults
+	// (3 retries, 800 ms doubling to at most 60 s, no per-try timeout).
+	Retry policy.RetryOptions
 	// ClientOptions configures the Cosmos client and the account reads
-	// (transport, retries, logging); nil means defaults.
+	// (transport, logging, telemetry); nil means defaults. Its Retry must
+	// be left zero: retries are set in Retry.
 	ClientOptions *azcosmos.ClientOptions
 	// CredentialOptions configures the azidentity credential's own HTTP
 	// pipeline; nil means defaults.
@@ -62,12 +69,17 @@ type Account struct {
 	pipeline runtime.Pipeline
 }
 
-// ErrClientConfig reports an unusable ClientConfig.
-var ErrClientConfig = errors.New("cosmosstore: invalid Cosmos client configuration")
+// ErrConfig reports an unusable Config.
+var ErrConfig = errors.New("cosmos: invalid Cosmos account configuration")
+
+// accountReaderModule names the account reader's pipeline; it appears in
+// the User-Agent of the requests it sends ("azsdk-go-nimbus-cosmos/…"),
+// which tells them apart from the SDK's own account reads.
+const accountReaderModule = "nimbus-cosmos"
 
 // NewAccount builds the client and account reader for cfg. It does no
 // network I/O (credentials fetch tokens on first use).
-func NewAccount(cfg ClientConfig) (*Account, error) {
+func NewAccount(cfg Config) (*Account, error) {
 	endpoint, key, err := resolveAuth(cfg)
 	if err != nil {
 		return nil, err
@@ -76,6 +88,10 @@ func NewAccount(cfg ClientConfig) (*Account, error) {
 	if cfg.ClientOptions != nil {
 		opts = *cfg.ClientOptions
 	}
+	if !isZeroRetry(opts.Retry) {
+		return nil, fmt.Errorf("%w: set SDK retries in Config.Retry, not in ClientOptions.Retry", ErrConfig)
+	}
+	opts.Retry = cfg.Retry
 	var credOpts azcore.ClientOptions
 	if cfg.CredentialOptions != nil {
 		credOpts = *cfg.CredentialOptions
@@ -89,12 +105,12 @@ func NewAccount(cfg ClientConfig) (*Account, error) {
 	case key != "":
 		kc, err := azcosmos.NewKeyCredential(key)
 		if err != nil {
-			return nil, fmt.Errorf("%w: account key is not valid base64", ErrClientConfig)
+			return nil, fmt.Errorf("%w: account key is not valid base64", ErrConfig)
 		}
 		keyBytes, _ := base64.StdEncoding.DecodeString(key)
 		client, err = azcosmos.NewClientWithKey(endpoint, kc, &opts)
 		if err != nil {
-			return nil, fmt.Errorf("cosmosstore: creating Cosmos client: %w", err)
+			return nil, fmt.Errorf("cosmos: creating Cosmos client: %w", err)
 		}
 		auth = &keyAuthPolicy{key: keyBytes}
 	default:
@@ -108,26 +124,16 @@ func NewAccount(cfg ClientConfig) (*Account, error) {
 			cred, err = azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{ClientOptions: credOpts})
 		}
 		if err != nil {
-			return nil, fmt.Errorf("cosmosstore: creating Entra ID credential: %w", err)
+			return nil, fmt.Errorf("cosmos: creating Entra ID credential: %w", err)
 		}
 		client, err = azcosmos.NewClient(endpoint, cred, &opts)
 		if err != nil {
-			return nil, fmt.Errorf("cosmosstore: creating Cosmos client: %w", err)
+			return nil, fmt.Errorf("cosmos: creating Cosmos client: %w", err)
 		}
 		auth = &tokenAuthPolicy{cred: cred, scopes: []string{tokenScope(endpoint, &opts)}}
 	}
-	pl := runtime.NewPipeline("cosmosstore", "v1.0.0", runtime.PipelineOptions{PerRetry: []policy.Policy{auth}}, &opts.ClientOptions)
+	pl := runtime.NewPipeline(accountReaderModule, "v1.0.0", runtime.PipelineOptions{PerRetry: []policy.Policy{auth}}, &opts.ClientOptions)
 	return &Account{Client: client, endpoint: endpoint, pipeline: pl}, nil
-}
-
-// NewClient returns the Cosmos client for cfg without an account reader.
-// A Store needs an Account; use NewAccount for one.
-func NewClient(cfg ClientConfig) (*azcosmos.Client, error) {
-	a, err := NewAccount(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return a.Client, nil
 }
 
 // Endpoint returns the account endpoint.
@@ -136,21 +142,21 @@ func (a *Account) Endpoint() string { return a.endpoint }
 // DefaultConsistency reads the account's properties (GET on the account
 // endpoint) and returns its default consistency level. The SDK sets no
 // client-level override, so this is the effective level of every request
-// the store makes.
+// the account's client makes.
 func (a *Account) DefaultConsistency(ctx context.Context) (azcosmos.ConsistencyLevel, error) {
 	req, err := runtime.NewRequest(ctx, http.MethodGet, a.endpoint)
 	if err != nil {
-		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+		return "", fmt.Errorf("cosmos: reading account properties: %w", err)
 	}
 	req.Raw().Header.Set("x-ms-version", "2020-11-05")
 	req.Raw().Header.Set("Accept", "application/json")
 	resp, err := a.pipeline.Do(req)
 	if err != nil {
-		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+		return "", fmt.Errorf("cosmos: reading account properties: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("cosmosstore: reading account properties: %w", runtime.NewResponseError(resp))
+		return "", fmt.Errorf("cosmos: reading account properties: %w", runtime.NewResponseError(resp))
 	}
 	var props struct {
 		UserConsistencyPolicy struct {
@@ -159,47 +165,47 @@ func (a *Account) DefaultConsistency(ctx context.Context) (azcosmos.ConsistencyL
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return "", fmt.Errorf("cosmosstore: reading account properties: %w", err)
+		return "", fmt.Errorf("cosmos: reading account properties: %w", err)
 	}
 	if err := json.Unmarshal(body, &props); err != nil {
-		return "", fmt.Errorf("cosmosstore: decoding account properties: %w", err)
+		return "", fmt.Errorf("cosmos: decoding account properties: %w", err)
 	}
 	if props.UserConsistencyPolicy.DefaultConsistencyLevel == "" {
-		return "", errors.New("cosmosstore: account properties name no default consistency level")
+		return "", errors.New("cosmos: account properties name no default consistency level")
 	}
 	return props.UserConsistencyPolicy.DefaultConsistencyLevel, nil
 }
 
 // resolveAuth validates cfg and returns the endpoint and, for key auth, the
 // key. Errors never contain the key.
-func resolveAuth(cfg ClientConfig) (endpoint, key string, err error) {
+func resolveAuth(cfg Config) (endpoint, key string, err error) {
 	entra := cfg.ManagedIdentityClientID != "" || cfg.Credential != nil
 	switch {
 	case cfg.ConnectionString != "":
 		if cfg.Endpoint != "" || cfg.Key != "" || entra {
-			return "", "", fmt.Errorf("%w: a connection string excludes an endpoint, key, managed identity or credential", ErrClientConfig)
+			return "", "", fmt.Errorf("%w: a connection string excludes an endpoint, key, managed identity or credential", ErrConfig)
 		}
 		endpoint, key, err = parseConnectionString(cfg.ConnectionString)
 		if err != nil {
 			return "", "", err
 		}
 	case cfg.Endpoint == "":
-		return "", "", fmt.Errorf("%w: an account endpoint or a connection string is required", ErrClientConfig)
+		return "", "", fmt.Errorf("%w: an account endpoint or a connection string is required", ErrConfig)
 	case cfg.Key != "" && entra:
-		return "", "", fmt.Errorf("%w: an account key excludes a managed identity or credential", ErrClientConfig)
+		return "", "", fmt.Errorf("%w: an account key excludes a managed identity or credential", ErrConfig)
 	case cfg.ManagedIdentityClientID != "" && cfg.Credential != nil:
-		return "", "", fmt.Errorf("%w: set a managed identity client id or a credential, not both", ErrClientConfig)
+		return "", "", fmt.Errorf("%w: set a managed identity client id or a credential, not both", ErrConfig)
 	default:
 		endpoint, key = cfg.Endpoint, cfg.Key
 	}
 	u, perr := url.Parse(endpoint)
 	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL", ErrClientConfig, endpoint)
+		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL", ErrConfig, endpoint)
 	}
 	// azcosmos sends Entra tokens over plain HTTP too; allow that only to
 	// this machine (local stand-ins), never across a network.
 	if key == "" && u.Scheme == "http" && !isLoopback(u.Hostname()) {
-		return "", "", fmt.Errorf("%w: Entra ID authentication needs an https endpoint (got %q)", ErrClientConfig, endpoint)
+		return "", "", fmt.Errorf("%w: Entra ID authentication needs an https endpoint (got %q)", ErrConfig, endpoint)
 	}
 	return endpoint, key, nil
 }
@@ -222,7 +228,7 @@ func parseConnectionString(cs string) (endpoint, key string, err error) {
 		}
 		name, value, ok := strings.Cut(part, "=")
 		if !ok {
-			return "", "", fmt.Errorf("%w: connection string entry without '='", ErrClientConfig)
+			return "", "", fmt.Errorf("%w: connection string entry without '='", ErrConfig)
 		}
 		switch {
 		case strings.EqualFold(strings.TrimSpace(name), "AccountEndpoint"):
@@ -232,7 +238,7 @@ func parseConnectionString(cs string) (endpoint, key string, err error) {
 		}
 	}
 	if endpoint == "" || key == "" {
-		return "", "", fmt.Errorf("%w: connection string needs AccountEndpoint and AccountKey", ErrClientConfig)
+		return "", "", fmt.Errorf("%w: connection string needs AccountEndpoint and AccountKey", ErrConfig)
 	}
 	return endpoint, key, nil
 }
@@ -245,6 +251,12 @@ func tokenScope(endpoint string, opts *azcosmos.ClientOptions) string {
 	}
 	u, _ := url.Parse(endpoint)
 	return u.Scheme + "://" + u.Hostname() + "/.default"
+}
+
+// isZeroRetry reports retry options left entirely unset.
+func isZeroRetry(r policy.RetryOptions) bool {
+	return r.MaxRetries == 0 && r.TryTimeout == 0 && r.RetryDelay == 0 && r.MaxRetryDelay == 0 &&
+		r.StatusCodes == nil && r.ShouldRetry == nil
 }
 
 // keyAuthPolicy signs an account-properties read with the account key, as

@@ -1,0 +1,40 @@
+// Package cosmos is the shared Cosmos DB adapter. It owns what every Cosmos
+// store needs and none should copy:
+//
+//   - the account: construction and authentication (account key,
+//     connection string, an Entra ID credential, a user-assigned managed
+//     identity, DefaultAzureCredential; Entra tokens are refused over plain
+//     HTTP to anything but this machine), explicit SDK retries
+//     (DefaultRetry), and a reader of the account's properties
+//     (DefaultConsistency), which the SDK does not expose;
+//   - the Strong-consistency check (RequireStrong), which fails with an
+//     *OperatorError naming the level found and the fix;
+//   - container get-or-create from a ContainerSpec (partition key path,
+//     indexing policy, default TTL), refusing an existing container that
+//     is partitioned on another path (EnsureContainer);
+//   - once-only first-use initialization shared by concurrent callers and
+//     retried after a failure (Lazy), and Container, which runs the Strong
+//     check and EnsureContainer through it;
+//   - error classification (Classify, IsNotFound, StatusCode) and the
+//     operator-error type (OperatorError);
+//   - the resource-id rule (CheckID), which configuration validation also
+//     uses.
+//
+// It never reads or names app settings: options are typed fields, and
+// errors name those fields.
+//
+// A new store needs only its own documents and queries. Build it on an
+// *Account the application creates once per process:
+//
+//	c, err := account.Container(cosmos.ContainerOptions{
+//		Spec: cosmos.ContainerSpec{DatabaseID: db, ContainerID: "sessions",
+//			PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault, AutoCreate: true},
+//		Strong: cosmos.StrongReason{Store: "the session store", Why: "…", Accepting: "…"},
+//	})
+//	…
+//	if err := c.Ready(ctx); err != nil { // first use: Strong check, container
+//		return err
+//	}
+//	_, err = c.Client.ReadItem(ctx, pk, id, nil)
+//	if cosmos.IsNotFound(err) { … }
+package cosmos
