@@ -298,7 +298,11 @@ func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event, r *Repo
 	return res, err
 }
 
+// respond publishes out, bounded by the settle timeout on every path (the
+// Service Bus SDK has no per-try timeout of its own).
 func (p *Pipeline) respond(ctx context.Context, r *Report, out *message.Outgoing, o Outcome) Report {
+	ctx, cancel := context.WithTimeout(ctx, p.o.SettleTimeout)
+	defer cancel()
 	if err := p.o.Publisher.Publish(ctx, out); err != nil {
 		r.Outcome = OutcomePublishFailed
 		if ctx.Err() != nil {

@@ -740,3 +740,46 @@ func TestConcurrentDeliveriesAreSafe(t *testing.T) {
 		t.Fatalf("records %d, distinct handled %d, responses %d", mem.Len(), len(runs), len(pub.Sent()))
 	}
 }
+
+// deadlinePublisher records whether every publish carried a deadline.
+type deadlinePublisher struct {
+	mu        sync.Mutex
+	deadlines []time.Duration // remaining time at the call; -1: none
+}
+
+func (p *deadlinePublisher) Publish(ctx context.Context, m *message.Outgoing) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	d := time.Duration(-1)
+	if dl, ok := ctx.Deadline(); ok {
+		d = time.Until(dl)
+	}
+	p.deadlines = append(p.deadlines, d)
+	return nil
+}
+
+// Every response is sent under the settle timeout, on every path: the
+// Service Bus SDK has no per-try timeout, so an unbounded context could
+// hold an invocation until the host's function timeout.
+func TestEveryPublishIsBoundedByTheSettleTimeout(t *testing.T) {
+	pub := &deadlinePublisher{}
+	reg := NewRegistry()
+	reg.Handle("OrderPlaced", func(context.Context, *Event) (Result, error) { return Completed(), nil })
+	mem, _ := inbox.NewMemoryStore(inbox.MemoryOptions{})
+	p, err := New(Options{EndpointID: "billing", Inbox: mem, Publisher: pub, Handlers: reg, SettleTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()                                                                                  // no deadline of its own
+	p.Process(ctx, delivery(str("m-1")))                                                                         // completed
+	p.Process(ctx, delivery(str("m-1")))                                                                         // duplicate
+	p.Process(ctx, delivery(str("m-2"), func(pr map[string]any, d *Delivery) { pr["EventTypeId"] = "Unknown" })) // unsupported
+	if len(pub.deadlines) != 3 {
+		t.Fatalf("%d publishes, want 3", len(pub.deadlines))
+	}
+	for i, d := range pub.deadlines {
+		if d < 0 || d > 5*time.Second {
+			t.Errorf("publish %d: remaining %v, want a deadline within the 5s settle timeout", i, d)
+		}
+	}
+}
