@@ -1,0 +1,4 @@
+// Package archtest holds tests of the package graph: the pipeline and its
+// ports depend on no Azure SDK, adapters never reach back into the
+// pipeline or the composition, and nothing imports the handler command.
+package archtest

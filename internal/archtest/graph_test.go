@@ -1,0 +1,88 @@
+package archtest
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/nimbus-go/functions-subscriber"
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+func list(t *testing.T) map[string]pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json", module+"/...")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	pkgs := map[string]pkg{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = p
+	}
+	return pkgs
+}
+
+func TestNoAzureSDKBelowTheAdapters(t *testing.T) {
+	pkgs := list(t)
+	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config"} {
+		p, ok := pkgs[name]
+		if !ok {
+			t.Fatalf("package %s not found", name)
+		}
+		for _, d := range p.Deps {
+			if strings.Contains(d, "azure-sdk-for-go") || strings.Contains(d, "go-amqp") {
+				t.Errorf("%s depends on %s", name, d)
+			}
+		}
+	}
+}
+
+func TestDependenciesPointOneWay(t *testing.T) {
+	pkgs := list(t)
+	// forbidden[a] lists packages a must not depend on, directly or not.
+	forbidden := map[string][]string{
+		"internal/cosmos":            {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
+		"internal/servicebus":        {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
+		"internal/inbox/cosmosstore": {"internal/app", "internal/subscriber", "internal/config"},
+		"internal/subscriber":        {"internal/app", "internal/config", "internal/funchost"},
+		"internal/funchost":          {"internal/app", "internal/subscriber", "internal/message"},
+		"internal/message":           {"internal/app", "internal/subscriber", "internal/funchost"},
+		"internal/resolver":          {"internal/app", "internal/subscriber"},
+	}
+	for name, bad := range forbidden {
+		p, ok := pkgs[name]
+		if !ok {
+			t.Errorf("package %s not found", name)
+			continue
+		}
+		for _, d := range p.Deps {
+			for _, b := range bad {
+				if d == module+"/"+b {
+					t.Errorf("%s depends on %s", name, b)
+				}
+			}
+		}
+	}
+	for name, p := range pkgs {
+		for _, d := range p.Deps {
+			if d == module+"/handler" {
+				t.Errorf("%s imports the handler command", name)
+			}
+		}
+	}
+}
