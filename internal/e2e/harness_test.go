@@ -242,7 +242,12 @@ func (c *collector) worker(ctx context.Context, client *azservicebus.Client) {
 		if err != nil {
 			var sbErr *azservicebus.Error
 			if ctx.Err() == nil && !(errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				time.Sleep(50 * time.Millisecond)
+				// A broker error: back off before accepting again (the
+				// collector's retry pace, not a wait in a test).
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 			continue
 		}
@@ -546,14 +551,10 @@ func (s *stack) sent(messageID string, i int) time.Time {
 // what.
 func (s *stack) waitUntil(timeout time.Duration, what string, cond func() bool) {
 	s.tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("timed out after %v waiting for %s (host stats %+v, %d responses, %d audit copies, collector: %s)",
-				timeout, what, s.host.Stats(), len(s.resolver.responses()), s.resolver.audits(), s.resolver.problems())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitUntil(s.tb, timeout, cond, func() string {
+		return fmt.Sprintf("%s (host stats %+v, %d responses, %d audit copies, collector: %s)",
+			what, s.host.Stats(), len(s.resolver.responses()), s.resolver.audits(), s.resolver.problems())
+	})
 }
 
 // waitResponses waits until n responses reached the Resolver.
@@ -762,8 +763,8 @@ func checkResponse(tb testing.TB, r received, in event, wantType, wantBody strin
 	}
 	// Both figures lie within the time from send to receipt (+2ms for the
 	// rounding on either side). QueueTimeMs may exceed it by up to a second:
-	// the Functions host sends EnqueuedTimeUtc truncated to whole seconds
-	// (research/functions.md §1), so the handler sees an earlier enqueue.
+	// the Functions host sends EnqueuedTimeUtc truncated to whole seconds, so
+	// the handler sees an earlier enqueue.
 	elapsed := r.at.Sub(sent).Milliseconds() + 2
 	for k, slack := range map[string]int64{"QueueTimeMs": 1000, "ProcessingTimeMs": 0} {
 		v, ok := props[k].(int64)
