@@ -1,92 +1,115 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
+	"context"
 	"fmt"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"net"
 	"net/http"
-	"os/exec"
+	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-// buildHandler compiles this package once per test binary.
+// binDir holds the handler binary the tests build (once per test binary).
+var binDir string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "nimbus-handler-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binDir = dir
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// buildHandler compiles this package once per test binary and returns the
+// binary's path.
 func buildHandler(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "handler")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	root, err := handlerproc.RepoRoot()
 	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+		t.Fatal(err)
+	}
+	bin := filepath.Join(binDir, "handler")
+	if err := handlerproc.Build(t.Context(), root, bin); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }
 
+// ctxT returns a context that ends after d or with the test.
+func ctxT(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestStartupFailsWithEveryProblemListed(t *testing.T) {
-	bin := buildHandler(t)
-	cmd := exec.Command(bin)
-	cmd.Env = testenv.HandlerEnv("NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0")
-	out, err := cmd.CombinedOutput()
-	var exit *exec.ExitError
-	if !errorsAs(err, &exit) || exit.ExitCode() != 2 {
-		t.Fatalf("exit = %v, output:\n%s", err, out)
+	p, err := handlerproc.Start(handlerproc.Options{
+		Binary:   buildHandler(t),
+		NoPort:   true,
+		Settings: map[string]string{"NimBus__Inbox__Enabled": "true", "NimBus__Inbox__PurgeBatchSize": "0"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := p.Wait(ctxT(t, 20*time.Second))
+	if err != nil {
+		_, _ = p.Stop(ctxT(t, 5*time.Second))
+		t.Fatalf("%v; output:\n%s", err, p.Output(20))
+	}
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2; output:\n%s", code, p.Output(20))
+	}
+	out := p.Stderr()
+	for _, l := range p.Lines() {
+		out += l.Raw + "\n"
 	}
 	for _, want := range []string{"NimBus__Endpoint", "NimBus__Inbox__Store", "NimBus__Inbox__PurgeBatchSize", "ServiceBusConnection"} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("start-up error does not mention %s:\n%s", want, out)
+		if !strings.Contains(p.Stderr(), want) {
+			t.Errorf("start-up error on stderr does not mention %s:\n%s", want, out)
 		}
+	}
+	// The log line says the same, as JSON on stdout.
+	if _, err := p.WaitLine(ctxT(t, time.Second), func(l handlerproc.Line) bool {
+		return l.Str("level") == "error" && strings.Contains(l.Str("error"), "NimBus__Endpoint")
+	}); err != nil {
+		t.Errorf("no JSON error line naming the settings: %v\n%s", err, out)
 	}
 }
 
 func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
-	bin := buildHandler(t)
-	port := testenv.FreePort(t)
-	cmd := exec.Command(bin)
-	cmd.Env = testenv.HandlerEnv(
-		fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port),
-		"NimBus__Endpoint=BillingEndpoint",
-		"NimBus__Inbox__Enabled=true",
-		"NimBus__Inbox__Store=InMemory",
-		"NimBus__Inbox__CleanupSchedule=0 0 * * * *",
-		"NimBus__Resolver__Sink=InMemory",
-	)
-	stdout, err := cmd.StdoutPipe()
+	p, err := handlerproc.Start(handlerproc.Options{
+		Binary: buildHandler(t),
+		Settings: map[string]string{
+			"NimBus__Endpoint":               "BillingEndpoint",
+			"NimBus__Inbox__Enabled":         "true",
+			"NimBus__Inbox__Store":           "InMemory",
+			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
+			"NimBus__Resolver__Sink":         "InMemory",
+		},
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	lines := make(chan map[string]any, 100)
-	go func() {
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var m map[string]any
-			if json.Unmarshal(sc.Bytes(), &m) == nil {
-				lines <- m
-			}
+	t.Cleanup(func() {
+		if _, err := p.Stop(ctxT(t, 20*time.Second)); err != nil {
+			t.Error(err)
 		}
-		close(lines)
-	}()
-
-	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	var resp *http.Response
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if resp, err = http.Get(base + "/"); err == nil {
-			break
-		}
-	}
-	if err != nil || resp.StatusCode != 200 {
+	})
+	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
 		t.Fatalf("GET / never answered 200: %v", err)
 	}
-	resp.Body.Close()
+	port := p.Port()
 	// It listens on loopback only.
 	if addrs, _ := net.InterfaceAddrs(); len(addrs) > 0 {
 		for _, a := range addrs {
@@ -104,28 +127,22 @@ func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"Amount\":10}"},"ErrorContent":null}`
 	env := fmt.Sprintf(`{"Data":{"message":%q},"Metadata":{"DeliveryCount":"1","MessageId":"\"m-1\"","SessionId":"\"s-1\"","ApplicationProperties":{"To":"BillingEndpoint","From":"Shop","MessageType":"EventRequest","EventId":"e-1","EventTypeId":"OrderPlaced"}}}`, b64(body))
-	resp, err = http.Post(base+"/Subscriber", "application/json", strings.NewReader(env))
+	resp, err := http.Post(p.BaseURL()+"/Subscriber", "application/json", strings.NewReader(env))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("POST /Subscriber: %v %v", resp, err)
 	}
 	resp.Body.Close()
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
+	code, err := p.Stop(ctxT(t, 20*time.Second))
+	if err != nil {
+		t.Fatalf("no exit within 20s of SIGTERM: %v", err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("exit after SIGTERM: %v", err)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no exit within 20s of SIGTERM")
+	if code != 0 {
+		t.Fatalf("exit code %d after SIGTERM; output:\n%s", code, p.Output(20))
 	}
 	var outcomes []string
-	for l := range lines {
-		if o, ok := l["outcome"].(string); ok {
+	for _, l := range p.Lines() {
+		if o, ok := l.Fields["outcome"].(string); ok {
 			outcomes = append(outcomes, o)
 		}
 	}

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -11,14 +9,11 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -28,6 +23,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // The sample endpoint and the producer whose events it consumes.
@@ -44,25 +40,33 @@ var handlerBin string
 // TestMain builds ./handler once (with -race when this test binary has the
 // race detector) and runs the tests and benchmarks against it.
 func TestMain(m *testing.M) {
+	os.Exit(runTests(m))
+}
+
+func runTests(m *testing.M) int {
 	dir, err := os.MkdirTemp("", "nimbus-e2e-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "e2e:", err)
-		os.Exit(1)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	root, err := handlerproc.RepoRoot()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
 	handlerBin = filepath.Join(dir, "handler")
-	args := []string{"build", "-o", handlerBin}
+	var flags []string
 	if raceEnabled {
-		args = append(args, "-race")
+		flags = append(flags, "-race")
 	}
-	args = append(args, "github.com/nimbus-go/functions-subscriber/handler")
-	if out, err := exec.Command("go", args...).CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "e2e: go %s: %v\n%s", strings.Join(args, " "), err, out)
-		_ = os.RemoveAll(dir)
-		os.Exit(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := handlerproc.Build(ctx, root, handlerBin, flags...); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		return 1
 	}
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
+	return m.Run()
 }
 
 // ---------------------------------------------------------------------------
@@ -101,172 +105,64 @@ func (iv invocation) ran() bool {
 
 // handlerProc is the running handler binary.
 type handlerProc struct {
-	cmd    *exec.Cmd
-	base   string
-	redact *strings.Replacer
-	done   chan struct{}
-
-	mu     sync.Mutex
-	lines  []map[string]any
-	stdout []string // every stdout line, for failure reports
-	stderr bytes.Buffer
+	*handlerproc.Proc
+	base string
 }
 
 // startHandler starts the binary with settings (app setting → value) and
 // waits until it answers GET /. secrets are replaced in anything printed.
+// When tb ends, the handler is stopped with SIGTERM and must exit cleanly
+// (and, built with -race, without reporting a data race).
 func startHandler(tb testing.TB, settings map[string]string, secrets ...string) *handlerProc {
 	tb.Helper()
-	port := testenv.FreePort(tb)
-	extra := []string{fmt.Sprintf("FUNCTIONS_CUSTOMHANDLER_PORT=%d", port)}
-	keys := make([]string, 0, len(settings))
-	for k := range settings {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		extra = append(extra, k+"="+settings[k])
-	}
-	var pairs []string
-	for _, s := range secrets {
-		if s != "" {
-			pairs = append(pairs, s, "<redacted>")
-		}
-	}
-	h := &handlerProc{
-		cmd:    exec.Command(handlerBin),
-		base:   fmt.Sprintf("http://127.0.0.1:%d", port),
-		redact: strings.NewReplacer(pairs...),
-		done:   make(chan struct{}),
-	}
-	h.cmd.Env = testenv.HandlerEnv(extra...)
-	h.cmd.Stderr = lockedWriter{&h.mu, &h.stderr}
-	stdout, err := h.cmd.StdoutPipe()
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBin, Settings: settings, Secrets: secrets})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	if err := h.cmd.Start(); err != nil {
+	h := &handlerProc{Proc: p, base: p.BaseURL()}
+	tb.Cleanup(func() { h.stop(tb) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := p.WaitReady(ctx); err != nil {
 		tb.Fatal(err)
 	}
-	readDone := make(chan struct{})
-	go func() {
-		defer close(readDone)
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64<<10), 4<<20)
-		for sc.Scan() {
-			line := sc.Text()
-			var m map[string]any
-			ok := json.Unmarshal([]byte(line), &m) == nil
-			h.mu.Lock()
-			h.stdout = append(h.stdout, line)
-			if ok {
-				m["\x00seq"] = len(h.stdout)
-				h.lines = append(h.lines, m)
-			}
-			h.mu.Unlock()
-		}
-	}()
-	go func() {
-		<-readDone // Wait closes the pipe: read everything first
-		_ = h.cmd.Wait()
-		close(h.done)
-	}()
-	tb.Cleanup(func() { h.stop(tb) })
-
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(h.base + "/")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return h
-			}
-		}
-		select {
-		case <-h.done:
-			tb.Fatalf("the handler exited during start-up:\n%s", h.output(40))
-		default:
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("the handler did not answer GET / within 30s (last error %v):\n%s", err, h.output(40))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
+	return h
 }
 
 // stop sends SIGTERM, waits for a clean exit and reports data races the
 // race-instrumented handler printed.
 func (h *handlerProc) stop(tb testing.TB) {
-	select {
-	case <-h.done:
-	default:
-		_ = h.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-h.done:
-		case <-time.After(30 * time.Second):
-			_ = h.cmd.Process.Kill()
-			<-h.done
-			tb.Errorf("the handler did not exit within 30s of SIGTERM")
-		}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	code, err := h.Stop(ctx)
+	if err != nil {
+		tb.Errorf("the handler did not exit within 30s of SIGTERM: %v", err)
 	}
-	h.mu.Lock()
-	stderr := h.stderr.String()
-	h.mu.Unlock()
-	if strings.Contains(stderr, "WARNING: DATA RACE") {
-		tb.Errorf("the handler process reported a data race:\n%s", h.redact.Replace(stderr))
-	} else if code := h.cmd.ProcessState.ExitCode(); code != 0 {
-		tb.Errorf("the handler exited with code %d after SIGTERM:\n%s", code, h.output(40))
+	if stderr := h.Stderr(); strings.Contains(stderr, "WARNING: DATA RACE") {
+		tb.Errorf("the handler process reported a data race:\n%s", h.Redact(stderr))
+	} else if err == nil && code != 0 {
+		tb.Errorf("the handler exited with code %d after SIGTERM:\n%s", code, h.Output(40))
 	}
 	if tb.Failed() {
-		tb.Logf("handler output (last lines):\n%s", h.output(60))
+		tb.Logf("handler output (last lines):\n%s", h.Output(60))
 	}
-}
-
-// output returns the last n stdout lines and the stderr tail, redacted.
-func (h *handlerProc) output(n int) string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	lines := h.stdout
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	errTail := h.stderr.String()
-	if len(errTail) > 8192 {
-		errTail = errTail[len(errTail)-8192:]
-	}
-	return h.redact.Replace(strings.Join(lines, "\n") + "\n--- stderr ---\n" + errTail)
 }
 
 // invocations returns the Subscriber invocation lines in stdout order.
 func (h *handlerProc) invocations() []invocation {
-	h.mu.Lock()
-	defer h.mu.Unlock()
 	var out []invocation
-	for _, m := range h.lines {
-		if m["function"] != "Subscriber" {
+	for _, l := range h.Lines() {
+		if l.Fields == nil || l.Fields["function"] != "Subscriber" {
 			continue
 		}
-		if _, ok := m["outcome"]; !ok {
+		if _, ok := l.Fields["outcome"]; !ok {
 			continue
 		}
-		s := func(k string) string { v, _ := m[k].(string); return v }
-		f := func(k string) float64 { v, _ := m[k].(float64); return v }
 		out = append(out, invocation{
-			Seq: m["\x00seq"].(int), Function: s("function"), InvocationID: s("invocationId"), Endpoint: s("endpoint"),
-			MessageID: s("messageId"), SessionID: s("sessionId"), EventID: s("eventId"), EventTypeID: s("eventTypeId"),
-			MessageType: s("messageType"), DeliveryCount: int(f("deliveryCount")), Outcome: s("outcome"),
-			Inbox: s("inbox"), Operation: s("operation"), DurationMs: f("durationMs"),
+			Seq: l.Seq, Function: l.Str("function"), InvocationID: l.Str("invocationId"), Endpoint: l.Str("endpoint"),
+			MessageID: l.Str("messageId"), SessionID: l.Str("sessionId"), EventID: l.Str("eventId"), EventTypeID: l.Str("eventTypeId"),
+			MessageType: l.Str("messageType"), DeliveryCount: int(l.Num("deliveryCount")), Outcome: l.Str("outcome"),
+			Inbox: l.Str("inbox"), Operation: l.Str("operation"), DurationMs: l.Num("durationMs"),
 		})
 	}
 	return out
@@ -346,7 +242,12 @@ func (c *collector) worker(ctx context.Context, client *azservicebus.Client) {
 		if err != nil {
 			var sbErr *azservicebus.Error
 			if ctx.Err() == nil && !(errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				time.Sleep(50 * time.Millisecond)
+				// A broker error: back off before accepting again (the
+				// collector's retry pace, not a wait in a test).
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
 			}
 			continue
 		}
@@ -650,14 +551,10 @@ func (s *stack) sent(messageID string, i int) time.Time {
 // what.
 func (s *stack) waitUntil(timeout time.Duration, what string, cond func() bool) {
 	s.tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			s.tb.Fatalf("timed out after %v waiting for %s (host stats %+v, %d responses, %d audit copies, collector: %s)",
-				timeout, what, s.host.Stats(), len(s.resolver.responses()), s.resolver.audits(), s.resolver.problems())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testenv.WaitUntil(s.tb, timeout, cond, func() string {
+		return fmt.Sprintf("%s (host stats %+v, %d responses, %d audit copies, collector: %s)",
+			what, s.host.Stats(), len(s.resolver.responses()), s.resolver.audits(), s.resolver.problems())
+	})
 }
 
 // waitResponses waits until n responses reached the Resolver.
@@ -866,8 +763,8 @@ func checkResponse(tb testing.TB, r received, in event, wantType, wantBody strin
 	}
 	// Both figures lie within the time from send to receipt (+2ms for the
 	// rounding on either side). QueueTimeMs may exceed it by up to a second:
-	// the Functions host sends EnqueuedTimeUtc truncated to whole seconds
-	// (research/functions.md §1), so the handler sees an earlier enqueue.
+	// the Functions host sends EnqueuedTimeUtc truncated to whole seconds, so
+	// the handler sees an earlier enqueue.
 	elapsed := r.at.Sub(sent).Milliseconds() + 2
 	for k, slack := range map[string]int64{"QueueTimeMs": 1000, "ProcessingTimeMs": 0} {
 		v, ok := props[k].(int64)

@@ -293,15 +293,9 @@ func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
 	if err := f.host.WaitFor(ctxT(t, 15*time.Second), func(s Stats) bool { return s.Abandons == 3 }); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(400 * time.Millisecond) // no fourth delivery
-	if s := f.host.Stats(); s.Invocations != 3 || s.Completes != 0 {
-		t.Errorf("stats %+v", s)
-	}
-	mu.Lock()
-	if got := strings.Join(counts, ","); got != "1,2,3" {
-		t.Errorf("DeliveryCount per invocation = %s", got)
-	}
-	mu.Unlock()
+	// The third abandon dead-lettered the message: once it is in the
+	// dead-letter queue the broker cannot deliver it a fourth time, so the
+	// counts below are final.
 	dlq, err := f.client.NewReceiverForSubscription(endpoint, endpoint, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
 	if err != nil {
 		t.Fatal(err)
@@ -313,6 +307,16 @@ func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
 	if m := ms[0]; m.MessageID != "poison" || m.DeadLetterReason == nil || *m.DeadLetterReason != "MaxDeliveryCountExceeded" {
 		t.Fatalf("dead-lettered %q reason %v", m.MessageID, m.DeadLetterReason)
 	}
+	if s := f.host.Stats(); s.Invocations != 3 || s.Completes != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	mu.Lock()
+	if got := strings.Join(counts, ","); got != "1,2,3" {
+		t.Errorf("DeliveryCount per invocation = %s", got)
+	}
+	mu.Unlock()
+	// And the subscription itself holds nothing more to deliver.
+	f.assertDrained(t)
 }
 
 func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
@@ -321,6 +325,12 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 	order := map[string][]string{}
 	inFlight := map[string]int{}
 	var running, maxRunning atomic.Int32
+	// The first invocation holds until a second one runs beside it: proof
+	// that sessions run concurrently, and a window in which the host must
+	// not invoke the first one's session again.
+	var firstTaken atomic.Bool
+	overlap := make(chan struct{})
+	var overlapOnce sync.Once
 	f := start(t, testenv.NimBusTopology(endpoint), func(w http.ResponseWriter, inv *invocation) {
 		n := running.Add(1)
 		for {
@@ -329,6 +339,9 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 				break
 			}
 		}
+		if n >= 2 {
+			overlapOnce.Do(func() { close(overlap) })
+		}
 		mu.Lock()
 		inFlight[inv.sessionID]++
 		if inFlight[inv.sessionID] > 1 {
@@ -336,7 +349,13 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 		}
 		order[inv.sessionID] = append(order[inv.sessionID], inv.messageID)
 		mu.Unlock()
-		time.Sleep(15 * time.Millisecond)
+		if firstTaken.CompareAndSwap(false, true) {
+			select {
+			case <-overlap:
+			case <-time.After(10 * time.Second):
+				t.Errorf("no second invocation ran while the first one waited 10s")
+			}
+		}
 		mu.Lock()
 		inFlight[inv.sessionID]--
 		mu.Unlock()
@@ -377,11 +396,15 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 func TestHostStopLetsTheInFlightInvocationSettle(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
+	var releaseOnce sync.Once
+	releaseAll := func() { releaseOnce.Do(func() { close(release) }) }
 	f := start(t, testenv.NimBusTopology(endpoint), func(w http.ResponseWriter, inv *invocation) {
 		close(entered)
 		<-release
 		ok(w)
 	}, nil)
+	// On an early failure the handler must not hold the test server open.
+	t.Cleanup(releaseAll)
 	if err := f.host.Start(); err == nil {
 		t.Error("second Start succeeded")
 	}
@@ -391,19 +414,34 @@ func TestHostStopLetsTheInFlightInvocationSettle(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no invocation")
 	}
-	stopped := make(chan error, 1)
-	go func() { stopped <- f.host.Stop(ctxT(t, 10*time.Second)) }()
+	type stopResult struct {
+		err   error
+		stats Stats // when Stop returned
+	}
+	stopped := make(chan stopResult, 1)
+	go func() {
+		err := f.host.Stop(ctxT(t, 10*time.Second))
+		stopped <- stopResult{err, f.host.Stats()}
+	}()
+	// Release the invocation only once Stop has cancelled the workers: from
+	// then on Stop may return only after the invocation has settled.
+	testenv.WaitUntil(t, 10*time.Second, func() bool {
+		f.host.mu.Lock()
+		defer f.host.mu.Unlock()
+		return f.host.cancel == nil
+	}, func() string { return "Stop to cancel the workers" })
 	select {
-	case err := <-stopped:
-		t.Fatalf("Stop returned before the invocation finished: %v", err)
-	case <-time.After(200 * time.Millisecond):
+	case r := <-stopped:
+		t.Fatalf("Stop returned before the invocation finished: %v (stats %+v)", r.err, r.stats)
+	default:
 	}
-	close(release)
-	if err := <-stopped; err != nil {
-		t.Fatal(err)
+	releaseAll()
+	r := <-stopped
+	if r.err != nil {
+		t.Fatal(r.err)
 	}
-	if s := f.host.Stats(); s != (Stats{Invocations: 1, Completes: 1}) {
-		t.Errorf("stats %+v", s)
+	if r.stats != (Stats{Invocations: 1, Completes: 1}) {
+		t.Errorf("stats when Stop returned %+v, want the invocation completed", r.stats)
 	}
 	if err := f.host.Stop(context.Background()); err != nil {
 		t.Errorf("second Stop: %v", err)

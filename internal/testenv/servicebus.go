@@ -72,8 +72,8 @@ const (
 	nimbusRetryAddress        = "Retry"
 )
 
-// NimBusTopology returns NimBus's topology (research/nimbus-subscriber.md
-// §1.2–1.3) for the given endpoints: per endpoint E a topic E with
+// NimBusTopology returns the topology NimBus's provisioning creates for the
+// given endpoints: per endpoint E a topic E with
 //   - session subscription E: To = E, plus the Continuation and Retry rules
 //     that rewrite To to E and stamp From;
 //   - subscription Resolver forwarding to the Resolver topic: To = 'Resolver'

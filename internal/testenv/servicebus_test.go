@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -295,6 +296,9 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 	if err := r.RenewMessageLock(ctxT(t, 5*time.Second), m, nil); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
+	// The stand-in expires the 1s lock by itself; the complete below must
+	// then fail with CodeLockLost, which it would not if this wait were too
+	// short.
 	time.Sleep(1600 * time.Millisecond)
 	err = r.CompleteMessage(ctxT(t, 5*time.Second), m, nil)
 	var sbErr *azservicebus.Error
@@ -311,6 +315,7 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 }
 
 func TestSessions(t *testing.T) {
+	t.Setenv("DEBUG_FAKE", "1") // the stand-in logs when an AcceptNextSession waits
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "sq", RequiresSession: true}}})
 	c := sb.Client(t)
 	send(t, c, "sq",
@@ -383,7 +388,10 @@ func TestSessions(t *testing.T) {
 		t.Errorf("accept next returned after %v; it should wait for a session", waited)
 	}
 
-	// A waiting AcceptNext gets a session that appears while it waits.
+	// A waiting AcceptNext gets a session that appears while it waits: the
+	// message is sent once the stand-in reports the accept waiting.
+	waiting := func() int { return strings.Count(sb.Logs(), "waiting for a session") }
+	waitersBefore := waiting()
 	var wg sync.WaitGroup
 	var waited *azservicebus.SessionReceiver
 	var waitErr error
@@ -392,7 +400,8 @@ func TestSessions(t *testing.T) {
 		defer wg.Done()
 		waited, waitErr = c.AcceptNextSessionForQueue(ctxT(t, 5*time.Second), "sq", nil)
 	}()
-	time.Sleep(300 * time.Millisecond)
+	testenv.WaitUntil(t, 5*time.Second, func() bool { return waiting() > waitersBefore },
+		func() string { return "the stand-in to hold the AcceptNextSession waiting" })
 	send(t, c, "sq", &azservicebus.Message{Body: []byte("c1"), SessionID: ptr("c")})
 	wg.Wait()
 	if waitErr != nil || waited.SessionID() != "c" {

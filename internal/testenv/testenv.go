@@ -6,6 +6,10 @@
 // Without Node or the installed packages, tests that need a stand-in skip
 // with a clear message; with NIMBUS_REQUIRE_EMULATORS=1 (CI) they fail
 // instead.
+//
+// WaitUntil is the tests' way to wait for a condition (a deadline and a
+// short tick, never a bare sleep). The handler binary itself is built and run
+// by the subpackage handlerproc, which the demo shares.
 package testenv
 
 import (

@@ -7,25 +7,22 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 const endpoint = "BillingEndpoint"
@@ -40,13 +37,13 @@ func main() {
 type demo struct {
 	base   string
 	client *http.Client
-	logs   *logTail
+	proc   *handlerproc.Proc
 	seen   int // Resolver responses already printed
 	seq    int64
 }
 
 func run() error {
-	root, err := repoRoot()
+	root, err := handlerproc.RepoRoot()
 	if err != nil {
 		return err
 	}
@@ -56,36 +53,37 @@ func run() error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "handler")
-	build := exec.Command("go", "build", "-o", bin, "./handler")
-	build.Dir, build.Stdout, build.Stderr = root, os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build ./handler: %w", err)
+	ctx := context.Background()
+	buildCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := handlerproc.Build(buildCtx, root, bin); err != nil {
+		return err
 	}
-	port, err := freePort()
+	proc, err := handlerproc.Start(handlerproc.Options{
+		Binary: bin,
+		Settings: map[string]string{
+			"NimBus__Endpoint":               endpoint,
+			"NimBus__Inbox__Enabled":         "true",
+			"NimBus__Inbox__Store":           "InMemory",
+			"NimBus__Inbox__RetentionPeriod": "00:00:05",
+			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
+			"NimBus__Resolver__Sink":         "InMemory",
+		},
+		Stderr: os.Stderr,
+	})
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(bin)
-	cmd.Env = append(os.Environ(),
-		"FUNCTIONS_CUSTOMHANDLER_PORT="+fmt.Sprint(port),
-		"NimBus__Endpoint="+endpoint,
-		"NimBus__Inbox__Enabled=true",
-		"NimBus__Inbox__Store=InMemory",
-		"NimBus__Inbox__RetentionPeriod=00:00:05",
-		"NimBus__Inbox__CleanupSchedule=0 0 * * * *",
-		"NimBus__Resolver__Sink=InMemory",
-	)
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		return err
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() { _ = cmd.Process.Kill() }()
-	d := &demo{base: fmt.Sprintf("http://127.0.0.1:%d", port), client: &http.Client{Timeout: 30 * time.Second}, logs: newLogTail(stdout)}
-	if err := d.waitReady(); err != nil {
+	defer func() {
+		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, _ = proc.Stop(stopCtx)
+	}()
+	port := proc.Port()
+	d := &demo{base: proc.BaseURL(), client: &http.Client{Timeout: 30 * time.Second}, proc: proc}
+	readyCtx, cancelReady := context.WithTimeout(ctx, 20*time.Second)
+	defer cancelReady()
+	if err := proc.WaitReady(readyCtx); err != nil {
 		return err
 	}
 
@@ -106,6 +104,8 @@ func run() error {
 	d.step("6. An event type this endpoint has no handler for", "CustomerMoved-0001", 1, "CustomerMoved", `{"CustomerId":"C-7"}`)
 	d.step("7. A large order the handler hands off for manual approval", "OrderPlaced-0004", 1, "OrderPlaced", order("O-4", 25000, ""))
 	d.malformed("8. A malformed envelope (not valid base64)")
+	// The handler's inbox runs on the wall clock: the records expire only
+	// when 5 seconds have really passed, and step 9 shows them purged.
 	if wait := 5500*time.Millisecond - time.Since(lastRecord); wait > 0 {
 		fmt.Printf("\n(waiting %.1fs for the records to pass the 5-second retention)\n", wait.Seconds())
 		time.Sleep(wait)
@@ -128,16 +128,16 @@ func run() error {
 		fmt.Printf("   %-60s %d\n", k, counters[k])
 	}
 
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return fmt.Errorf("handler did not stop cleanly: %w", err)
-		}
-	case <-time.After(15 * time.Second):
+	stopCtx, cancelStop := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelStop()
+	code, err := proc.Stop(stopCtx)
+	switch {
+	case errors.Is(err, handlerproc.ErrKilled):
 		return errors.New("handler did not stop within 15s of SIGTERM")
+	case err != nil:
+		return err
+	case code != 0:
+		return fmt.Errorf("handler did not stop cleanly: exit code %d", code)
 	}
 	fmt.Println("\nStopped the handler with SIGTERM (graceful shutdown).")
 	return nil
@@ -217,14 +217,17 @@ func (d *demo) invoke(function string, env []byte) {
 		}
 	}
 	fmt.Printf("   handler → host: HTTP %d (%s)\n", resp.StatusCode, verdict)
-	if line := d.logs.waitFor(id, 5*time.Second); line != nil {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Fields["invocationId"] == id })
+	cancel()
+	if err == nil {
 		fields := []string{}
 		for _, k := range []string{"outcome", "inbox", "bypassReason", "purged", "batches", "stoppedOnBudget", "error"} {
-			if v, ok := line[k]; ok {
+			if v, ok := line.Fields[k]; ok {
 				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
 			}
 		}
-		fmt.Printf("   log line: %q %s\n", line["message"], strings.Join(fields, " "))
+		fmt.Printf("   log line: %q %s\n", line.Fields["message"], strings.Join(fields, " "))
 	}
 	d.printResponses()
 }
@@ -272,95 +275,7 @@ func (d *demo) getJSON(path string, v any) error {
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func (d *demo) waitReady() error {
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := d.client.Get(d.base + "/")
-		if err == nil {
-			resp.Body.Close()
-			return nil
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return fmt.Errorf("handler did not answer GET / within 20s; its output:\n%s", d.logs.all())
-}
-
-// logTail collects the handler's JSON log lines.
-type logTail struct {
-	mu    sync.Mutex
-	lines []map[string]any
-	raw   []string
-}
-
-func newLogTail(r io.Reader) *logTail {
-	t := &logTail{}
-	go func() {
-		sc := bufio.NewScanner(r)
-		sc.Buffer(make([]byte, 64<<10), 1<<20)
-		for sc.Scan() {
-			var m map[string]any
-			_ = json.Unmarshal(sc.Bytes(), &m)
-			t.mu.Lock()
-			t.lines = append(t.lines, m)
-			t.raw = append(t.raw, sc.Text())
-			t.mu.Unlock()
-		}
-	}()
-	return t
-}
-
-func (t *logTail) waitFor(invocationID string, timeout time.Duration) map[string]any {
-	deadline := time.Now().Add(timeout)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for {
-		for _, l := range t.lines {
-			if l != nil && l["invocationId"] == invocationID {
-				return l
-			}
-		}
-		if time.Now().After(deadline) {
-			return nil
-		}
-		t.mu.Unlock()
-		time.Sleep(10 * time.Millisecond)
-		t.mu.Lock()
-	}
-}
-
-func (t *logTail) all() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return strings.Join(t.raw, "\n")
-}
-
 func jsonString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run the demo from inside the repository (no go.mod found)")
-		}
-		dir = parent
-	}
 }

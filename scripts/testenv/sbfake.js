@@ -501,6 +501,7 @@ container.on('sender_open', (ctx) => {
         refuse(l, 'com.microsoft:timeout', 'no unlocked session is available');
       }, Math.max(0, timeout - Math.min(50, timeout / 10)));
       e.waiters.push(w);
+      debug('waiting for a session', e.name);
     }
   }
   e.links.add(l);

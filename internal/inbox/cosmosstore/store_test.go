@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {
@@ -196,7 +198,10 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 			errs <- s.RecordProcessed(ctx, inbox.NewKey("billing", fmt.Sprintf("c-%d", i)))
 		}()
 	}
-	time.Sleep(100 * time.Millisecond)
+	// Open the gate only when all 16 callers wait for the one attempt in
+	// flight, so a store that did not share it would have sent 16 reads.
+	testenv.WaitUntil(t, 10*time.Second, func() bool { return goroutinesInFunc("cosmosstore.(*Store).ensure(") >= 16 },
+		func() string { return "16 callers waiting for the initialization" })
 	close(gate)
 	wg.Wait()
 	close(errs)
@@ -320,4 +325,25 @@ func TestInvalidKeysAreRejected(t *testing.T) {
 	if n := len(e.rec.sent()); n != 0 {
 		t.Fatalf("%d requests for invalid keys", n)
 	}
+}
+
+// goroutinesInFunc counts the goroutines whose stack has a frame starting with
+// fn (a package-qualified function name and its opening parenthesis).
+func goroutinesInFunc(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			count++
+		}
+	}
+	return count
 }
