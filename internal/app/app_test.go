@@ -18,7 +18,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
@@ -125,10 +125,10 @@ func envelope(m msg) []byte {
 	if m.noID {
 		id = ""
 	}
-	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostsim.S("customer-1"),
+	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: funchosttest.S("customer-1"),
 		DeliveryCount: m.deliveryCount, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
-		Properties: hostsim.Props(
+		Properties: funchosttest.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",
 			"EventTypeId", m.eventType, "OriginatingMessageId", "self", "ParentMessageId", "self",
 			"RetryCount", 0, "OriginatingFrom", "ShopEndpoint"),
@@ -228,10 +228,10 @@ func TestLogLinesAreBoundedAndCarryNoBodyValues(t *testing.T) {
 	ta := newTestApp(t, nil, nil)
 	bodyType := secretPayload + strings.Repeat("t", 1<<20)
 	body := `{"EventContent":{"EventTypeId":"` + bodyType + `","EventJson":"{}"},"ErrorContent":null}`
-	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: strings.Repeat("m", 1<<20), SessionID: hostsim.S("s-1"),
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: strings.Repeat("m", 1<<20), SessionID: funchosttest.S("s-1"),
 		DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: hostsim.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1"),
+		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1"),
 		Namespace:  "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 	})
 	req := httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(env))

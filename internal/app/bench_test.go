@@ -14,7 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -42,18 +42,18 @@ const idWidth = 12
 // benchEnvelope is a realistic NimBus EventRequest envelope whose MessageId
 // is a fixed-width number that the loop rewrites in place.
 func benchEnvelope(id string) ([]byte, int) {
-	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
 		FunctionName:   FuncSubscriber,
 		Body:           []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1001\",\"CustomerId\":\"C-7\",\"Amount\":42.5,\"Lines\":[{\"Sku\":\"A\",\"Qty\":2}]}"},"ErrorContent":null}`),
 		MessageID:      id,
-		SessionID:      hostsim.S("customer-7"),
-		CorrelationID:  hostsim.S("corr-1"),
-		ContentType:    hostsim.S("application/json"),
+		SessionID:      funchosttest.S("customer-7"),
+		CorrelationID:  funchosttest.S("corr-1"),
+		ContentType:    funchosttest.S("application/json"),
 		LockToken:      "5e3d6a39-8f6c-4f55-9c0e-0d2a1f4b7c11",
 		DeliveryCount:  1,
 		SequenceNumber: 41,
 		EnqueuedTime:   time.Now(),
-		Properties: hostsim.Props(
+		Properties: funchosttest.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "8c1f3f0e-3f4e-4d1a-9a0e-0f2f8b0f6c21",
 			"EventTypeId", "OrderPlaced", "OriginatingMessageId", "self", "ParentMessageId", "self",
 			"RetryCount", 0, "OriginatingFrom", "ShopEndpoint"),

@@ -17,7 +17,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -192,10 +192,10 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 
 func faultEnvelope(id string, deliveryCount int) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"` + id + `\"}"},"ErrorContent":null}`
-	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostsim.S("s-" + id[len(id)-1:]),
+	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: funchosttest.S("s-" + id[len(id)-1:]),
 		DeliveryCount: deliveryCount, EnqueuedTime: time.Now(),
-		Properties: hostsim.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
+		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-"+id, "EventTypeId", "OrderPlaced"),
 		Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "g",
 	})

@@ -5,8 +5,9 @@
 // else fails it (the message is abandoned and redelivered). GET / is the
 // host's readiness and health probe.
 //
-// The package decodes envelopes (Metadata strings are JSON strings inside
-// JSON strings, numbers arrive as strings, dates have second precision),
-// encodes the response, and routes by function name. It knows nothing of
-// NimBus.
+// The package decodes envelopes with encoding/json (Metadata strings are
+// JSON strings inside JSON strings, numbers arrive as strings, dates have
+// second precision), encodes the response, and routes by function name. It
+// knows nothing of NimBus. Package funchosttest builds envelopes as the host
+// does, for tests.
 package funchost

@@ -9,8 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/nimbus-go/functions-subscriber/internal/jsonscan"
 )
 
 // MalformedError reports an envelope the handler cannot decode. The
@@ -64,62 +62,82 @@ type ServiceBusMessage struct {
 	ApplicationProperties map[string]any
 }
 
+// sbEnvelope is a Service Bus trigger envelope as encoding/json reads it.
+// Metadata values stay raw: the host writes strings as JSON text inside a
+// JSON string, and numbers and dates as strings, so each is decoded by the
+// helpers below. Member names match case-insensitively.
+type sbEnvelope struct {
+	Data     map[string]json.RawMessage `json:"Data"`
+	Metadata sbMetadata                 `json:"Metadata"`
+}
+
+// sbMetadata holds the Metadata members the handler reads; the others (the
+// action objects, Client, LockToken, expiry, sys, ...) are skipped.
+type sbMetadata struct {
+	DeliveryCount         json.RawMessage `json:"DeliveryCount"`
+	MessageID             json.RawMessage `json:"MessageId"`
+	SessionID             json.RawMessage `json:"SessionId"`
+	CorrelationID         json.RawMessage `json:"CorrelationId"`
+	ContentType           json.RawMessage `json:"ContentType"`
+	Subject               json.RawMessage `json:"Subject"`
+	SequenceNumber        json.RawMessage `json:"SequenceNumber"`
+	EnqueuedTimeUtc       json.RawMessage `json:"EnqueuedTimeUtc"`
+	EnqueuedTime          json.RawMessage `json:"EnqueuedTime"`
+	ApplicationProperties json.RawMessage `json:"ApplicationProperties"`
+	UserProperties        json.RawMessage `json:"UserProperties"`
+}
+
 // DecodeServiceBus decodes a Service Bus trigger envelope. binding names the
 // trigger's binding in function.json; when Data holds exactly one entry of
 // another name, that entry is used. Every failure is a *MalformedError.
 func DecodeServiceBus(envelope []byte, binding string) (*ServiceBusMessage, error) {
-	env, err := scanServiceBus(envelope)
-	if err != nil {
-		return nil, malformed("", "envelope is not a JSON object with Data and Metadata (%s)", err)
+	var env sbEnvelope
+	if err := json.Unmarshal(envelope, &env); err != nil {
+		return nil, malformed("", "envelope is not a JSON object with Data and Metadata (%s)", jsonErrorKind(err))
 	}
-	if !env.hasData {
+	if env.Data == nil {
 		return nil, malformed("Data", "missing")
 	}
-	var raw []byte
-	found := false
-	for _, e := range env.data {
-		if e.key == binding {
-			raw, found = e.raw, true
+	raw, ok := env.Data[binding]
+	if !ok {
+		if len(env.Data) != 1 {
+			return nil, malformed("Data", "no binding named %q among %d bindings", binding, len(env.Data))
+		}
+		for _, v := range env.Data {
+			raw = v
 		}
 	}
-	if !found {
-		if len(env.data) != 1 {
-			return nil, malformed("Data", "no binding named %q among %d bindings", binding, len(env.data))
-		}
-		raw = env.data[0].raw
-	}
-	return decodeServiceBusFields(raw, &env.meta, true)
+	return decodeServiceBusFields(raw, &env.Metadata)
 }
 
-// decodeServiceBusFields decodes the values the handler reads. fast enables
-// copy-only paths for plain values; the differential tests turn it off to
-// compare against encoding/json alone.
-func decodeServiceBusFields(raw []byte, md *[len(sbFields)][]byte, fast bool) (*ServiceBusMessage, error) {
+// decodeServiceBusFields decodes the trigger value and the Metadata values
+// the handler reads.
+func decodeServiceBusFields(raw json.RawMessage, md *sbMetadata) (*ServiceBusMessage, error) {
 	m := &ServiceBusMessage{SequenceNumber: -1}
 	var err error
-	if m.Body, err = decodeBody(raw, fast); err != nil {
+	if m.Body, err = decodeBody(raw); err != nil {
 		return nil, err
 	}
-	if m.MessageID, err = metaString("MessageId", md[fMessageID], fast); err != nil {
+	if m.MessageID, err = metaString("MessageId", md.MessageID); err != nil {
 		return nil, err
 	}
-	if m.SessionID, err = metaString("SessionId", md[fSessionID], fast); err != nil {
+	if m.SessionID, err = metaString("SessionId", md.SessionID); err != nil {
 		return nil, err
 	}
-	if m.CorrelationID, err = metaString("CorrelationId", md[fCorrelationID], fast); err != nil {
+	if m.CorrelationID, err = metaString("CorrelationId", md.CorrelationID); err != nil {
 		return nil, err
 	}
-	if s, err := metaString("ContentType", md[fContentType], fast); err != nil {
+	if s, err := metaString("ContentType", md.ContentType); err != nil {
 		return nil, err
 	} else if s != nil {
 		m.ContentType = *s
 	}
-	if s, err := metaString("Subject", md[fSubject], fast); err != nil {
+	if s, err := metaString("Subject", md.Subject); err != nil {
 		return nil, err
 	} else if s != nil {
 		m.Subject = *s
 	}
-	if n, ok, err := metaInt("DeliveryCount", md[fDeliveryCount], fast); err != nil {
+	if n, ok, err := metaInt("DeliveryCount", md.DeliveryCount); err != nil {
 		return nil, err
 	} else if ok {
 		if n < 0 || n > 1<<31-1 {
@@ -127,24 +145,24 @@ func decodeServiceBusFields(raw []byte, md *[len(sbFields)][]byte, fast bool) (*
 		}
 		m.DeliveryCount = int(n)
 	}
-	if n, ok, err := metaInt("SequenceNumber", md[fSequenceNumber], fast); err != nil {
+	if n, ok, err := metaInt("SequenceNumber", md.SequenceNumber); err != nil {
 		return nil, err
 	} else if ok {
 		m.SequenceNumber = n
 	}
-	if m.EnqueuedTime, err = metaTime("EnqueuedTimeUtc", md[fEnqueuedTimeUtc], fast); err != nil {
+	if m.EnqueuedTime, err = metaTime("EnqueuedTimeUtc", md.EnqueuedTimeUtc); err != nil {
 		return nil, err
 	}
 	if m.EnqueuedTime.IsZero() {
-		if m.EnqueuedTime, err = metaTime("EnqueuedTime", md[fEnqueuedTime], fast); err != nil {
+		if m.EnqueuedTime, err = metaTime("EnqueuedTime", md.EnqueuedTime); err != nil {
 			return nil, err
 		}
 	}
-	props := md[fApplicationProperties]
+	props := md.ApplicationProperties
 	if isNull(props) {
-		props = md[fUserProperties]
+		props = md.UserProperties
 	}
-	if m.ApplicationProperties, err = decodeProperties(props, fast); err != nil {
+	if m.ApplicationProperties, err = decodeProperties(props); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -152,21 +170,9 @@ func decodeServiceBusFields(raw []byte, md *[len(sbFields)][]byte, fast bool) (*
 
 // decodeBody accepts the binary form (a base64 JSON string) and the default
 // string form (the body text, JSON-encoded, inside a JSON string).
-func decodeBody(raw json.RawMessage, fast bool) ([]byte, error) {
+func decodeBody(raw json.RawMessage) ([]byte, error) {
 	if isNull(raw) {
 		return nil, nil
-	}
-	if fast && len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 {
-		// The binary form: base64 text needs no unescaping.
-		content := raw[1 : len(raw)-1]
-		if jsonscan.IsPlain(content) {
-			out := make([]byte, base64.StdEncoding.DecodedLen(len(content)))
-			n, err := base64.StdEncoding.Decode(out, content)
-			if err != nil {
-				return nil, malformed("Data", "binary trigger value is not valid base64")
-			}
-			return out[:n], nil
-		}
 	}
 	raw = bytes.TrimSpace(raw)
 	if raw[0] != '"' {
@@ -193,15 +199,9 @@ func decodeBody(raw json.RawMessage, fast bool) ([]byte, error) {
 // metaString decodes a Metadata string: a JSON string whose content is the
 // JSON encoding of the value. A plain (single-encoded) string is accepted
 // too. Absent or null is nil.
-func metaString(field string, raw json.RawMessage, fast bool) (*string, error) {
+func metaString(field string, raw json.RawMessage) (*string, error) {
 	if isNull(raw) {
 		return nil, nil
-	}
-	if fast && len(raw) >= 6 && string(raw[:3]) == `"\"` && string(raw[len(raw)-3:]) == `\""` {
-		if inner := raw[3 : len(raw)-3]; jsonscan.IsPlain(inner) {
-			s := string(inner)
-			return &s, nil
-		}
 	}
 	var s string
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -219,15 +219,9 @@ func metaString(field string, raw json.RawMessage, fast bool) (*string, error) {
 
 // metaInt decodes a number the host sends as a string ("1"); a bare JSON
 // number is accepted too.
-func metaInt(field string, raw json.RawMessage, fast bool) (int64, bool, error) {
+func metaInt(field string, raw json.RawMessage) (int64, bool, error) {
 	if isNull(raw) {
 		return 0, false, nil
-	}
-	if fast && len(raw) >= 3 && len(raw) <= 21 && raw[0] == '"' && raw[len(raw)-1] == '"' && allDigits(raw[1:len(raw)-1]) {
-		n, err := strconv.ParseInt(string(raw[1:len(raw)-1]), 10, 64)
-		if err == nil {
-			return n, true, nil
-		}
 	}
 	text := string(bytes.TrimSpace(raw))
 	if text[0] == '"' {
@@ -250,14 +244,12 @@ var timeLayouts = []string{
 
 // metaTime decodes a host date: "2025-01-15T10:20:05" (a DateTime without
 // offset, taken as UTC) or an RFC 3339 value with an offset.
-func metaTime(field string, raw json.RawMessage, fast bool) (time.Time, error) {
+func metaTime(field string, raw json.RawMessage) (time.Time, error) {
 	if isNull(raw) {
 		return time.Time{}, nil
 	}
 	var s string
-	if fast && len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && jsonscan.IsPlain(raw[1:len(raw)-1]) {
-		s = string(raw[1 : len(raw)-1])
-	} else if err := json.Unmarshal(raw, &s); err != nil {
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return time.Time{}, malformed(field, "not a JSON string")
 	}
 	for _, layout := range timeLayouts {
@@ -268,14 +260,11 @@ func metaTime(field string, raw json.RawMessage, fast bool) (time.Time, error) {
 	return time.Time{}, malformed(field, "not a date")
 }
 
-func decodeProperties(raw json.RawMessage, fast bool) (map[string]any, error) {
+// decodeProperties decodes ApplicationProperties, keeping numbers as
+// json.Number so no precision is lost.
+func decodeProperties(raw json.RawMessage) (map[string]any, error) {
 	if isNull(raw) {
 		return map[string]any{}, nil
-	}
-	if fast {
-		if props, ok := scanProperties(raw); ok {
-			return props, nil
-		}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -287,15 +276,6 @@ func decodeProperties(raw json.RawMessage, fast bool) (map[string]any, error) {
 		props = map[string]any{}
 	}
 	return props, nil
-}
-
-func allDigits(b []byte) bool {
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -316,6 +296,9 @@ func jsonKind(c byte) string {
 	}
 }
 
+// jsonErrorKind describes a decoding error without envelope bytes: the
+// offset of a syntax error, or the member (a name of the envelope structs,
+// never a payload key) that holds a value of the wrong JSON type.
 func jsonErrorKind(err error) string {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
@@ -323,7 +306,13 @@ func jsonErrorKind(err error) string {
 	case errors.As(err, &syn):
 		return fmt.Sprintf("syntax error at offset %d", syn.Offset)
 	case errors.As(err, &typ):
-		return fmt.Sprintf("%s where %s was expected", typ.Value, typ.Type)
+		// Value is "number 42" for an out-of-range number: keep the kind.
+		kind, _, _ := strings.Cut(typ.Value, " ")
+		where := "the envelope"
+		if typ.Field != "" {
+			where = typ.Field
+		}
+		return fmt.Sprintf("%s is a JSON %s", where, kind)
 	default:
 		return "invalid JSON"
 	}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
 
 func readFixture(t testing.TB, name string) []byte {
@@ -67,17 +68,17 @@ func TestDecodeTimerReplayFixture(t *testing.T) {
 // nimbusEnvelope builds a host envelope carrying a NimBus EventRequest.
 func nimbusEnvelope(stringData bool) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"Note\":\"<a&b> \\\"q\\\" ünï 😀\"}"},"ErrorContent":null}`
-	return hostsim.ServiceBus(hostsim.ServiceBusMessage{
+	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
 		FunctionName:   "Subscriber",
 		StringData:     stringData,
 		Body:           []byte(body),
 		MessageID:      `OrderPlaced-"quoted"\id`,
-		SessionID:      hostsim.S("customer-1"),
-		CorrelationID:  hostsim.S("corr-1"),
+		SessionID:      funchosttest.S("customer-1"),
+		CorrelationID:  funchosttest.S("corr-1"),
 		DeliveryCount:  3,
 		SequenceNumber: 1 << 40,
 		EnqueuedTime:   time.Date(2026, 11, 30, 8, 0, 1, 0, time.UTC),
-		Properties: hostsim.Props(
+		Properties: funchosttest.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-1", "EventTypeId", "OrderPlaced", "OriginatingMessageId", "self",
 			"ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint",
@@ -115,7 +116,7 @@ func TestDecodeServiceBusNimBusProperties(t *testing.T) {
 }
 
 func TestDecodeServiceBusAbsentValues(t *testing.T) {
-	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{FunctionName: "Subscriber", Body: nil, DeliveryCount: 1})
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{FunctionName: "Subscriber", Body: nil, DeliveryCount: 1})
 	m, err := DecodeServiceBus(env, "message")
 	if err != nil {
 		t.Fatal(err)
@@ -127,7 +128,7 @@ func TestDecodeServiceBusAbsentValues(t *testing.T) {
 		t.Errorf("body %q, props %v", m.Body, m.ApplicationProperties)
 	}
 	// An empty (but present) message id stays distinguishable from absent.
-	env = hostsim.ServiceBus(hostsim.ServiceBusMessage{FunctionName: "Subscriber", Body: []byte("x")})
+	env = funchosttest.ServiceBus(funchosttest.ServiceBusMessage{FunctionName: "Subscriber", Body: []byte("x")})
 	env = []byte(strings.Replace(string(env), `"SequenceNumber"`, `"MessageId":"\"\"","SequenceNumber"`, 1))
 	m, err = DecodeServiceBus(env, "message")
 	if err != nil {
@@ -150,20 +151,120 @@ func TestDecodeServiceBusMalformed(t *testing.T) {
 		"message id number":    strings.Replace(good, `"MessageId":"\"7c9e6679-7425-40de-944b-e07fc1f90ae7\""`, `"MessageId":7`, 1),
 		"bad date":             strings.Replace(good, `"EnqueuedTimeUtc":"2025-01-15T10:20:05"`, `"EnqueuedTimeUtc":"yesterday"`, 1),
 		"properties array":     strings.Replace(good, `"ApplicationProperties":{"eventType":"OrderCreated","schemaVersion":2}`, `"ApplicationProperties":[1]`, 1),
+		"number envelope":      `98765`,
+		"number data":          `{"Data":98765,"Metadata":{"Subject":"\"OrderCreated\""}}`,
+		"number metadata":      `{"Data":{"message":"eA=="},"Metadata":98765}`,
+		"bad character":        `{"Data":{"message":"eA=="},"Metadata":{"MessageId":OrderCreated}}`,
 	}
 	for name, env := range cases {
 		_, err := DecodeServiceBus([]byte(env), "message")
 		if !errors.Is(err, ErrMalformed) {
 			t.Errorf("%s: err = %v, want ErrMalformed", name, err)
 		}
-		if err != nil && strings.Contains(err.Error(), "OrderCreated") {
+		if err != nil && (strings.Contains(err.Error(), "OrderCreated") || strings.Contains(err.Error(), "98765")) {
 			t.Errorf("%s: error text leaks envelope content: %v", name, err)
 		}
 	}
 }
 
+// TestDecodeServiceBusEdgeCases pins encoding/json's reading of the
+// envelope: case-insensitive member names (with its folding), the last
+// duplicate wins, Data objects merge and null resets them, Metadata null is
+// empty, a single-encoded Metadata string is accepted, trailing bytes (a
+// NUL too) are refused.
+func TestDecodeServiceBusEdgeCases(t *testing.T) {
+	type want struct {
+		body, id      string // id "-" is absent
+		deliveryCount int
+		props         map[string]any
+	}
+	ok := func(body, id string) *want { return &want{body: body, id: id, props: map[string]any{}} }
+	cases := []struct {
+		env  string
+		want *want // nil: malformed
+	}{
+		{`null`, nil}, {`[]`, nil}, {`"x"`, nil}, {`12`, nil}, {`{}`, nil}, {`{"Data":null}`, nil}, {`{"Data":{}}`, nil}, {`{"Data":5}`, nil},
+		{`{"Data":{"message":"eA=="}}`, ok("x", "-")},
+		{`{"data":{"message":"eA=="},"metadata":{"messageid":"\"m\""}}`, ok("x", "m")},
+		{`{"D\u0061ta":{"message":"eA=="},"Metadata":{"MessageId":"\"a\\u00e9\""}}`, ok("x", "aé")},
+		{`{"Data":{"message":"eA=="},"Metadata":{"Me\u017fsageId":"\"kelvin\""}}`, ok("x", "kelvin")},
+		{`{"Data":{"message":"eA==","message":"eQ=="}}`, ok("y", "-")},
+		{`{"Data":{"a":"eA=="},"Data":{"b":"eQ=="}}`, nil},
+		{`{"Data":{"a":"eA=="},"Data":null,"Data":{"b":"eQ=="}}`, ok("y", "-")},
+		{`{"Data":{"message":"eA=="},"Metadata":null}`, ok("x", "-")},
+		{`{"Data":{"message":"eA=="},"Metadata":[]}`, nil},
+		{`{"Data":{"message":"eA=="},"Metadata":7}`, nil},
+		{`{"Data":{"message":"eA=="},"Metadata":{"MessageId":"\"a\"","MessageId":"\"b\""}}`, ok("x", "b")},
+		{`{"Data":{"message":"eA=="},"Metadata":{"MessageId":"plain"}}`, ok("x", "plain")},
+		{"{\"Data\":{\"message\":\"eA==\"},\"Metadata\":{\"MessageId\":\"\\\"\xff\\\"\"}}", ok("x", "\ufffd")},
+		{`{"Data":{"message":"eA=="},"Metadata":{"ApplicationProperties":{"a":1,"a":"x","n":null,"t":true,"o":{"x":[1,2.5e3]},"s":"\ud83d\ude00","bad":"\ud800"}}}`,
+			&want{body: "x", id: "-", props: map[string]any{"a": "x", "n": nil, "t": true, "o": map[string]any{"x": []any{json.Number("1"), json.Number("2.5e3")}}, "s": "😀", "bad": "\ufffd"}}},
+		{`{"Data":{"message":"eA=="},"Metadata":{"DeliveryCount":"007","SequenceNumber":"99999999999999999999"}}`, nil},
+		{`{"Data":{"message":"eA=="},"Metadata":{"DeliveryCount":3,"SequenceNumber":"-1"}}`, &want{body: "x", id: "-", deliveryCount: 3, props: map[string]any{}}},
+		{`{"Data":{"message":"eA=="}} x`, nil}, {`{"Data":{"message":"eA=="},}`, nil}, {`{"Data":{"message":"eA=="}`, nil},
+		{`{"Data":{"message":"e\u0041=="}}`, ok("x", "-")},
+		{`{"Data":{"message":"\"\\\"x\\\"\""}}`, ok(`"x"`, "-")},
+		{`{"Data":{"message":-0.5e+3}}`, nil}, {`{"Data":{"message":01}}`, nil}, {`{"Data":{"message":tru}}`, nil},
+		{"{\"Data\":{\"message\":\"eA==\"}}\x00", nil},
+		{"{\"Data\":{\"message\":\"eA==\"},\"Metadata\":{\"ApplicationProperties\":{}\x00}}", nil},
+	}
+	for _, c := range cases {
+		m, err := DecodeServiceBus([]byte(c.env), "message")
+		if c.want == nil {
+			var me *MalformedError
+			if !errors.As(err, &me) {
+				t.Errorf("%q: err = %v, want a *MalformedError", c.env, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", c.env, err)
+			continue
+		}
+		id := "-"
+		if m.MessageID != nil {
+			id = *m.MessageID
+		}
+		if string(m.Body) != c.want.body || id != c.want.id || m.DeliveryCount != c.want.deliveryCount || !reflect.DeepEqual(m.ApplicationProperties, c.want.props) {
+			t.Errorf("%q: body %q, MessageId %q, DeliveryCount %d, properties %#v; want %+v", c.env, m.Body, id, m.DeliveryCount, m.ApplicationProperties, *c.want)
+		}
+	}
+}
+
+func TestDecodeServiceBusDates(t *testing.T) {
+	env := `{"Data":{"message":"eA=="},"Metadata":{"EnqueuedTimeUtc":"2025-01-15T10:20:05","EnqueuedTime":"2025-01-15T10:20:05+01:00"}}`
+	m, err := DecodeServiceBus([]byte(env), "message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2025, 1, 15, 10, 20, 5, 0, time.UTC); !m.EnqueuedTime.Equal(want) || m.EnqueuedTime.Location() != time.UTC {
+		t.Errorf("EnqueuedTimeUtc wins: %v, want %v", m.EnqueuedTime, want)
+	}
+	m, err = DecodeServiceBus([]byte(`{"Data":{"message":"eA=="},"Metadata":{"EnqueuedTime":"2025-01-15T10:20:05+01:00"}}`), "message")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := time.Date(2025, 1, 15, 9, 20, 5, 0, time.UTC); !m.EnqueuedTime.Equal(want) || m.EnqueuedTime.Location() != time.UTC {
+		t.Errorf("EnqueuedTime with offset: %v, want %v", m.EnqueuedTime, want)
+	}
+}
+
+func TestMalformedErrorTextNamesTheProblem(t *testing.T) {
+	for env, want := range map[string]string{
+		`98765`:                      "(the envelope is a JSON number)",
+		`{"Data":98765}`:             "(Data is a JSON number)",
+		`{"Data":{},"Metadata":[1]}`: "(Metadata is a JSON array)",
+		`{"Data":{"m":x}}`:           "(syntax error at offset 14)",
+	} {
+		_, err := DecodeServiceBus([]byte(env), "message")
+		if err == nil || !strings.HasSuffix(err.Error(), want) {
+			t.Errorf("%s: err = %v, want it to end in %q", env, err, want)
+		}
+	}
+}
+
 func TestDecodeServiceBusOtherBindingName(t *testing.T) {
-	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{Binding: "msg", Body: []byte("hello"), MessageID: "m"})
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{Binding: "msg", Body: []byte("hello"), MessageID: "m"})
 	m, err := DecodeServiceBus(env, "message")
 	if err != nil || string(m.Body) != "hello" {
 		t.Fatalf("single binding of another name: %q, %v", m.Body, err)
@@ -186,8 +287,9 @@ func FuzzDecodeServiceBus(f *testing.F) {
 	f.Fuzz(func(t *testing.T, env []byte) {
 		m, err := DecodeServiceBus(env, "message")
 		if err != nil {
-			if !errors.Is(err, ErrMalformed) {
-				t.Fatalf("error %v is not ErrMalformed", err)
+			var me *MalformedError
+			if m != nil || !errors.As(err, &me) || !errors.Is(err, ErrMalformed) {
+				t.Fatalf("DecodeServiceBus = %v, %v; want nil and a *MalformedError", m, err)
 			}
 			return
 		}

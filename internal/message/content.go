@@ -2,9 +2,9 @@ package message
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 
-	"github.com/nimbus-go/functions-subscriber/internal/jsonscan"
 	"github.com/nimbus-go/functions-subscriber/internal/netjson"
 )
 
@@ -37,93 +37,21 @@ var ErrInvalidContent = errors.New("message body is not a valid MessageContent J
 // maxContentDepth mirrors NimBus's Newtonsoft MaxDepth of 32.
 const maxContentDepth = 32
 
-// ParseContent decodes a MessageContent body. Property names match
-// case-insensitively and unknown properties are ignored, as with
+// ParseContent decodes a MessageContent body with encoding/json. Property
+// names match case-insensitively and unknown properties are ignored, as with
 // Newtonsoft.Json; anything else (not JSON, not an object, nesting deeper
-// than 32, a field of the wrong type) is ErrInvalidContent. It reads the body
-// in one pass without reflection; a differential fuzz test keeps it equal to
-// json.Unmarshal into Content.
+// than 32, a field of the wrong type) is ErrInvalidContent.
 func ParseContent(body []byte) (*Content, error) {
 	trimmed := bytes.TrimSpace(body)
 	if len(trimmed) == 0 || trimmed[0] != '{' || depth(trimmed) > maxContentDepth {
 		return nil, ErrInvalidContent
 	}
 	var c Content
-	s := jsonscan.New(trimmed)
-	err := s.Object(1, func(ks, ke int, plain bool) error {
-		switch {
-		case s.KeyIs(ks, ke, plain, "EventContent"):
-			return scanPointer(s, &c.EventContent, func(e *EventContent, ks, ke int, plain bool) error {
-				switch {
-				case s.KeyIs(ks, ke, plain, "EventTypeId"):
-					return scanNullableString(s, &e.EventTypeID)
-				case s.KeyIs(ks, ke, plain, "EventJson"):
-					return scanNullableString(s, &e.EventJSON)
-				}
-				return s.Skip(2)
-			})
-		case s.KeyIs(ks, ke, plain, "ErrorContent"):
-			return scanPointer(s, &c.ErrorContent, func(e *ErrorContent, ks, ke int, plain bool) error {
-				switch {
-				case s.KeyIs(ks, ke, plain, "ErrorText"):
-					return scanNullableString(s, &e.ErrorText)
-				case s.KeyIs(ks, ke, plain, "ErrorType"):
-					return scanNullableString(s, &e.ErrorType)
-				case s.KeyIs(ks, ke, plain, "ExceptionStackTrace"):
-					return scanNullableString(s, &e.ExceptionStackTrace)
-				case s.KeyIs(ks, ke, plain, "ExceptionSource"):
-					return scanNullableString(s, &e.ExceptionSource)
-				}
-				return s.Skip(2)
-			})
-		}
-		return s.Skip(1)
-	})
-	if err != nil || !s.Done() {
+	if err := json.Unmarshal(trimmed, &c); err != nil {
 		return nil, ErrInvalidContent
 	}
 	return &c, nil
 }
-
-// scanPointer decodes null (nil) or an object into *dst, reusing an object
-// a duplicate key already created, as encoding/json does.
-func scanPointer[T any](s *jsonscan.Scanner, dst **T, member func(v *T, ks, ke int, plain bool) error) error {
-	switch s.Next() {
-	case 'n':
-		*dst = nil
-		return s.Literal("null")
-	case '{':
-		if *dst == nil {
-			*dst = new(T)
-		}
-		v := *dst
-		return s.Object(2, func(ks, ke int, plain bool) error { return member(v, ks, ke, plain) })
-	}
-	return errWrongType
-}
-
-// scanNullableString decodes null (nil) or a string into *dst.
-func scanNullableString(s *jsonscan.Scanner, dst **string) error {
-	switch s.Next() {
-	case 'n':
-		*dst = nil
-		return s.Literal("null")
-	case '"':
-		start := s.Pos()
-		if _, _, _, err := s.Str(); err != nil {
-			return err
-		}
-		v, ok := jsonscan.Unquote(s.Bytes(start, s.Pos()))
-		if !ok {
-			return jsonscan.ErrSyntax
-		}
-		*dst = &v
-		return nil
-	}
-	return errWrongType
-}
-
-var errWrongType = errors.New("wrong JSON type")
 
 // depth returns the deepest nesting of objects and arrays in a JSON text,
 // ignoring brackets inside strings.

@@ -1,13 +1,10 @@
 // Package minihost stands in for the Azure Functions host in tests: it
 // receives from a Service Bus session subscription with azservicebus, builds
 // each invocation envelope exactly as the host does for a custom handler
-// (research/functions.md §1, `dataType: binary`, sessions on), POSTs it to
-// the handler and settles the message the way the host does: complete on a
-// successful (2xx, JSON) invocation, abandon otherwise. It also builds timer
-// invocations.
-//
-// The envelope builders are pure functions so their byte shape can be
-// checked against captured fixtures.
+// (with funchosttest.Build: a "dataType": "binary" trigger, cardinality one,
+// sessions on), POSTs it to the handler and settles the message the way the
+// host does: complete on a successful (2xx, JSON) invocation, abandon
+// otherwise. Timer invocations are built with funchosttest.TimerEnvelope.
 package minihost
 
 import (
@@ -18,88 +15,47 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
 
-// Property is one application property; the host writes them in the order
-// the message carried them.
-type Property = hostsim.Property
-
-// ServiceBusTrigger is what the host knows about one delivered message.
-// Nil pointers are the .NET nulls the host leaves out of Metadata.
-type ServiceBusTrigger struct {
-	Body []byte
-	// SessionLockedUntil is the session lock; the zero time means a
-	// non-session trigger, whose action objects are {}.
-	SessionLockedUntil time.Time
-	// Namespace is Client.FullyQualifiedNamespace; ClientIdentifier is
-	// Client.Identifier, written only when set.
-	Namespace        string
-	ClientIdentifier string
-
-	DeliveryCount           int
-	DeadLetterSource        *string
-	LockToken               string
-	ExpiresAt               time.Time
-	EnqueuedTime            time.Time
-	MessageID               string
-	ContentType             *string
-	ReplyTo                 *string
-	SequenceNumber          int64
-	To                      *string
-	Subject                 *string
-	CorrelationID           *string
-	ApplicationProperties   []Property
-	SessionID               *string
-	ReplyToSessionID        *string
-	PartitionKey            *string
-	TransactionPartitionKey *string
-}
-
-// Sys is the WebJobs system binding data every invocation carries.
-type Sys struct {
-	MethodName string
-	UtcNow     time.Time
-	RandGuid   string
-}
-
-// NewSys returns Sys for an invocation of function now.
-func NewSys(function string) Sys {
-	return Sys{MethodName: function, UtcNow: time.Now().UTC(), RandGuid: NewGUID()}
-}
-
-// maxDateTimeOffset is .NET's DateTimeOffset.MaxValue: ExpiresAt of a
-// message whose time to live is unlimited.
+// maxDateTimeOffset is .NET's DateTimeOffset.MaxValue, the cap on a
+// message's ExpiresAt.
 var maxDateTimeOffset = time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC)
 
-// TriggerFromMessage describes m as the Service Bus extension does.
-// Application properties are sorted by name: the SDK hands them over as a Go
-// map, so their wire order is lost (JSON object order carries no meaning).
-func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time.Time, namespace, clientIdentifier string) *ServiceBusTrigger {
-	t := &ServiceBusTrigger{
+// TriggerFromMessage describes m as the Service Bus extension hands it to
+// the host, received under a session lock held until sessionLockedUntil
+// (the zero time for a trigger without sessions) by a client of namespace
+// whose identifier is clientID. The caller sets the invocation's
+// FunctionName, Binding, UtcNow and RandGUID before funchosttest.Build.
+// Application properties are sorted by name: the SDK hands them over as a
+// Go map, so their wire order is lost (JSON object order carries no
+// meaning).
+func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time.Time, namespace, clientID string) funchosttest.ServiceBusMessage {
+	t := funchosttest.ServiceBusMessage{
 		Body:               m.Body,
+		MessageID:          m.MessageID,
+		LockToken:          formatGUID(m.LockToken),
+		SessionID:          m.SessionID,
+		CorrelationID:      m.CorrelationID,
+		ContentType:        m.ContentType,
+		Subject:            m.Subject,
+		ReplyTo:            m.ReplyTo,
+		ReplyToSessionID:   m.ReplyToSessionID,
+		To:                 m.To,
+		PartitionKey:       m.PartitionKey,
+		DeadLetterSource:   m.DeadLetterSource,
+		DeliveryCount:      int(m.DeliveryCount),
 		SessionLockedUntil: sessionLockedUntil,
 		Namespace:          namespace,
-		ClientIdentifier:   clientIdentifier,
-		DeliveryCount:      int(m.DeliveryCount),
-		DeadLetterSource:   m.DeadLetterSource,
-		LockToken:          formatGUID(m.LockToken),
-		MessageID:          m.MessageID,
-		ContentType:        m.ContentType,
-		ReplyTo:            m.ReplyTo,
-		To:                 m.To,
-		Subject:            m.Subject,
-		CorrelationID:      m.CorrelationID,
-		SessionID:          m.SessionID,
-		ReplyToSessionID:   m.ReplyToSessionID,
-		PartitionKey:       m.PartitionKey,
-		ExpiresAt:          maxDateTimeOffset,
+		ClientID:           clientID,
 	}
 	if m.SequenceNumber != nil {
 		t.SequenceNumber = *m.SequenceNumber
 	}
 	if m.EnqueuedTime != nil {
 		t.EnqueuedTime = *m.EnqueuedTime
+		// ExpiresAt stays zero (no time to live) when enqueue time plus
+		// time to live reaches DateTimeOffset.MaxValue.
 		if m.TimeToLive != nil && *m.TimeToLive > 0 && maxDateTimeOffset.Sub(t.EnqueuedTime) > *m.TimeToLive {
 			t.ExpiresAt = t.EnqueuedTime.Add(*m.TimeToLive)
 		}
@@ -110,62 +66,9 @@ func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		t.ApplicationProperties = append(t.ApplicationProperties, Property{Name: k, Value: m.ApplicationProperties[k]})
+		t.Properties = append(t.Properties, funchosttest.Property{Name: k, Value: m.ApplicationProperties[k]})
 	}
 	return t
-}
-
-// BuildServiceBusInvocation returns the request body the host POSTs for a
-// Service Bus trigger with `"dataType": "binary"`, cardinality one (see
-// hostsim for the format). It fails only for an application property value
-// of a type the host could not have produced.
-func BuildServiceBusInvocation(binding string, t *ServiceBusTrigger, sys Sys) ([]byte, error) {
-	return hostsim.Build(hostsim.ServiceBusMessage{
-		FunctionName:            sys.MethodName,
-		Binding:                 binding,
-		Body:                    t.Body,
-		MessageID:               t.MessageID,
-		SessionID:               t.SessionID,
-		CorrelationID:           t.CorrelationID,
-		ContentType:             t.ContentType,
-		Subject:                 t.Subject,
-		ReplyTo:                 t.ReplyTo,
-		ReplyToSessionID:        t.ReplyToSessionID,
-		To:                      t.To,
-		PartitionKey:            t.PartitionKey,
-		TransactionPartitionKey: t.TransactionPartitionKey,
-		DeadLetterSource:        t.DeadLetterSource,
-		LockToken:               t.LockToken,
-		DeliveryCount:           t.DeliveryCount,
-		SequenceNumber:          t.SequenceNumber,
-		EnqueuedTime:            t.EnqueuedTime,
-		ExpiresAt:               t.ExpiresAt,
-		SessionLockedUntil:      t.SessionLockedUntil,
-		Properties:              t.ApplicationProperties,
-		Namespace:               t.Namespace,
-		ClientID:                t.ClientIdentifier,
-		UtcNow:                  sys.UtcNow,
-		RandGUID:                sys.RandGuid,
-	})
-}
-
-// TimerInfo is the timer trigger's TimerInfo.
-type TimerInfo struct {
-	// Last, Next and LastUpdated are the schedule status; the zero time is
-	// written as 0001-01-01T00:00:00+00:00 (first run).
-	Last, Next, LastUpdated time.Time
-	// NoMonitor writes "ScheduleStatus": null (useMonitor off).
-	NoMonitor bool
-	IsPastDue bool
-}
-
-// BuildTimerInvocation returns the request body the host POSTs for a timer
-// trigger.
-func BuildTimerInvocation(binding string, t TimerInfo, sys Sys) []byte {
-	return hostsim.TimerEnvelope(hostsim.Timer{
-		FunctionName: sys.MethodName, Binding: binding, Last: t.Last, Next: t.Next, LastUpdated: t.LastUpdated,
-		IsPastDue: t.IsPastDue, NoMonitor: t.NoMonitor, UtcNow: sys.UtcNow, RandGUID: sys.RandGuid,
-	})
 }
 
 // formatGUID formats 16 bytes in .NET's Guid "D" form. The SDK already

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
 
 // Config configures a Host. Client, Topic, Subscription, Function and
@@ -210,8 +212,9 @@ func (h *Host) drain(ctx context.Context, sr *azservicebus.SessionReceiver) {
 // worker's context: an invocation in flight at Stop finishes and settles.
 func (h *Host) process(sr *azservicebus.SessionReceiver, m *azservicebus.ReceivedMessage) {
 	trigger := TriggerFromMessage(m, sr.LockedUntil(), h.cfg.Namespace, h.clientID)
+	trigger.FunctionName, trigger.Binding, trigger.UtcNow, trigger.RandGUID = h.cfg.Function, h.cfg.Binding, time.Now().UTC(), NewGUID()
 	ok := false
-	envelope, err := BuildServiceBusInvocation(h.cfg.Binding, trigger, NewSys(h.cfg.Function))
+	envelope, err := funchosttest.Build(trigger)
 	if err == nil {
 		h.invocations.Add(1)
 		ictx, cancel := context.WithTimeout(context.Background(), h.cfg.InvocationTimeout)

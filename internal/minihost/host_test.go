@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -219,7 +220,7 @@ func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
 	if !guidRE.MatchString(decodeTwice(t, inv.metadata["LockToken"])) {
 		t.Errorf("LockToken %s", inv.metadata["LockToken"])
 	}
-	var sys Sys
+	var sys struct{ MethodName, RandGuid string }
 	if err := json.Unmarshal(inv.metadata["sys"], &sys); err != nil || sys.MethodName != "Subscriber" || !guidRE.MatchString(sys.RandGuid) {
 		t.Errorf("sys %s: %v", inv.metadata["sys"], err)
 	}
@@ -504,7 +505,7 @@ func TestInvokerVerdicts(t *testing.T) {
 		}
 	}
 
-	timer := BuildTimerInvocation("timer", TimerInfo{Next: time.Now()}, NewSys("InboxCleanup"))
+	timer := funchosttest.TimerEnvelope(funchosttest.Timer{FunctionName: "InboxCleanup", Next: time.Now(), UtcNow: time.Now(), RandGUID: NewGUID()})
 	res, err := iv.Invoke(ctxT(t, 5*time.Second), "json", timer)
 	if err != nil || !res.Succeeded {
 		t.Fatalf("timer invocation: %v %v", res, err)

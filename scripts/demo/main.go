@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostsim"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -151,19 +151,19 @@ func (d *demo) step(title, messageID string, deliveryCount int, eventType, event
 	}
 	body := `{"EventContent":{"EventTypeId":` + jsonString(eventType) + `,"EventJson":` + jsonString(eventJSON) + `},"ErrorContent":null}`
 	now := time.Now().UTC()
-	env := hostsim.ServiceBus(hostsim.ServiceBusMessage{
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
 		FunctionName:       app.FuncSubscriber,
 		Body:               []byte(body),
 		MessageID:          messageID,
-		SessionID:          hostsim.S("customer-C-7"),
-		CorrelationID:      hostsim.S("checkout-42"),
-		ContentType:        hostsim.S("application/json"),
+		SessionID:          funchosttest.S("customer-C-7"),
+		CorrelationID:      funchosttest.S("checkout-42"),
+		ContentType:        funchosttest.S("application/json"),
 		LockToken:          fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq),
 		DeliveryCount:      deliveryCount,
 		SequenceNumber:     1000 + d.seq,
 		EnqueuedTime:       now.Add(-2 * time.Second),
 		SessionLockedUntil: now.Add(time.Minute),
-		Properties: hostsim.Props(
+		Properties: funchosttest.Props(
 			"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-"+strings.ToLower(shown), "EventTypeId", eventType,
 			"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0,
@@ -186,7 +186,7 @@ func (d *demo) cleanup(title string) {
 	d.seq++
 	fmt.Printf("\n%s\n", title)
 	now := time.Now().UTC()
-	env := hostsim.TimerEnvelope(hostsim.Timer{
+	env := funchosttest.TimerEnvelope(funchosttest.Timer{
 		FunctionName: app.FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now.Add(-time.Hour),
 		UtcNow: now, RandGUID: fmt.Sprintf("b3c2a1d4-5e6f-4a7b-8c9d-%012d", d.seq),
 	})

@@ -1,14 +1,17 @@
-// Package hostsim builds invocation envelopes exactly as the Azure Functions
-// host does for a custom handler (research/functions.md §1–2): for replay
-// tests, benchmarks, the local demo and the test mini host. Its output is
-// checked byte for byte against captured host fixtures.
+// Package funchosttest builds invocation envelopes exactly as the Azure
+// Functions host does for a custom handler, the way net/http/httptest builds
+// requests: for replay tests, benchmarks, the local demo and the test mini
+// host. Its output is checked byte for byte against captured host fixtures
+// (internal/funchost/testdata/host).
 //
-// The host serializes with Newtonsoft.Json: Metadata string values are the
-// JSON text of the .NET string sent as a JSON string (encoded twice),
-// numbers arrive as strings, top-level dates keep whole seconds, objects
-// (action objects, Client, ApplicationProperties, sys) are real JSON
-// objects, and null values are left out.
-package hostsim
+// The host POSTs {"Data":{<binding>:<trigger value>},"Metadata":{...}} and
+// serializes with Newtonsoft.Json: Metadata string values are the JSON text
+// of the .NET string sent as a JSON string (encoded twice), numbers arrive
+// as strings, top-level dates keep whole seconds, objects (action objects,
+// Client, ApplicationProperties, sys) are real JSON objects, and null values
+// are left out. A Service Bus body is base64 with "dataType": "binary" and
+// JSON-encoded twice with the default string data type.
+package funchosttest
 
 import (
 	"bytes"
@@ -149,7 +152,7 @@ func Build(m ServiceBusMessage) ([]byte, error) {
 		props = append(props, ':')
 		var err error
 		if props, err = appendValue(props, p.Value); err != nil {
-			return nil, fmt.Errorf("hostsim: application property %q: %w", p.Name, err)
+			return nil, fmt.Errorf("funchosttest: application property %q: %w", p.Name, err)
 		}
 	}
 	props = append(props, '}')
