@@ -12,8 +12,9 @@ import (
 // the decisions that matter and for balanced syntax.
 
 // bicepAPIVersions are the resource types the templates may use and the API
-// version for each (research/functions.md §7.3; the managed identity's is the
-// GA version of that resource type).
+// version for each: known-good versions from the published Flex Consumption
+// samples and public Bicep (the managed identity's is the GA version of that
+// resource type); newer ones exist.
 var bicepAPIVersions = map[string]string{
 	"Microsoft.Web/serverfarms":                                     "2024-04-01",
 	"Microsoft.Web/sites":                                           "2024-04-01",

@@ -50,8 +50,7 @@
  * ListSessions, size limits beyond the advertised 1 MiB, session-lock expiry (a session stays
  * locked while its link is attached), token validation.
  *
- * Protocol facts the SDK depends on are commented where they are implemented
- * (see also research/sbfake.md).
+ * Protocol facts the SDK depends on are commented where they are implemented.
  */
 
 const rhea = require('rhea');

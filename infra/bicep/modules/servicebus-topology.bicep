@@ -1,6 +1,6 @@
 // NimBus Service Bus topology for one endpoint, on a new Standard namespace.
 //
-// Mirrors NimBus's TopologyDescriptor (research/nimbus-subscriber.md §1): one topic
+// Mirrors NimBus's TopologyDescriptor: one topic
 // per endpoint plus the system topic `Resolver`. Every subscription uses
 // MaxDeliveryCount 10, LockDuration 30 s, batched operations and dead-lettering on
 // filter evaluation exceptions.

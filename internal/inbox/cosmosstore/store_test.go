@@ -39,7 +39,7 @@ func TestConformanceOnStrongAccount(t *testing.T) {
 	})
 }
 
-// Documents match NimBus's InboxDocument for the research hash vectors.
+// Documents match NimBus's InboxDocument for the shared hash vectors.
 func TestDocumentShapeAndHashVectors(t *testing.T) {
 	e := newEnv(t, "Session")
 	first := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -200,7 +200,7 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 	}
 	// Open the gate only when all 16 callers wait for the one attempt in
 	// flight, so a store that did not share it would have sent 16 reads.
-	testenv.WaitUntil(t, 10*time.Second, func() bool { return goroutinesInFunc("cosmosstore.(*Store).ensure(") >= 16 },
+	testenv.WaitUntil(t, 10*time.Second, func() bool { return goroutinesInFunc("cosmos.(*Lazy).Do(") >= 16 },
 		func() string { return "16 callers waiting for the initialization" })
 	close(gate)
 	wg.Wait()

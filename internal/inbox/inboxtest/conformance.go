@@ -39,7 +39,8 @@ func (c *Clock) Advance(d time.Duration) {
 }
 
 // HashVector is an (endpoint, MessageId) pair and its NimBus identity hash
-// (research/nimbus-subscriber.md §7.4, computed from NimBus's algorithm).
+// (computed with NimBus's algorithm: upper-case hex SHA-256 of
+// "<UTF-16 length of endpoint>\x1f<endpoint>\x1f<messageId>").
 type HashVector struct{ Endpoint, MessageID, ID string }
 
 // HashVectors cover delimiters, case, trailing spaces, length-prefix

@@ -137,8 +137,9 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 		t.Fatal("Done is open after Stop")
 	}
 	lines := p.Lines()
-	if len(lines) < 2 || lines[len(lines)-1].Str("message") != "shutting down: finishing in-flight invocations" {
-		t.Fatalf("last line is not the shutdown line: %+v", lines)
+	if len(lines) < 3 || !strings.HasPrefix(lines[len(lines)-2].Str("message"), "shutting down") ||
+		lines[len(lines)-1].Str("message") != "stopped" {
+		t.Fatalf("the last lines are not the shutdown and stopped lines: %+v", lines)
 	}
 	var raw []string
 	for i, l := range lines {
