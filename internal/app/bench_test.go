@@ -152,3 +152,44 @@ func BenchmarkInvocation(b *testing.B) {
 	b.Run("inbox=duplicate", func(b *testing.B) { runInvocationBench(b, true, "duplicate") })
 	b.Run("inbox=bypass", func(b *testing.B) { runInvocationBench(b, true, "bypass") })
 }
+
+// BenchmarkLargeInvocation measures the memory one invocation takes per
+// byte of its envelope (the figure behind NimBus__Host__MaxBodyBytesInFlight):
+// a 4 MB event, base64-encoded in the envelope as the host sends it.
+func BenchmarkLargeInvocation(b *testing.B) {
+	cfg, err := config.Load(config.FromMap(map[string]string{
+		config.KeyEndpoint: "BillingEndpoint", config.KeyResolverSink: "InMemory",
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg := subscriber.NewRegistry()
+	reg.Handle("OrderPlaced", func(context.Context, *subscriber.Event) (subscriber.Result, error) { return subscriber.Completed(), nil })
+	pub := &resolver.Memory{}
+	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.Nop(), Publisher: pub})
+	if err != nil {
+		b.Fatal(err)
+	}
+	event := `{\"Blob\":\"` + string(bytes.Repeat([]byte("x"), 4<<20)) + `\"}`
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		FunctionName: FuncSubscriber,
+		Body:         []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"` + event + `"},"ErrorContent":null}`),
+		MessageID:    "m-1", SessionID: funchosttest.S("s"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
+		Namespace:  "sb", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
+	})
+	h := a.Handler()
+	b.SetBytes(int64(len(env)))
+	b.ReportAllocs()
+	var total uint64
+	for b.Loop() {
+		pub.Reset()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(env)))
+		if rec.Code != 200 {
+			b.Fatalf("status %d", rec.Code)
+		}
+		total++
+	}
+	_ = total
+}

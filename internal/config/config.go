@@ -81,7 +81,7 @@ const (
 	DefaultCosmosContainer      = "inbox"
 	DefaultRetryBaseDelay       = time.Second
 	DefaultRetryMaxDelay        = time.Minute
-	DefaultMaxBodyBytesInFlight = 256 << 20 // 256 MiB
+	DefaultMaxBodyBytesInFlight = 64 << 20 // 64 MiB: processing allocates about six bytes per envelope byte
 )
 
 // Limits.

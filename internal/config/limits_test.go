@@ -480,7 +480,7 @@ func TestCosmosSettings(t *testing.T) {
 
 func TestMaxBodyBytesInFlight(t *testing.T) {
 	cfg, err := load(t, nil)
-	if err != nil || cfg.Host.MaxBodyBytesInFlight != 268435456 {
+	if err != nil || cfg.Host.MaxBodyBytesInFlight != 67108864 {
 		t.Fatalf("default: %v %v", cfg, err)
 	}
 	for in, want := range map[string]int64{"1048576": 1 << 20, "17179869184": 16 << 30, "268435456": 256 << 20} {

@@ -247,18 +247,22 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 	if r.ContentLength > s.maxBody {
 		return nil, fmt.Errorf("envelope of %d bytes exceeds the %d byte limit", r.ContentLength, s.maxBody)
 	}
-	lr := io.LimitReader(r.Body, s.maxBody+1)
-	size := 16 << 10
-	if r.ContentLength > 0 {
-		size = int(r.ContentLength)
+	if r.ContentLength >= 0 {
+		// The length is announced (the host always does): read exactly
+		// that, in one allocation. The server stops the body at its length.
+		buf := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, buf); err != nil {
+			return nil, fmt.Errorf("reading the envelope: %w", err)
+		}
+		return buf, nil
 	}
-	metered := s.budget != nil && r.ContentLength < 0
-	buf := make([]byte, 0, size)
+	lr := io.LimitReader(r.Body, s.maxBody+1)
+	buf := make([]byte, 0, 16<<10)
 	for {
 		if len(buf) == cap(buf) {
 			buf = append(buf, 0)[:len(buf)]
 		}
-		if metered && int64(cap(buf)) > *held {
+		if s.budget != nil && int64(cap(buf)) > *held {
 			grow := min(int64(cap(buf)), s.capacity) - *held
 			if grow > 0 {
 				if !s.budget.TryAcquire(grow) {
