@@ -103,15 +103,16 @@ func run() error {
 	d.step("5. A message without a MessageId (cannot be deduplicated)", "", 1, "OrderPlaced", order("O-3", 42.5, ""))
 	d.step("6. An event type this endpoint has no handler for", "CustomerMoved-0001", 1, "CustomerMoved", `{"CustomerId":"C-7"}`)
 	d.step("7. A large order the handler hands off for manual approval", "OrderPlaced-0004", 1, "OrderPlaced", order("O-4", 25000, ""))
-	d.malformed("8. A malformed envelope (not valid base64)")
+	d.step("8. An order without an OrderId: the handler fails permanently, so it is answered at once (no pause) and dead-lettered after the last delivery", "OrderPlaced-0005", 1, "OrderPlaced", `{"CustomerId":"C-7","Amount":10}`)
+	d.malformed("9. A malformed envelope (not valid base64)")
 	// The handler's inbox runs on the wall clock: the records expire only
-	// when 5 seconds have really passed, and step 9 shows them purged.
+	// when 5 seconds have really passed, and step 10 shows them purged.
 	if wait := 5500*time.Millisecond - time.Since(lastRecord); wait > 0 {
 		fmt.Printf("\n(waiting %.1fs for the records to pass the 5-second retention)\n", wait.Seconds())
 		time.Sleep(wait)
 	}
-	d.cleanup("9. The hourly InboxCleanup timer fires")
-	d.step("10. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
+	d.cleanup("10. The hourly InboxCleanup timer fires")
+	d.step("11. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
 
 	fmt.Println()
 	fmt.Println("Counters (GET /_nimbus/metrics):")
@@ -207,8 +208,11 @@ func (d *demo) invoke(function string, env []byte) {
 	io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	verdict := "the host completes the message"
-	if resp.StatusCode/100 != 2 {
-		verdict = "the host abandons the message; the broker redelivers it (dead-letters after MaxDeliveryCount)"
+	switch {
+	case resp.StatusCode == http.StatusServiceUnavailable:
+		verdict = "the host abandons the message; the broker redelivers it"
+	case resp.StatusCode/100 != 2:
+		verdict = "the host abandons the message; redelivered at once, dead-lettered after MaxDeliveryCount"
 	}
 	if function == app.FuncInboxCleanup {
 		verdict = "timer invocation succeeded"
