@@ -195,9 +195,13 @@ func countingListener(t *testing.T) (port int, accepted *atomic.Int32) {
 func TestServiceBusPublisherConnectsOnlyOnFirstPublish(t *testing.T) {
 	port, accepted := countingListener(t)
 	p := newPublisher(t, testenv.ConnectionString(port))
-	time.Sleep(200 * time.Millisecond)
-	if n := accepted.Load(); n != 0 {
-		t.Fatalf("%d connections before the first publish", n)
+	// New creates no SDK client and starts nothing in the background, so
+	// nothing can connect before the first publish.
+	p.c.mu.Lock()
+	created := p.c.client != nil
+	p.c.mu.Unlock()
+	if created || accepted.Load() != 0 {
+		t.Fatalf("client created %v, %d connections before the first publish", created, accepted.Load())
 	}
 	// The peer accepts TCP but never speaks AMQP: the publish must fail, not hang.
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
@@ -235,12 +239,20 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 	sb := testenv.StartServiceBus(t, topo)
 	p := newPublisher(t, sb.ConnectionString)
 	var created atomic.Int32
+	release := make(chan struct{})
 	p.c.newClient = func(o Options) (*azservicebus.Client, error) {
 		created.Add(1)
-		time.Sleep(50 * time.Millisecond) // widen the window for concurrent first publishes
+		<-release // held until every goroutine waits for this one creation
 		return newSDKClient(o)
 	}
 	const goroutines, each = 32, 8
+	waited := make(chan bool, 1)
+	go func() {
+		// Release the creation once every goroutine's first publish is
+		// blocked in sender: one creating, the rest waiting for it.
+		waited <- testenv.Poll(20*time.Second, func() bool { return testenv.GoroutinesIn("servicebus.(*Client).sender(") >= goroutines })
+		close(release)
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, goroutines*each)
 	for g := range goroutines {
@@ -257,6 +269,9 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	if !<-waited {
+		t.Fatal("the goroutines never all waited for the first creation")
+	}
 	close(errs)
 	for err := range errs {
 		t.Fatal(err)

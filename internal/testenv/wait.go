@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"runtime"
+	"strings"
 	"testing"
 	"time"
 )
@@ -33,4 +35,26 @@ func Poll(timeout time.Duration, cond func() bool) bool {
 		}
 	}
 	return true
+}
+
+// GoroutinesIn counts the goroutines whose stack has a frame containing fn
+// (for example "servicebus.(*Client).sender("): a test waits until the
+// callers it started are all blocked where it expects, instead of sleeping.
+func GoroutinesIn(fn string) int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	count := 0
+	for _, g := range strings.Split(string(buf), "\n\n") {
+		if strings.Contains(g, fn) {
+			count++
+		}
+	}
+	return count
 }
