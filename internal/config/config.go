@@ -67,6 +67,9 @@ const (
 	KeyRetryBaseDelay         = "NimBus__Retry__BaseDelay"
 	KeyRetryMaxDelay          = "NimBus__Retry__MaxDelay"
 	KeyMaxBodyBytesInFlight   = "NimBus__Host__MaxBodyBytesInFlight"
+	// KeyUnresolvedRetentionDays bounds the life of unresolved tracking
+	// rows in the Resolver's Cosmos store (see Tracking).
+	KeyUnresolvedRetentionDays = "NimBus__Cosmos__UnresolvedRetentionDays"
 )
 
 // Defaults.
@@ -136,6 +139,7 @@ type Config struct {
 	Resolver Resolver
 	Retry    Retry
 	Host     Host
+	Tracking Tracking
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -236,6 +240,7 @@ func Load(lookup Lookup) (*Config, error) {
 	case n > MaxEndpointLen:
 		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", KeyEndpoint, show(c.Endpoint), n, MaxEndpointLen)
 	}
+	c.Tracking.UnresolvedRetentionDays = l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox

@@ -42,5 +42,6 @@ var Settings = []Setting{
 	{Name: KeyRetryMaxDelay, Default: formatTimeSpan(DefaultRetryMaxDelay)},
 	{Name: KeyMaxBodyBytesInFlight, Default: strconv.Itoa(DefaultMaxBodyBytesInFlight)},
 	{Name: KeyLogLevel, Default: "info"},
+	{Name: KeyUnresolvedRetentionDays, Default: "-1"},
 	{Name: KeyPort, Default: strconv.Itoa(DefaultPort), SetByHost: true},
 }

@@ -1,0 +1,38 @@
+package config
+
+import "strconv"
+
+// Bounds of NimBus__Cosmos__UnresolvedRetentionDays.
+const (
+	// DefaultUnresolvedRetentionDays keeps unresolved rows without limit.
+	DefaultUnresolvedRetentionDays = -1
+	// MaxUnresolvedRetentionDays is NimBus's product bound: a
+	// payload-bearing unresolved row never outlives the one-year audits
+	// that describe it.
+	MaxUnresolvedRetentionDays = 365
+)
+
+// Tracking configures the Resolver's message-tracking store.
+type Tracking struct {
+	// UnresolvedRetentionDays is how long a Pending, Deferred, Failed,
+	// DeadLettered or Unsupported tracking row lives after its last write:
+	// -1 (unlimited, the default) or 1..365 whole days
+	// (NimBus__Cosmos__UnresolvedRetentionDays).
+	UnresolvedRetentionDays int
+}
+
+// retentionDays reads NimBus__Cosmos__UnresolvedRetentionDays: -1 or
+// 1..365 whole days; anything else is a problem naming the setting and the
+// value.
+func (l *loader) retentionDays() int {
+	raw := l.str(KeyUnresolvedRetentionDays)
+	if raw == "" {
+		return DefaultUnresolvedRetentionDays
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || !(n == -1 || (n >= 1 && n <= MaxUnresolvedRetentionDays)) {
+		l.problem("%s=%s must be -1 (unlimited) or between 1 and %d whole days", KeyUnresolvedRetentionDays, show(raw), MaxUnresolvedRetentionDays)
+		return DefaultUnresolvedRetentionDays
+	}
+	return n
+}
