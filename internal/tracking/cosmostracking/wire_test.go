@@ -552,11 +552,18 @@ func TestSoftDeleteTTLs(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 365})
 	mustUpload(t, f.s, tracking.Pending, "rm", "s1", "billing", row("billing", "rm", "s1", message.EventRequest, "m", ""), true)
 	mustUpload(t, f.s, tracking.Failed, "ar", "s1", "billing", row("billing", "ar", "s1", message.ErrorResponse, "m", ""), true)
+	f.env.Rec.Reset()
 	if ok, err := f.s.RemoveMessage(ctx, "rm", "s1", "billing"); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
 	if err := f.s.ArchiveFailedEvent(ctx, "ar", "s1", "billing"); err != nil {
 		t.Fatal(err)
+	}
+	if p, all := count(f, cosmostest.IsDocPatch), len(docs(f)); p != 2 || all != 2 {
+		t.Errorf("%d patches among %d requests; want one patch per soft delete", p, all)
+	}
+	if ok, err := f.s.RemoveMessage(ctx, "never", "s1", "billing"); err != nil || ok {
+		t.Errorf("removing a missing row: %v, %v", ok, err)
 	}
 	if d := cosmostest.RawDoc(t, f.raw, "rm_s1"); d["ttl"] != float64(cosmostracking.SoftDeletedTTL) || d["deleted"] != true || d["status"] != "Pending" {
 		t.Errorf("removed %v", d)
