@@ -67,9 +67,6 @@ const (
 	KeyRetryBaseDelay         = "NimBus__Retry__BaseDelay"
 	KeyRetryMaxDelay          = "NimBus__Retry__MaxDelay"
 	KeyMaxBodyBytesInFlight   = "NimBus__Host__MaxBodyBytesInFlight"
-	// KeyUnresolvedRetentionDays bounds the life of unresolved tracking
-	// rows in the Resolver's Cosmos store (see Tracking).
-	KeyUnresolvedRetentionDays = "NimBus__Cosmos__UnresolvedRetentionDays"
 )
 
 // Defaults.
@@ -139,7 +136,6 @@ type Config struct {
 	Resolver Resolver
 	Retry    Retry
 	Host     Host
-	Tracking Tracking
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -240,7 +236,9 @@ func Load(lookup Lookup) (*Config, error) {
 	case n > MaxEndpointLen:
 		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", KeyEndpoint, show(c.Endpoint), n, MaxEndpointLen)
 	}
-	c.Tracking.UnresolvedRetentionDays = l.retentionDays()
+	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
+	// the Resolver app's tracking settings carry its value.
+	l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox
@@ -463,3 +461,7 @@ func (l *loader) checkCosmos(c *Cosmos) {
 		}
 	}
 }
+
+// KeyUnresolvedRetentionDays bounds the life of the Resolver's unresolved
+// tracking rows (loader.retentionDays reads it).
+const KeyUnresolvedRetentionDays = "NimBus__Cosmos__UnresolvedRetentionDays"

@@ -33,6 +33,7 @@ var Settings = []Setting{
 	{Name: KeyCosmosContainer, Default: DefaultCosmosContainer},
 	{Name: KeyCosmosAutoCreate, Default: "true"},
 	{Name: KeyCosmosRelaxed, Default: "false"},
+	{Name: KeyUnresolvedRetentionDays, Default: strconv.Itoa(DefaultUnresolvedRetentionDays)},
 	{Name: KeyServiceBus},
 	{Name: KeyServiceBusNamespace},
 	{Name: KeyServiceBusCredential},
@@ -42,6 +43,5 @@ var Settings = []Setting{
 	{Name: KeyRetryMaxDelay, Default: formatTimeSpan(DefaultRetryMaxDelay)},
 	{Name: KeyMaxBodyBytesInFlight, Default: strconv.Itoa(DefaultMaxBodyBytesInFlight)},
 	{Name: KeyLogLevel, Default: "info"},
-	{Name: KeyUnresolvedRetentionDays, Default: "-1"},
 	{Name: KeyPort, Default: strconv.Itoa(DefaultPort), SetByHost: true},
 }

@@ -12,15 +12,6 @@ const (
 	MaxUnresolvedRetentionDays = 365
 )
 
-// Tracking configures the Resolver's message-tracking store.
-type Tracking struct {
-	// UnresolvedRetentionDays is how long a Pending, Deferred, Failed,
-	// DeadLettered or Unsupported tracking row lives after its last write:
-	// -1 (unlimited, the default) or 1..365 whole days
-	// (NimBus__Cosmos__UnresolvedRetentionDays).
-	UnresolvedRetentionDays int
-}
-
 // retentionDays reads NimBus__Cosmos__UnresolvedRetentionDays: -1 or
 // 1..365 whole days; anything else is a problem naming the setting and the
 // value.
