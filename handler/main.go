@@ -64,7 +64,7 @@ func run() int {
 		return 1
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	log.Info().Str("addr", addr).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
+	log.Info().Str("addr", addr).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Strs("functions", a.Functions()).Strs("eventTypes", handlers.EventTypes()).
 		Str("version", buildVersion()).Msg("custom handler listening")
