@@ -1,0 +1,298 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+
+	"github.com/nimbus-go/functions-subscriber/internal/minihost"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+)
+
+// resolverStack is the endpoint stack (Cosmos inbox, Service Bus with the
+// NimBus topology, the handler binary as the endpoint app under a mini
+// host) plus the same binary deployed a second time as the Resolver app
+// under a second mini host on Resolver/Resolver. Nothing reads the
+// Resolver subscription but the Resolver.
+type resolverStack struct {
+	tb       testing.TB
+	cosmos   *testenv.Cosmos
+	proxy    *testenv.FaultProxy
+	sb       *testenv.ServiceBus
+	client   *azservicebus.Client
+	endpoint *handlerProc
+	resolver *handlerProc
+	epHost   *minihost.Host
+	resHost  *minihost.Host
+	sender   *azservicebus.Sender
+	rows     rowReader
+}
+
+// rowReader reads the tracking row of an event: the most recently updated
+// one across sessions, nil when there is none.
+type rowReader interface {
+	row(ctx context.Context, endpoint, eventID string) (*trackedRow, error)
+}
+
+// trackedRow is the part of a tracking row the tests check.
+type trackedRow struct {
+	Status           string  `json:"ResolutionStatus"`
+	MessageType      string  `json:"MessageType"`
+	LastMessageID    *string `json:"LastMessageId"`
+	Reason           *string `json:"Reason"`
+	PendingSubStatus *string `json:"PendingSubStatus"`
+	HandoffReason    *string `json:"HandoffReason"`
+	ExternalJobID    *string `json:"ExternalJobId"`
+	EndpointID       string  `json:"EndpointId"`
+	SessionID        string  `json:"SessionId"`
+	From             *string `json:"From"`
+}
+
+// httpRows reads rows through the Resolver process's in-memory store
+// (GET /_nimbus/tracking).
+type httpRows struct{ base string }
+
+func (h httpRows) row(ctx context.Context, endpoint, eventID string) (*trackedRow, error) {
+	u := h.base + "/_nimbus/tracking?endpoint=" + url.QueryEscape(endpoint) + "&event=" + url.QueryEscape(eventID)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	switch resp.StatusCode {
+	case http.StatusNotFound:
+		return nil, nil
+	case http.StatusOK:
+	default:
+		return nil, fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, b)
+	}
+	var r trackedRow
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+type resolverStackConfig struct {
+	faults *testenv.FaultProxyOptions
+	// resolverSessions is the Resolver host's MaxConcurrentSessions
+	// (default 16, as NimBus pins it).
+	resolverSessions int
+}
+
+func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
+	tb.Helper()
+	if cfg.resolverSessions <= 0 {
+		cfg.resolverSessions = 16
+	}
+	s := &resolverStack{tb: tb}
+	s.cosmos = testenv.StartCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})
+	s.sb = testenv.StartServiceBus(tb, testenv.NimBusTopology(endpointID))
+	s.client = s.sb.Client(tb)
+	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", s.cosmos.Endpoint, s.cosmos.Key)
+
+	s.endpoint = startHandler(tb, map[string]string{
+		"NimBus__Endpoint":                        endpointID,
+		"NimBus__Inbox__Enabled":                  "true",
+		"NimBus__Inbox__Store":                    "Cosmos",
+		"NimBus__Inbox__Cosmos__ConnectionString": cosmosConn,
+		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
+		"ServiceBusConnection":                    s.sb.ConnectionString,
+		"NimBus__Retry__BaseDelay":                "50ms",
+		"NimBus__Retry__MaxDelay":                 "500ms",
+	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
+	s.resolver = startHandler(tb, map[string]string{
+		"NimBus__App":              "Resolver",
+		"NimBus__Resolver__Store":  "InMemory",
+		"ServiceBusConnection":     s.sb.ConnectionString,
+		"NimBus__Retry__BaseDelay": "50ms",
+		"NimBus__Retry__MaxDelay":  "500ms",
+	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
+	s.rows = httpRows{base: s.resolver.base}
+
+	s.epHost = s.startHost(endpointID, endpointID, "Subscriber", s.endpoint, 8)
+	s.resHost = s.startHost(testenv.ResolverTopic, testenv.ResolverSubscription, "Resolver", s.resolver, cfg.resolverSessions)
+
+	snd, err := s.client.NewSender(endpointID, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.sender = snd
+	return s
+}
+
+func (s *resolverStack) startHost(topic, sub, fn string, h *handlerProc, sessions int) *minihost.Host {
+	s.tb.Helper()
+	host, err := minihost.New(minihost.Config{
+		Client: s.sb.Client(s.tb), Topic: topic, Subscription: sub, Function: fn, Binding: "message",
+		Invoker: &minihost.Invoker{BaseURL: h.base}, MaxConcurrentSessions: sessions,
+		SessionIdleTimeout: 300 * time.Millisecond, AcceptTimeout: 5 * time.Second, InvocationTimeout: 2 * time.Minute,
+	})
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		s.tb.Fatal(err)
+	}
+	s.tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := host.Stop(ctx); err != nil {
+			s.tb.Errorf("stopping the %s mini host: %v", fn, err)
+		}
+	})
+	return host
+}
+
+func (s *resolverStack) send(evs ...event) {
+	s.tb.Helper()
+	for _, e := range evs {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		err := s.sender.SendMessage(ctx, e.message(), nil)
+		cancel()
+		if err != nil {
+			s.tb.Fatalf("sending %s: %v", e.MessageID, err)
+		}
+	}
+}
+
+// row reads the tracking row of e's event.
+func (s *resolverStack) row(e event) *trackedRow {
+	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := s.rows.row(ctx, endpointID, e.EventID)
+	if err != nil {
+		s.tb.Fatalf("reading the tracking row of %s: %v", e.MessageID, err)
+	}
+	return r
+}
+
+// waitRow waits until e's tracking row satisfies ok.
+func (s *resolverStack) waitRow(e event, timeout time.Duration, what string, ok func(*trackedRow) bool) *trackedRow {
+	s.tb.Helper()
+	var last *trackedRow
+	testenv.WaitUntil(s.tb, timeout, func() bool {
+		last = s.row(e)
+		return last != nil && ok(last)
+	}, func() string {
+		return fmt.Sprintf("the tracking row of %s %s: last read %+v (endpoint host %+v, Resolver host %+v)",
+			e.MessageID, what, last, s.epHost.Stats(), s.resHost.Stats())
+	})
+	return last
+}
+
+// resolverLines returns the Resolver's invocation lines.
+func (s *resolverStack) resolverLines() []map[string]any {
+	var out []map[string]any
+	for _, l := range s.resolver.Lines() {
+		if l.Fields != nil && l.Fields["function"] == "Resolver" && l.Fields["outcome"] != nil {
+			out = append(out, l.Fields)
+		}
+	}
+	return out
+}
+
+func strOf(s *string) string {
+	if s == nil {
+		return "<nil>"
+	}
+	return *s
+}
+
+// TestResolverTracksTheEndpointsOutcomes deploys the binary twice (endpoint
+// and Resolver). Published events reach the endpoint; its responses and the
+// fan-out's request copies reach the Resolver, whose tracking rows read
+// back Completed, Skipped with the DuplicateDetected reason, Unsupported,
+// and Pending with the handoff sub-status. A request copy delivered after
+// the response is refused as stale and the row stays Completed.
+//
+// Failed → Deferred → Completed after a resubmission needs session blocking
+// on the endpoint, which is not built yet; it is not tested here.
+func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
+	s := startResolverStack(t, resolverStackConfig{})
+	done := order("OrderPlaced-done-1", "customer-a", 100, 0)
+	dup := order("OrderPlaced-dup-1", "customer-b", 100, 0)
+	unsupported := event{MessageID: "OrderCancelled-1", SessionID: "customer-c", EventID: guidFor("OrderCancelled-1"),
+		EventTypeID: "OrderCancelled", EventJSON: `{"OrderId":"O-9"}`}
+	handoff := order("OrderPlaced-big-1", "customer-d", 25000, 0)
+	s.send(done, dup, unsupported, handoff)
+
+	r := s.waitRow(done, 60*time.Second, "to be Completed", func(r *trackedRow) bool { return r.Status == "Completed" })
+	if r.MessageType != "ResolutionResponse" || r.EndpointID != endpointID || r.SessionID != done.SessionID || strOf(r.From) != endpointID {
+		t.Errorf("Completed row %+v", r)
+	}
+	s.waitRow(unsupported, 30*time.Second, "to be Unsupported", func(r *trackedRow) bool { return r.Status == "Unsupported" })
+	r = s.waitRow(handoff, 30*time.Second, "to be Pending with the handoff sub-status", func(r *trackedRow) bool {
+		return r.Status == "Pending" && r.MessageType == "PendingHandoffResponse"
+	})
+	if strOf(r.PendingSubStatus) != "Handoff" || strOf(r.HandoffReason) != "ManualApproval" || strOf(r.ExternalJobID) != "approval-O-big-1" {
+		t.Errorf("handoff row %+v", r)
+	}
+	s.waitRow(dup, 30*time.Second, "to be Completed", func(r *trackedRow) bool { return r.Status == "Completed" })
+
+	// The duplicate: the inbox skips it and the Resolver records Skipped
+	// with the DuplicateDetected reason.
+	s.send(dup)
+	r = s.waitRow(dup, 30*time.Second, "to be Skipped", func(r *trackedRow) bool { return r.Status == "Skipped" })
+	if strOf(r.Reason) != "DuplicateDetected" || r.MessageType != "SkipResponse" {
+		t.Errorf("Skipped row %+v", r)
+	}
+
+	// A late request copy: the fan-out's copy of done's EventRequest
+	// delivered after its response (here sent straight to the Resolver
+	// topic, as a lagging forward would deliver it).
+	late := done.message()
+	late.ApplicationProperties["From"] = producerID
+	rs, err := s.client.NewSender(testenv.ResolverTopic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := rs.SendMessage(ctx, late, nil); err != nil {
+		t.Fatal(err)
+	}
+	var staleLine map[string]any
+	testenv.WaitUntil(t, 30*time.Second, func() bool {
+		staleLine = nil
+		for _, l := range s.resolverLines() {
+			if l["messageId"] == done.MessageID && l["outcome"] == "stale" {
+				staleLine = l
+			}
+		}
+		return staleLine != nil
+	}, func() string { return "the Resolver's stale line for the late copy" })
+	if staleLine["level"] != "warn" || staleLine["messageType"] != "EventRequest" || staleLine["status"] != "Pending" {
+		t.Errorf("stale line %v", staleLine)
+	}
+	if r := s.row(done); r.Status != "Completed" || r.MessageType != "ResolutionResponse" {
+		t.Errorf("after the late copy the row is %+v, want it still Completed", r)
+	}
+
+	// Every Resolver invocation completed; none failed.
+	counts := map[string]int{}
+	for _, l := range s.resolverLines() {
+		counts[l["outcome"].(string)]++
+	}
+	if st := s.resHost.Stats(); st.Abandons != 0 || st.Failures != 0 {
+		t.Errorf("Resolver host %+v, outcomes %v", st, counts)
+	}
+	// Four events and a duplicate: five request copies and five responses,
+	// plus the late copy.
+	if n := counts["written"] + counts["stale"]; n != 11 {
+		t.Errorf("Resolver outcomes %v: %d messages tracked, want 11", counts, n)
+	}
+}
