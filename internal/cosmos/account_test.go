@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -42,9 +43,9 @@ func TestKeyAuthentication(t *testing.T) {
 		"connection string": {ConnectionString: srv.ConnectionString()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := newRecorder()
-			cfg.ClientOptions = clientOptions(rec)
-			cfg.Retry = noRetry
+			rec := cosmostest.NewRecorder()
+			cfg.ClientOptions = cosmostest.ClientOptions(rec)
+			cfg.Retry = cosmostest.NoRetry
 			acct, err := cosmos.NewAccount(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -52,7 +53,7 @@ func TestKeyAuthentication(t *testing.T) {
 			defer acct.Client.Close()
 			exercise(t, acct, strings.ReplaceAll(name, " ", ""))
 			adapterReads, sdkReads := 0, 0
-			for _, x := range rec.sent() {
+			for _, x := range rec.Sent() {
 				if !strings.HasPrefix(x.Auth, "type%3Dmaster%26ver%3D1.0%26sig%3D") || x.Date == "" {
 					t.Fatalf("%s %s: Authorization %q, x-ms-date %q", x.Method, x.Path, x.Auth, x.Date)
 				}
@@ -172,9 +173,9 @@ func TestEntraAuthentication(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, check := tc.setup(t)
-			rec := newRecorder()
-			cfg.ClientOptions = clientOptions(rec)
-			cfg.Retry = noRetry
+			rec := cosmostest.NewRecorder()
+			cfg.ClientOptions = cosmostest.ClientOptions(rec)
+			cfg.Retry = cosmostest.NoRetry
 			acct, err := cosmos.NewAccount(cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -183,11 +184,11 @@ func TestEntraAuthentication(t *testing.T) {
 			exercise(t, acct, "entra"+string(rune('a'+i)))
 			want := "type=aad&ver=1.0&sig=" + tc.wantToken
 			reads := 0
-			for _, x := range rec.sent() {
+			for _, x := range rec.Sent() {
 				if x.Auth != want {
 					t.Fatalf("%s %s: Authorization %q, want %q", x.Method, x.Path, x.Auth, want)
 				}
-				if isAccountRead(x) {
+				if cosmostest.IsAccountRead(x) {
 					reads++
 				}
 			}
@@ -218,8 +219,8 @@ func TestClientConfigValidation(t *testing.T) {
 	for _, tc := range good {
 		t.Run(tc.name, func(t *testing.T) {
 			// Construction sends nothing, to Cosmos or to an identity endpoint.
-			rec := newRecorder()
-			tc.cfg.ClientOptions = clientOptions(rec)
+			rec := cosmostest.NewRecorder()
+			tc.cfg.ClientOptions = cosmostest.ClientOptions(rec)
 			tc.cfg.CredentialOptions = &azcore.ClientOptions{Transport: rec}
 			acct, err := cosmos.NewAccount(tc.cfg)
 			if err != nil {
@@ -232,7 +233,7 @@ func TestClientConfigValidation(t *testing.T) {
 			if _, err := acct.Container(cosmos.ContainerOptions{Spec: cosmos.ContainerSpec{DatabaseID: "db", ContainerID: "c", PartitionKeyPath: "/id"}}); err != nil {
 				t.Fatal(err)
 			}
-			if n := len(rec.sent()); n != 0 {
+			if n := len(rec.Sent()); n != 0 {
 				t.Fatalf("%d requests at construction", n)
 			}
 		})

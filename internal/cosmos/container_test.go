@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"strings"
 	"sync"
@@ -52,10 +53,10 @@ func TestEnsureContainerCreatesFromSpec(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
 			spec.DatabaseID, spec.AutoCreate = "specs", true
-			if err := e.account.EnsureContainer(ctx, spec); err != nil {
+			if err := e.Account.EnsureContainer(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
-			p := readProps(t, e.account, "specs", spec.ContainerID)
+			p := readProps(t, e.Account, "specs", spec.ContainerID)
 			if got := p.PartitionKeyDefinition.Paths; len(got) != 1 || got[0] != spec.PartitionKeyPath {
 				t.Errorf("partition key paths %v", got)
 			}
@@ -68,11 +69,11 @@ func TestEnsureContainerCreatesFromSpec(t *testing.T) {
 				}
 			}
 			// A second ensure reads and creates nothing.
-			before := e.rec.count(func(s sent) bool { return s.Method == http.MethodPost })
-			if err := e.account.EnsureContainer(ctx, spec); err != nil {
+			before := e.Rec.Count(func(s cosmostest.Sent) bool { return s.Method == http.MethodPost })
+			if err := e.Account.EnsureContainer(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
-			if n := e.rec.count(func(s sent) bool { return s.Method == http.MethodPost }); n != before {
+			if n := e.Rec.Count(func(s cosmostest.Sent) bool { return s.Method == http.MethodPost }); n != before {
 				t.Errorf("%d creates on an existing container", n-before)
 			}
 		})
@@ -93,17 +94,17 @@ func deref(p *int32) string {
 func TestEnsureContainerRefusals(t *testing.T) {
 	e := newEnv(t, "Session")
 	ctx := context.Background()
-	if _, err := e.account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
+	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.account.Client.NewDatabase("pre")
+	db, _ := e.Account.Client.NewDatabase("pre")
 	for id, path := range map[string]string{"byendpoint": "/endpointId", "byid": "/id"} {
 		if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: id, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{path}}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	isPost := func(s sent) bool { return s.Method == http.MethodPost }
-	setupPosts := e.rec.count(isPost)
+	isPost := func(s cosmostest.Sent) bool { return s.Method == http.MethodPost }
+	setupPosts := e.Rec.Count(isPost)
 	cases := []struct {
 		name  string
 		spec  cosmos.ContainerSpec
@@ -117,7 +118,7 @@ func TestEnsureContainerRefusals(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
 			spec.DatabaseID = "pre"
-			err := e.account.EnsureContainer(ctx, spec)
+			err := e.Account.EnsureContainer(ctx, spec)
 			var oe subscriber.OperatorError
 			if !errors.Is(err, cosmos.ErrContainer) || !errors.As(err, &oe) {
 				t.Fatalf("err %v, want an operator error wrapping ErrContainer", err)
@@ -129,11 +130,11 @@ func TestEnsureContainerRefusals(t *testing.T) {
 			}
 		})
 	}
-	if n := e.rec.count(isPost) - setupPosts; n != 0 {
+	if n := e.Rec.Count(isPost) - setupPosts; n != 0 {
 		t.Fatalf("%d creates while refusing", n)
 	}
 	// The TTL check applies only when the spec wants TTL.
-	if err := e.account.EnsureContainer(ctx, cosmos.ContainerSpec{DatabaseID: "pre", ContainerID: "byid", PartitionKeyPath: "/id"}); err != nil {
+	if err := e.Account.EnsureContainer(ctx, cosmos.ContainerSpec{DatabaseID: "pre", ContainerID: "byid", PartitionKeyPath: "/id"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -209,7 +210,7 @@ func TestContainerReady(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("%s relaxed=%v", tc.account, tc.relaxed), func(t *testing.T) {
 			e := newEnv(t, tc.account)
-			c, err := e.account.Container(cosmos.ContainerOptions{
+			c, err := e.Account.Container(cosmos.ContainerOptions{
 				Spec:                    cosmos.ContainerSpec{DatabaseID: "ready", ContainerID: "c", PartitionKeyPath: "/id", AutoCreate: true},
 				AllowRelaxedConsistency: tc.relaxed,
 				Strong:                  cosmos.StrongReason{Store: "the test store", Why: "tests need it", Accepting: "flaky tests"},
@@ -226,8 +227,8 @@ func TestContainerReady(t *testing.T) {
 			}
 			wg.Wait()
 			errs = append(errs, c.Ready(ctx))
-			containerTouches := e.rec.count(func(s sent) bool { return strings.HasPrefix(s.Path, "/dbs") })
-			reads := e.rec.count(isAccountRead)
+			containerTouches := e.Rec.Count(func(s cosmostest.Sent) bool { return strings.HasPrefix(s.Path, "/dbs") })
+			reads := e.Rec.Count(cosmostest.IsAccountRead)
 			if !tc.wantErr {
 				if err := errors.Join(errs...); err != nil {
 					t.Fatal(err)

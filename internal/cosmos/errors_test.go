@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"io"
 	"net"
 	"net/http"
@@ -26,7 +27,7 @@ func respErr(status int, headers ...string) error {
 	for i := 0; i+1 < len(headers); i += 2 {
 		h[headers[i]] = headers[i+1]
 	}
-	return runtime.NewResponseError(synth(req, status, h, `{"code":"x","message":"y"}`))
+	return runtime.NewResponseError(cosmostest.Synth(req, status, h, `{"code":"x","message":"y"}`))
 }
 
 func TestClassify(t *testing.T) {

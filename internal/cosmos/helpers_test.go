@@ -2,125 +2,17 @@ package cosmos_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 )
 
-// sent is what the recording transport saw of one request.
-type sent struct {
-	Method, Path string
-	Adapter      bool // sent by the adapter's own account reader
-	Auth, Date   string
-	Status       int
-}
-
-// recorder is a policy.Transporter that records every request.
-type recorder struct {
-	client *http.Client
-
-	mu  sync.Mutex
-	log []sent
-}
-
-func newRecorder() *recorder {
-	return &recorder{client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}}
-}
-
-func (r *recorder) Do(req *http.Request) (*http.Response, error) {
-	s := sent{
-		Method:  req.Method,
-		Path:    req.URL.Path,
-		Adapter: isAdapterRead(req),
-		Auth:    req.Header.Get("Authorization"),
-		Date:    req.Header.Get("x-ms-date"),
-	}
-	resp, err := r.client.Do(req)
-	if resp != nil {
-		s.Status = resp.StatusCode
-	}
-	r.mu.Lock()
-	r.log = append(r.log, s)
-	r.mu.Unlock()
-	return resp, err
-}
-
-func (r *recorder) sent() []sent {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]sent(nil), r.log...)
-}
-
-func (r *recorder) count(match func(sent) bool) int {
-	n := 0
-	for _, s := range r.sent() {
-		if match(s) {
-			n++
-		}
-	}
-	return n
-}
-
-// isAdapterRead reports a request sent by the adapter's account reader
-// (User-Agent "azsdk-go-nimbus-cosmos/…"), not by the SDK.
-func isAdapterRead(req *http.Request) bool {
-	return strings.Contains(req.Header.Get("User-Agent"), "nimbus-cosmos")
-}
-
-func isAccountRead(s sent) bool { return s.Method == http.MethodGet && s.Path == "/" && s.Adapter }
-
-// synth builds a response to req.
-func synth(req *http.Request, status int, headers map[string]string, body string) *http.Response {
-	h := http.Header{"Content-Type": []string{"application/json"}}
-	for k, v := range headers {
-		h.Set(k, v)
-	}
-	return &http.Response{
-		StatusCode:    status,
-		Status:        http.StatusText(status),
-		Header:        h,
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Request:       req,
-		Proto:         "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-	}
-}
-
-// clientOptions routes through rec.
-func clientOptions(rec policy.Transporter) *azcosmos.ClientOptions {
-	return &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: rec}}
-}
-
-// noRetry turns SDK retries off.
-var noRetry = policy.RetryOptions{MaxRetries: -1}
-
-// env is a local Cosmos server plus an account whose requests go through a
-// recorder.
-type env struct {
-	srv     *testenv.Cosmos
-	rec     *recorder
-	account *cosmos.Account
-}
-
-func newEnv(t testing.TB, consistency string) *env {
-	t.Helper()
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: consistency})
-	rec := newRecorder()
-	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: srv.ConnectionString(), Retry: noRetry, ClientOptions: clientOptions(rec)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(acct.Client.Close)
-	return &env{srv: srv, rec: rec, account: acct}
+// newEnv is a local Cosmos server with a recorded account.
+func newEnv(t testing.TB, consistency string) *cosmostest.Env {
+	return cosmostest.NewEnv(t, consistency)
 }
 
 // exercise makes a Strong-checked container and runs a create, a point

@@ -3,6 +3,7 @@ package cosmos_test
 import (
 	"context"
 	"errors"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"strings"
 	"sync"
@@ -32,13 +33,13 @@ const fakeAccountJSON = `{"id":"acct","writableLocations":[{"name":"Local","data
 
 func (f *fakeAccount) Do(req *http.Request) (*http.Response, error) {
 	if req.Method == http.MethodGet && req.URL.Path == "/" {
-		if isAdapterRead(req) {
+		if cosmostest.IsAdapterRequest(req) {
 			f.mu.Lock()
 			f.adapter++
 			f.mu.Unlock()
 			return f.answer(req)
 		}
-		return synth(req, 200, nil, fakeAccountJSON), nil
+		return cosmostest.Synth(req, 200, nil, fakeAccountJSON), nil
 	}
 	if strings.Contains(req.URL.Path, "/docs") {
 		f.mu.Lock()
@@ -46,7 +47,7 @@ func (f *fakeAccount) Do(req *http.Request) (*http.Response, error) {
 		f.mu.Unlock()
 		return f.answer(req)
 	}
-	return synth(req, 404, nil, `{"code":"NotFound"}`), nil
+	return cosmostest.Synth(req, 404, nil, `{"code":"NotFound"}`), nil
 }
 
 func (f *fakeAccount) counts() (docs, adapter int) {
@@ -88,14 +89,14 @@ func TestSDKRetriesAsDocumented(t *testing.T) {
 		{"403 read: not retried", 403, nil, false, false, fastRetry, 1, cosmos.KindPermanent},
 		{"503 account read: azcore retries MaxRetries times", 503, nil, false, true, fastRetry, 4, cosmos.KindTransient},
 		{"503 account read, MaxRetries 1", 503, nil, false, true, policy.RetryOptions{MaxRetries: 1, RetryDelay: time.Millisecond}, 2, cosmos.KindTransient},
-		{"429 account read, no retries", 429, nil, false, true, noRetry, 1, cosmos.KindThrottled},
+		{"429 account read, no retries", 429, nil, false, true, cosmostest.NoRetry, 1, cosmos.KindThrottled},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeAccount{answer: func(req *http.Request) (*http.Response, error) {
-				return synth(req, tc.status, tc.headers, `{"code":"x","message":"injected"}`), nil
+				return cosmostest.Synth(req, tc.status, tc.headers, `{"code":"x","message":"injected"}`), nil
 			}}
-			acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: tc.retry, ClientOptions: clientOptions(f)})
+			acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: tc.retry, ClientOptions: cosmostest.ClientOptions(f)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -139,7 +140,7 @@ func TestTryTimeoutEndsTheOperation(t *testing.T) {
 	}}
 	retry := fastRetry
 	retry.TryTimeout = 50 * time.Millisecond
-	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: retry, ClientOptions: clientOptions(f)})
+	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: retry, ClientOptions: cosmostest.ClientOptions(f)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,11 +159,11 @@ func TestTryTimeoutEndsTheOperation(t *testing.T) {
 // second, up to 120 times; only TryTimeout ends it.
 func TestTryTimeoutBoundsTheWriteForbiddenLoop(t *testing.T) {
 	f := &fakeAccount{answer: func(req *http.Request) (*http.Response, error) {
-		return synth(req, http.StatusForbidden, map[string]string{"x-ms-substatus": "3"}, `{"code":"Forbidden"}`), nil
+		return cosmostest.Synth(req, http.StatusForbidden, map[string]string{"x-ms-substatus": "3"}, `{"code":"Forbidden"}`), nil
 	}}
-	retry := noRetry
+	retry := cosmostest.NoRetry
 	retry.TryTimeout = 1500 * time.Millisecond
-	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: retry, ClientOptions: clientOptions(f)})
+	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey, Retry: retry, ClientOptions: cosmostest.ClientOptions(f)})
 	if err != nil {
 		t.Fatal(err)
 	}

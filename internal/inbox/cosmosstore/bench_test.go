@@ -3,6 +3,7 @@ package cosmosstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,18 +38,18 @@ func BenchmarkRequestsPerDelivery(b *testing.B) {
 		}
 	}
 	b.Run("fresh", func(b *testing.B) {
-		e.rec.reset()
+		e.Rec.Reset()
 		for b.Loop() {
 			deliver(b, inbox.NewKey("bench", fmt.Sprint("fresh-", benchSeq.Add(1))))
 		}
-		b.ReportMetric(float64(e.rec.count(isStoreTraffic))/float64(b.N), "requests/delivery")
+		b.ReportMetric(float64(e.Rec.Count(cosmostest.IsStoreTraffic))/float64(b.N), "requests/delivery")
 	})
 	b.Run("duplicate", func(b *testing.B) {
-		e.rec.reset()
+		e.Rec.Reset()
 		for b.Loop() {
 			deliver(b, dup)
 		}
-		b.ReportMetric(float64(e.rec.count(isStoreTraffic))/float64(b.N), "requests/delivery")
+		b.ReportMetric(float64(e.Rec.Count(cosmostest.IsStoreTraffic))/float64(b.N), "requests/delivery")
 	})
 }
 

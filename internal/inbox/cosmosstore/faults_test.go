@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"strings"
 	"testing"
@@ -195,12 +196,12 @@ func TestResponseFailuresAreErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fail := func(req *http.Request) (*http.Response, error) {
 				if strings.Contains(req.URL.Path, "/docs") {
-					return synth(req, tc.status, tc.headers, `{"code":"Injected","message":"injected"}`), nil
+					return cosmostest.Synth(req, tc.status, tc.headers, `{"code":"Injected","message":"injected"}`), nil
 				}
 				return nil, nil
 			}
-			e.rec.setHooks(fail, nil)
-			defer e.rec.setHooks(nil, nil)
+			e.Rec.SetHooks(fail, nil)
+			defer e.Rec.SetHooks(nil, nil)
 			for _, k := range []inbox.Key{seen, inbox.NewKey("billing", "unseen")} {
 				if ok, err := s.HasProcessed(ctx, k); err == nil {
 					t.Errorf("HasProcessed(%q) = %v without error", k.MessageID, ok)
@@ -227,7 +228,7 @@ func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
 	clock.Advance(time.Hour)
 
 	t.Run("slow read past the deadline", func(t *testing.T) {
-		e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+		e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodGet && strings.Contains(req.URL.Path, "/docs/") {
 				select {
 				case <-req.Context().Done():
@@ -237,7 +238,7 @@ func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
 			}
 			return nil, nil
 		}, nil)
-		defer e.rec.setHooks(nil, nil)
+		defer e.Rec.SetHooks(nil, nil)
 		tctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 		defer cancel()
 		ok, err := s.HasProcessed(tctx, inbox.NewKey("billing", "m-0"))
@@ -248,16 +249,16 @@ func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
 
 	t.Run("delete failing mid-purge", func(t *testing.T) {
 		deletes := 0
-		e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+		e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 			if req.Method == http.MethodDelete {
 				deletes++
 				if deletes == 3 {
-					return synth(req, http.StatusInternalServerError, nil, `{"code":"InternalServerError"}`), nil
+					return cosmostest.Synth(req, http.StatusInternalServerError, nil, `{"code":"InternalServerError"}`), nil
 				}
 			}
 			return nil, nil
 		}, nil)
-		defer e.rec.setHooks(nil, nil)
+		defer e.Rec.SetHooks(nil, nil)
 		n, err := s.PurgeExpired(ctx, "billing", clock.Now())
 		if err == nil || n != 2 {
 			t.Fatalf("PurgeExpired = %d, %v; want 2 and an error", n, err)

@@ -3,6 +3,7 @@ package cosmosstore_test
 import (
 	"context"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"math"
 	"net/http"
 	"strings"
@@ -72,18 +73,18 @@ func TestPurgeReadsOneBoundedPageWithAGatewayServableQuery(t *testing.T) {
 	recordMany(t, s, "billing", "old", 7)
 	recordMany(t, s, "shipping", "old", 2)
 	clock.Advance(time.Hour)
-	e.rec.reset()
+	e.Rec.Reset()
 
 	n, err := s.PurgeExpired(context.Background(), "billing", clock.Now())
 	if err != nil || n != 3 {
 		t.Fatalf("PurgeExpired = %d, %v; want 3", n, err)
 	}
-	var queries, deletes []sent
-	for _, x := range e.rec.sent() {
+	var queries, deletes []cosmostest.Sent
+	for _, x := range e.Rec.Sent() {
 		switch {
-		case isQuery(x):
+		case cosmostest.IsQuery(x):
 			queries = append(queries, x)
-		case isDocDelete(x):
+		case cosmostest.IsDocDelete(x):
 			deletes = append(deletes, x)
 		}
 	}
@@ -105,12 +106,12 @@ func TestPurgeReadsOneBoundedPageWithAGatewayServableQuery(t *testing.T) {
 	}
 
 	// OldestExpired's queries are gateway-servable too.
-	e.rec.reset()
+	e.Rec.Reset()
 	if _, ok, err := s.OldestExpired(context.Background(), "billing", clock.Now()); err != nil || !ok {
 		t.Fatalf("OldestExpired: %v %v", ok, err)
 	}
-	for _, x := range e.rec.sent() {
-		if isQuery(x) {
+	for _, x := range e.Rec.Sent() {
+		if cosmostest.IsQuery(x) {
 			mustGatewayServable(t, x.Query)
 		}
 	}
@@ -139,7 +140,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 			victim := keys[1]
 			recreatedAt := clock.Now().Format("2006-01-02T15:04:05.0000000Z")
 			var once sync.Once
-			e.rec.setHooks(nil, func(req *http.Request, _ *http.Response) {
+			e.Rec.SetHooks(nil, func(req *http.Request, _ *http.Response) {
 				if req.Header.Get("Content-Type") != "application/query+json" {
 					return
 				}
@@ -150,7 +151,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 						t.Errorf("raw delete: %v", err)
 					}
 					if tc.recreate {
-						putRaw(t, raw, map[string]any{"id": victim.ID, "endpointId": victim.EndpointID, "messageId": victim.MessageID, "createdAtUtc": recreatedAt})
+						cosmostest.PutRaw(t, raw, map[string]any{"id": victim.ID, "endpointId": victim.EndpointID, "messageId": victim.MessageID, "createdAtUtc": recreatedAt})
 					}
 				})
 			})
@@ -159,21 +160,21 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 				t.Fatalf("PurgeExpired = %d, %v; want 2", n, err)
 			}
 			statuses := map[int]int{}
-			for _, x := range e.rec.sent() {
-				if isDocDelete(x) {
+			for _, x := range e.Rec.Sent() {
+				if cosmostest.IsDocDelete(x) {
 					statuses[x.Status]++
 				}
 			}
 			if statuses[http.StatusNoContent] != 2 || statuses[tc.wantStatus] != 1 {
 				t.Fatalf("delete statuses %v", statuses)
 			}
-			e.rec.setHooks(nil, nil)
+			e.Rec.SetHooks(nil, nil)
 			ok, err := s.HasProcessed(context.Background(), victim)
 			if err != nil || ok != tc.wantSurvives {
 				t.Fatalf("victim present = %v (%v), want %v", ok, err, tc.wantSurvives)
 			}
 			if tc.recreate {
-				if got := rawDoc(t, raw, victim.ID)["createdAtUtc"]; got != recreatedAt {
+				if got := cosmostest.RawDoc(t, raw, victim.ID)["createdAtUtc"]; got != recreatedAt {
 					t.Fatalf("recreated record has createdAtUtc %v", got)
 				}
 			}
@@ -218,7 +219,7 @@ func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
 			keys := make([]inbox.Key, len(stored))
 			for i, ts := range stored {
 				keys[i] = inbox.NewKey(tc.endpoint, fmt.Sprint(i))
-				putRaw(t, raw, map[string]any{"id": keys[i].ID, "endpointId": tc.endpoint, "messageId": keys[i].MessageID, "createdAtUtc": ts})
+				cosmostest.PutRaw(t, raw, map[string]any{"id": keys[i].ID, "endpointId": tc.endpoint, "messageId": keys[i].MessageID, "createdAtUtc": ts})
 			}
 			oldest, ok, err := s.OldestExpired(ctx, tc.endpoint, tc.cutoff)
 			if err != nil || !ok || !oldest.Equal(time.Date(2029, 12, 31, 23, 59, 59, 900_000_000, time.UTC)) {
@@ -253,7 +254,7 @@ func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 	recordMany(t, s, "billing ", "old", 10)
 	clock.Advance(8 * 24 * time.Hour)
 	recordMany(t, s, "billing", "fresh", 20)
-	e.rec.reset()
+	e.Rec.Reset()
 
 	c := inbox.Cleaner{Store: s, EndpointID: "billing", Retention: 7 * 24 * time.Hour}
 	rep, err := c.Run(context.Background(), clock.Now())
@@ -269,12 +270,12 @@ func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 			t.Errorf("%q has %d records, want %d", ep, got, want)
 		}
 	}
-	for _, x := range e.rec.sent() {
-		if isQuery(x) {
+	for _, x := range e.Rec.Sent() {
+		if cosmostest.IsQuery(x) {
 			mustGatewayServable(t, x.Query)
 		}
 	}
-	if q := e.rec.count(isQuery); q != 26 {
+	if q := e.Rec.Count(cosmostest.IsQuery); q != 26 {
 		t.Errorf("%d query requests for 26 batches", q)
 	}
 }
@@ -293,7 +294,7 @@ func TestCleanerBudgetStopReportsLagFromCosmos(t *testing.T) {
 	now := clock.Now().Add(24 * time.Hour)
 	budget := &struct{ now time.Time }{now: time.Unix(0, 0)}
 	var mu sync.Mutex
-	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 		if req.Header.Get("Content-Type") == "application/query+json" {
 			mu.Lock()
 			budget.now = budget.now.Add(time.Minute)
@@ -350,7 +351,7 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 		{clock.Now().Add(30 * 24 * time.Hour), first.Truncate(100 * time.Nanosecond), true},
 	}
 	for _, tc := range cases {
-		e.rec.reset()
+		e.Rec.Reset()
 		got, ok, err := s.OldestExpired(ctx, "billing", tc.cutoff)
 		if err != nil || ok != tc.ok || !got.Equal(tc.want) {
 			t.Fatalf("OldestExpired(%v) = %v, %v, %v; want %v, %v", tc.cutoff, got, ok, err, tc.want, tc.ok)
@@ -360,7 +361,7 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 		if tc.ok {
 			bound = int(2*math.Ceil(math.Log2(max(age.Minutes(), 1)))) + 9
 		}
-		if q := e.rec.count(isQuery); q > bound {
+		if q := e.Rec.Count(cosmostest.IsQuery); q > bound {
 			t.Fatalf("cutoff %v: %d queries, bound %d", tc.cutoff, q, bound)
 		}
 	}
@@ -376,13 +377,13 @@ func TestPurgeReadsPastEmptyCrossPartitionPages(t *testing.T) {
 	recordMany(t, s, "billing", "m", 3)
 	clock.Advance(time.Hour)
 	var queries atomic.Int32
-	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 		if req.Header.Get("Content-Type") != "application/query+json" {
 			return nil, nil
 		}
 		switch queries.Add(1) {
 		case 1, 2: // two empty partitions
-			return synth(req, http.StatusOK, map[string]string{"x-ms-continuation": "partition-token", "x-ms-item-count": "0"}, `{"Documents":[],"_count":0}`), nil
+			return cosmostest.Synth(req, http.StatusOK, map[string]string{"x-ms-continuation": "partition-token", "x-ms-item-count": "0"}, `{"Documents":[],"_count":0}`), nil
 		default: // the server knows nothing of the synthetic token
 			if req.Header.Get("x-ms-continuation") != "partition-token" {
 				t.Errorf("page request without the previous page's continuation")

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"runtime"
 	"strings"
@@ -59,7 +60,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 		if err := s.RecordProcessed(ctx, inbox.NewKey(v.Endpoint, v.MessageID)); err != nil {
 			t.Fatal(err)
 		}
-		doc := rawDoc(t, raw, v.ID)
+		doc := cosmostest.RawDoc(t, raw, v.ID)
 		want := map[string]any{"id": v.ID, "endpointId": v.Endpoint, "messageId": v.MessageID, "createdAtUtc": "2030-01-01T00:00:00.0000000Z"}
 		for k, w := range want {
 			if doc[k] != w {
@@ -80,7 +81,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 	if err := s2.RecordProcessed(ctx, k); err != nil {
 		t.Fatal(err)
 	}
-	if got := rawDoc(t, raw, k.ID)["createdAtUtc"]; got != "2030-06-01T11:30:45.1234567Z" {
+	if got := cosmostest.RawDoc(t, raw, k.ID)["createdAtUtc"]; got != "2030-06-01T11:30:45.1234567Z" {
 		t.Errorf("createdAtUtc = %v", got)
 	}
 
@@ -94,8 +95,8 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 		t.Errorf("container properties %+v", p)
 	}
 	// Reads and writes address the document by id with partition key = id.
-	for _, s := range e.rec.sent() {
-		if (isDocRead(s) || isDocCreate(s)) && !strings.HasPrefix(s.Path, "/dbs/MessageDatabase/colls/inbox/docs") {
+	for _, s := range e.Rec.Sent() {
+		if (cosmostest.IsDocRead(s) || cosmostest.IsDocCreate(s)) && !strings.HasPrefix(s.Path, "/dbs/MessageDatabase/colls/inbox/docs") {
 			t.Errorf("request to %s", s.Path)
 		}
 	}
@@ -124,7 +125,7 @@ func TestConsistencyValidation(t *testing.T) {
 			errRecord := s.RecordProcessed(ctx, k)
 			_, errPurge := s.PurgeExpired(ctx, "billing", time.Now().Add(-time.Hour))
 			_, _, errOldest := s.OldestExpired(ctx, "billing", time.Now().Add(-time.Hour))
-			reads := e.rec.count(isAccountRead)
+			reads := e.Rec.Count(cosmostest.IsAccountRead)
 			if !tc.wantErr {
 				if errors.Join(errCheck, errRecord, errPurge, errOldest) != nil {
 					t.Fatalf("errors: %v", errors.Join(errCheck, errRecord, errPurge, errOldest))
@@ -151,7 +152,7 @@ func TestConsistencyValidation(t *testing.T) {
 				}
 			}
 			// Rejected before touching the container; retried on each use.
-			if n := e.rec.count(isContainerTouch); n != 0 {
+			if n := e.Rec.Count(cosmostest.IsContainerTouch); n != 0 {
 				t.Fatalf("%d container requests despite the rejection", n)
 			}
 			if reads != 4 {
@@ -169,10 +170,12 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 	// The first account read fails with 503; the use fails, not as a
 	// consistency rejection.
 	var failed sync.Once
-	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 		var resp *http.Response
-		if req.URL.Path == "/" && isAdapterRead(req) {
-			failed.Do(func() { resp = synth(req, http.StatusServiceUnavailable, nil, `{"code":"ServiceUnavailable"}`) })
+		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
+			failed.Do(func() {
+				resp = cosmostest.Synth(req, http.StatusServiceUnavailable, nil, `{"code":"ServiceUnavailable"}`)
+			})
 		}
 		return resp, nil
 	}, nil)
@@ -183,8 +186,8 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 
 	// Concurrent later uses share one successful attempt.
 	gate := make(chan struct{})
-	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && isAdapterRead(req) {
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
 			<-gate
 		}
 		return nil, nil
@@ -215,10 +218,12 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := e.rec.count(isAccountRead); n != 2 {
+	if n := e.Rec.Count(cosmostest.IsAccountRead); n != 2 {
 		t.Fatalf("%d account reads, want 2 (one failed, one shared success)", n)
 	}
-	if n := e.rec.count(func(s sent) bool { return s.Method == http.MethodGet && strings.HasSuffix(s.Path, "/colls/inbox") }); n != 1 {
+	if n := e.Rec.Count(func(s cosmostest.Sent) bool {
+		return s.Method == http.MethodGet && strings.HasSuffix(s.Path, "/colls/inbox")
+	}); n != 1 {
 		t.Fatalf("%d container reads, want 1", n)
 	}
 }
@@ -229,8 +234,8 @@ func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
 	e := newEnv(t, "Strong")
 	s := e.store(t, cosmosstore.Options{})
 	gate := make(chan struct{})
-	e.rec.setHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && isAdapterRead(req) {
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
 			<-gate
 		}
 		return nil, nil
@@ -244,7 +249,7 @@ func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
 	if _, err := s.HasProcessed(context.Background(), inbox.NewKey("billing", "x")); err != nil {
 		t.Fatal(err)
 	}
-	if n := e.rec.count(isAccountRead); n != 1 {
+	if n := e.Rec.Count(cosmostest.IsAccountRead); n != 1 {
 		t.Fatalf("%d account reads, want 1", n)
 	}
 }
@@ -260,14 +265,14 @@ func TestContainerProvisioning(t *testing.T) {
 	if !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "AutoCreateContainer is false") {
 		t.Fatalf("err %v", err)
 	}
-	if n := e.rec.count(func(s sent) bool { return s.Method == http.MethodPost }); n != 0 {
+	if n := e.Rec.Count(func(s cosmostest.Sent) bool { return s.Method == http.MethodPost }); n != 0 {
 		t.Fatalf("%d creates with AutoCreateContainer off", n)
 	}
 	// ...until it is provisioned, then the next use succeeds.
-	if _, err := e.account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
+	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.account.Client.NewDatabase("pre")
+	db, _ := e.Account.Client.NewDatabase("pre")
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "provisioned", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +307,7 @@ func TestPreCancelledOperationsSendNothing(t *testing.T) {
 			t.Errorf("op %d: err %v", i, err)
 		}
 	}
-	if n := len(e.rec.sent()); n != 0 {
+	if n := len(e.Rec.Sent()); n != 0 {
 		t.Fatalf("%d requests sent", n)
 	}
 }
@@ -322,7 +327,7 @@ func TestInvalidKeysAreRejected(t *testing.T) {
 	if _, err := s.PurgeExpired(ctx, " ", time.Now()); !errors.Is(err, inbox.ErrInvalidKey) {
 		t.Errorf("PurgeExpired(blank): %v", err)
 	}
-	if n := len(e.rec.sent()); n != 0 {
+	if n := len(e.Rec.Sent()); n != 0 {
 		t.Fatalf("%d requests for invalid keys", n)
 	}
 }

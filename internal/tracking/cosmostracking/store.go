@@ -1,0 +1,494 @@
+// Package cosmostracking is the Cosmos DB message-tracking store, on
+// NimBus's documents:
+//
+//   - one tracking container per endpoint (container id = endpoint id,
+//     partition key /id, TTL on without a default, -1), holding one row per
+//     event and session: id "{EventId}_{SessionId}" (also the partition key
+//     value), status, eventType, sessionId, event (the UnresolvedEvent,
+//     PascalCase), deleted and ttl;
+//   - the "messages" container (partition key /eventId): one history
+//     document per message, id = MessageId, with eventId, endpointId,
+//     message and ttl 90 days;
+//   - the "audits" container (partition key /eventId): one document per
+//     audit, id a fresh GUID, with eventId, endpointId and eventTypeId
+//     (left out when empty), audit (AuditType numeric), createdAt and ttl
+//     one year.
+//
+// Every guarded write (Pending or Deferred by a request copy, a handoff
+// park or a control request) is a point read then a create (no row) or a
+// replace conditioned on the read ETag, with tracking.Allows decided
+// between them; a lost race (412 on the replace, 409 on the create, 404
+// because the row vanished) is re-read, and after MaxGuardAttempts losses
+// the write fails with tracking.ErrConcurrentUpdate, never a refusal.
+// Unguarded writes are one upsert. TryCompletePendingMessage is a point
+// read then one replace conditioned on its ETag; a 412 is a refusal.
+// Writes turn the content response off.
+//
+// Queries across an endpoint container's partitions use filters only (no
+// TOP, ORDER BY, DISTINCT, GROUP BY or aggregates, which the SDK's gateway
+// mode cannot serve) and pick the newest or count in Go.
+//
+// Endpoint ids naming the store's own containers are refused before any
+// request (tracking.CheckEndpointID).
+package cosmostracking
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/google/uuid"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/tracking"
+)
+
+var _ tracking.Store = (*Store)(nil)
+
+// Store is the Cosmos DB tracking store. It is safe for concurrent use.
+type Store struct {
+	account  *cosmos.Account
+	opts     Options
+	ttl      int // ttl of unresolved rows
+	strong   cosmos.Lazy
+	reason   cosmos.StrongReason
+	messages *cosmos.Container
+	audits   *cosmos.Container
+
+	mu        sync.Mutex
+	endpoints map[string]*cosmos.Container
+}
+
+var strongReason = cosmos.StrongReason{
+	Store:     "the message-tracking store",
+	Why:       "lookups must see rows other Resolver instances just wrote, which only Strong guarantees (the guarded writes stay safe either way: they are conditioned on ETags)",
+	Accepting: "lookups that may miss a write made moments ago by another instance",
+}
+
+// New returns a store on account. It validates a copy of opts and does no
+// I/O: each container is checked (and created when AutoCreateContainers)
+// on first use, after a once-per-store Strong check unless
+// AllowRelaxedConsistency.
+func New(account *cosmos.Account, opts Options) (*Store, error) {
+	if account == nil || account.Client == nil {
+		return nil, errors.New("cosmostracking: account is required")
+	}
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{account: account, opts: o, ttl: RetentionTTL(o.UnresolvedRetentionDays), reason: strongReason, endpoints: map[string]*cosmos.Container{}}
+	s.reason.RelaxAs = o.RelaxAs
+	s.strong.Timeout = o.InitTimeout
+	if s.messages, err = s.container(MessagesContainerID, "/eventId"); err != nil {
+		return nil, err
+	}
+	if s.audits, err = s.container(AuditsContainerID, "/eventId"); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) container(id, pk string) (*cosmos.Container, error) {
+	c, err := s.account.Container(cosmos.ContainerOptions{
+		Spec: cosmos.ContainerSpec{
+			DatabaseID:       s.opts.DatabaseID,
+			ContainerID:      id,
+			PartitionKeyPath: pk,
+			DefaultTTL:       cosmos.TTLOnNoDefault,
+			AutoCreate:       *s.opts.AutoCreateContainers,
+		},
+		// The Strong check runs once per store (ready), not per container.
+		AllowRelaxedConsistency: true,
+		InitTimeout:             s.opts.InitTimeout,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cosmostracking: %w", err)
+	}
+	return c, nil
+}
+
+// ready runs the once-per-store Strong check, then c's first-use
+// initialization.
+func (s *Store) ready(ctx context.Context, c *cosmos.Container) error {
+	if !s.opts.AllowRelaxedConsistency {
+		if err := s.strong.Do(ctx, func(ctx context.Context) error { return s.account.RequireStrong(ctx, s.reason) }); err != nil {
+			return err
+		}
+	}
+	return c.Ready(ctx)
+}
+
+// endpoint returns endpointID's ready tracking container. A reserved or
+// empty id is refused before any request.
+func (s *Store) endpoint(ctx context.Context, op, endpointID string) (*azcosmos.ContainerClient, error) {
+	if err := tracking.CheckEndpointID(endpointID); err != nil {
+		return nil, fmt.Errorf("cosmostracking: %s: %w", op, err)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	c := s.endpoints[endpointID]
+	if c == nil {
+		var err error
+		c, err = s.account.Container(cosmos.ContainerOptions{
+			Spec: cosmos.ContainerSpec{
+				DatabaseID:       s.opts.DatabaseID,
+				ContainerID:      endpointID,
+				PartitionKeyPath: "/id",
+				DefaultTTL:       cosmos.TTLOnNoDefault,
+				AutoCreate:       *s.opts.AutoCreateContainers,
+			},
+			AllowRelaxedConsistency: true,
+			InitTimeout:             s.opts.InitTimeout,
+		})
+		if err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("cosmostracking: %s: endpoint %q: %w: %w", op, endpointID, tracking.ErrInvalidArgument, err)
+		}
+		s.endpoints[endpointID] = c
+	}
+	s.mu.Unlock()
+	if err := s.ready(ctx, c); err != nil {
+		return nil, s.fail(op, err)
+	}
+	return c.Client, nil
+}
+
+func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*azcosmos.ContainerClient, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := s.ready(ctx, c); err != nil {
+		return nil, s.fail(op, err)
+	}
+	return c.Client, nil
+}
+
+// fail wraps a provider error as a *tracking.StoreError classified by
+// cosmos.Classify; cancellation stays recognizable with errors.Is.
+func (s *Store) fail(op string, err error) error {
+	c := cosmos.Classify(err)
+	kind := tracking.FailurePermanent
+	switch c.Kind {
+	case cosmos.KindThrottled:
+		kind = tracking.FailureThrottled
+	case cosmos.KindTransient:
+		kind = tracking.FailureTransient
+	}
+	if errors.Is(err, tracking.ErrConcurrentUpdate) {
+		kind = tracking.FailureTransient
+	}
+	return &tracking.StoreError{Op: op, Kind: kind, RetryAfter: c.RetryAfter, Err: err}
+}
+
+// rowDoc is the tracking document as written.
+type rowDoc struct {
+	ID        string                    `json:"id"`
+	Status    string                    `json:"status"`
+	EventType *string                   `json:"eventType"`
+	SessionID string                    `json:"sessionId"`
+	Event     *tracking.UnresolvedEvent `json:"event"`
+	Deleted   bool                      `json:"deleted"`
+	TTL       *int                      `json:"ttl,omitempty"`
+}
+
+// storedRow is the tracking document as read.
+type storedRow struct {
+	ID        string          `json:"id"`
+	Status    string          `json:"status"`
+	SessionID string          `json:"sessionId"`
+	Event     json.RawMessage `json:"event"`
+	Deleted   *bool           `json:"deleted"`
+	ETag      azcore.ETag     `json:"_etag"`
+}
+
+func (r *storedRow) deleted() bool { return r.Deleted != nil && *r.Deleted }
+
+// terminalVisible reports a Completed or Skipped row, which is soft-deleted
+// by design and still visible to GetEvent, GetEventByID and the guard.
+func (r *storedRow) terminalVisible() bool { return r.Status == "Completed" || r.Status == "Skipped" }
+
+// hydrate decodes the embedded row and sets its status from the
+// top-level status, the write-side authority.
+func (r *storedRow) hydrate() (*tracking.UnresolvedEvent, error) {
+	st, ok := tracking.ParseResolutionStatus(r.Status)
+	if !ok {
+		return nil, fmt.Errorf("row %q has unparseable status %q", r.ID, r.Status)
+	}
+	if len(r.Event) == 0 || string(r.Event) == "null" {
+		return nil, fmt.Errorf("row %q has no event", r.ID)
+	}
+	var e tracking.UnresolvedEvent
+	if err := json.Unmarshal(r.Event, &e); err != nil {
+		return nil, fmt.Errorf("row %q: decoding event: %w", r.ID, err)
+	}
+	e.ResolutionStatus = st
+	return &e, nil
+}
+
+func normalizeRow(r tracking.UnresolvedEvent) *tracking.UnresolvedEvent {
+	r.UpdatedAt = tracking.NormalizeTime(r.UpdatedAt)
+	r.EnqueuedTimeUtc = tracking.NormalizeTime(r.EnqueuedTimeUtc)
+	if r.ExpectedBy != nil {
+		t := tracking.NormalizeTime(*r.ExpectedBy)
+		r.ExpectedBy = &t
+	}
+	return &r
+}
+
+// document builds the tracking document status writes.
+func (s *Store) document(status tracking.ResolutionStatus, eventID, sessionID string, row tracking.UnresolvedEvent) ([]byte, error) {
+	d := rowDoc{
+		ID:        tracking.StoredID(eventID, sessionID),
+		Status:    status.String(),
+		EventType: row.EventTypeID,
+		SessionID: sessionID,
+		Event:     normalizeRow(row),
+	}
+	ttl := s.ttl
+	if status == tracking.Completed || status == tracking.Skipped {
+		d.Deleted, ttl = true, TerminalTTL
+	}
+	d.TTL = &ttl
+	b, err := json.Marshal(&d)
+	if err != nil {
+		return nil, fmt.Errorf("encoding row: %w", err)
+	}
+	return b, nil
+}
+
+var noContent = &azcosmos.ItemOptions{EnableContentResponseOnWrite: false}
+
+func ifMatch(etag azcore.ETag) *azcosmos.ItemOptions {
+	return &azcosmos.ItemOptions{IfMatchEtag: &etag, EnableContentResponseOnWrite: false}
+}
+
+// read point-reads a tracking row; (nil, nil) when it does not exist.
+func readRow(ctx context.Context, c *azcosmos.ContainerClient, id string) (*storedRow, error) {
+	resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
+	if err != nil {
+		if cosmos.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	var r storedRow
+	if err := json.Unmarshal(resp.Value, &r); err != nil {
+		return nil, fmt.Errorf("decoding row %q: %w", id, err)
+	}
+	if r.ETag == "" {
+		r.ETag = resp.ETag
+	}
+	return &r, nil
+}
+
+func (s *Store) upload(ctx context.Context, op string, status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	if eventID == "" {
+		return false, fmt.Errorf("cosmostracking: %s: %w: event id is empty", op, tracking.ErrInvalidArgument)
+	}
+	c, err := s.endpoint(ctx, op, endpointID)
+	if err != nil {
+		return false, err
+	}
+	doc, err := s.document(status, eventID, sessionID, row)
+	if err != nil {
+		return false, s.fail(op, err)
+	}
+	id := tracking.StoredID(eventID, sessionID)
+	pk := azcosmos.NewPartitionKeyString(id)
+	if !tracking.IsGuarded(status, row.MessageType) {
+		if _, err := c.UpsertItem(ctx, pk, doc, noContent); err != nil {
+			return false, s.fail(op, err)
+		}
+		return true, nil
+	}
+	for attempt := 0; attempt < s.opts.MaxGuardAttempts; attempt++ {
+		cur, err := readRow(ctx, c, id)
+		if err != nil {
+			return false, s.fail(op, err)
+		}
+		if cur == nil {
+			_, err := c.CreateItem(ctx, pk, doc, noContent)
+			if err == nil {
+				return true, nil
+			}
+			if cosmos.Classify(err).Kind == cosmos.KindConflict {
+				continue // created concurrently: re-read and decide again
+			}
+			return false, s.fail(op, err)
+		}
+		stored, err := cur.hydrate()
+		if err != nil {
+			// Fail closed, as NimBus: a row the guard cannot read is not
+			// overwritten by a request-stage copy.
+			return false, nil
+		}
+		if !tracking.Allows(status, &row, stored) {
+			return false, nil
+		}
+		_, err = c.ReplaceItem(ctx, pk, id, doc, ifMatch(cur.ETag))
+		if err == nil {
+			return true, nil
+		}
+		switch cosmos.Classify(err).Kind {
+		case cosmos.KindPreconditionFailed, cosmos.KindNotFound:
+			continue // lost the race (or the row vanished): re-read
+		}
+		return false, s.fail(op, err)
+	}
+	return false, s.fail(op, fmt.Errorf("row %q: %w (%d attempts)", id, tracking.ErrConcurrentUpdate, s.opts.MaxGuardAttempts))
+}
+
+// UploadPendingMessage implements tracking.Writer.
+func (s *Store) UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadPendingMessage", tracking.Pending, eventID, sessionID, endpointID, row)
+}
+
+// UploadDeferredMessage implements tracking.Writer.
+func (s *Store) UploadDeferredMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadDeferredMessage", tracking.Deferred, eventID, sessionID, endpointID, row)
+}
+
+// UploadFailedMessage implements tracking.Writer.
+func (s *Store) UploadFailedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadFailedMessage", tracking.Failed, eventID, sessionID, endpointID, row)
+}
+
+// UploadDeadletteredMessage implements tracking.Writer.
+func (s *Store) UploadDeadletteredMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadDeadletteredMessage", tracking.DeadLettered, eventID, sessionID, endpointID, row)
+}
+
+// UploadUnsupportedMessage implements tracking.Writer.
+func (s *Store) UploadUnsupportedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadUnsupportedMessage", tracking.Unsupported, eventID, sessionID, endpointID, row)
+}
+
+// UploadSkippedMessage implements tracking.Writer.
+func (s *Store) UploadSkippedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadSkippedMessage", tracking.Skipped, eventID, sessionID, endpointID, row)
+}
+
+// UploadCompletedMessage implements tracking.Writer.
+func (s *Store) UploadCompletedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+	return s.upload(ctx, "UploadCompletedMessage", tracking.Completed, eventID, sessionID, endpointID, row)
+}
+
+// TryCompletePendingMessage implements tracking.Store: one point read, then
+// one replace conditioned on the read ETag. 404 and a lost race (412, or
+// 404 on the replace) are refusals; nothing is retried or created.
+func (s *Store) TryCompletePendingMessage(ctx context.Context, eventID, sessionID, endpointID string, expected *string, content tracking.UnresolvedEvent) (bool, error) {
+	const op = "TryCompletePendingMessage"
+	c, err := s.endpoint(ctx, op, endpointID)
+	if err != nil {
+		return false, err
+	}
+	id := tracking.StoredID(eventID, sessionID)
+	cur, err := readRow(ctx, c, id)
+	if err != nil {
+		return false, s.fail(op, err)
+	}
+	if cur == nil || cur.Status != "Pending" || cur.deleted() {
+		return false, nil
+	}
+	var last struct {
+		LastMessageID *string `json:"LastMessageId"`
+	}
+	if err := json.Unmarshal(cur.Event, &last); err != nil {
+		return false, nil // an unreadable row is not completed blindly
+	}
+	if !sameID(last.LastMessageID, expected) {
+		return false, nil
+	}
+	doc, err := s.document(tracking.Completed, eventID, sessionID, content)
+	if err != nil {
+		return false, s.fail(op, err)
+	}
+	_, err = c.ReplaceItem(ctx, azcosmos.NewPartitionKeyString(id), id, doc, ifMatch(cur.ETag))
+	if err == nil {
+		return true, nil
+	}
+	switch cosmos.Classify(err).Kind {
+	case cosmos.KindPreconditionFailed, cosmos.KindNotFound:
+		return false, nil
+	}
+	return false, s.fail(op, err)
+}
+
+func sameID(a, b *string) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return *a == *b
+}
+
+// RemoveMessage implements tracking.Store: the row is soft-deleted and
+// expires in 60 s.
+func (s *Store) RemoveMessage(ctx context.Context, eventID, sessionID, endpointID string) (bool, error) {
+	return s.softDelete(ctx, "RemoveMessage", eventID, sessionID, endpointID, SoftDeletedTTL)
+}
+
+// ArchiveFailedEvent implements tracking.Store: the row is soft-deleted
+// and expires in 30 days; a missing row is not an error.
+func (s *Store) ArchiveFailedEvent(ctx context.Context, eventID, sessionID, endpointID string) error {
+	_, err := s.softDelete(ctx, "ArchiveFailedEvent", eventID, sessionID, endpointID, ArchivedTTL)
+	return err
+}
+
+// softDelete sets deleted and ttl on the row with a read and a replace
+// conditioned on its ETag (re-read on a lost race).
+func (s *Store) softDelete(ctx context.Context, op, eventID, sessionID, endpointID string, ttl int) (bool, error) {
+	c, err := s.endpoint(ctx, op, endpointID)
+	if err != nil {
+		return false, err
+	}
+	id := tracking.StoredID(eventID, sessionID)
+	pk := azcosmos.NewPartitionKeyString(id)
+	for attempt := 0; attempt < s.opts.MaxGuardAttempts; attempt++ {
+		resp, err := c.ReadItem(ctx, pk, id, nil)
+		if cosmos.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, s.fail(op, err)
+		}
+		var doc map[string]json.RawMessage
+		if err := json.Unmarshal(resp.Value, &doc); err != nil {
+			return false, s.fail(op, fmt.Errorf("decoding row %q: %w", id, err))
+		}
+		etag := resp.ETag
+		for _, k := range []string{"_rid", "_self", "_etag", "_attachments", "_ts"} {
+			delete(doc, k)
+		}
+		doc["deleted"] = json.RawMessage("true")
+		doc["ttl"] = json.RawMessage(fmt.Sprint(ttl))
+		b, err := json.Marshal(doc)
+		if err != nil {
+			return false, s.fail(op, err)
+		}
+		_, err = c.ReplaceItem(ctx, pk, id, b, ifMatch(etag))
+		if err == nil {
+			return true, nil
+		}
+		switch cosmos.Classify(err).Kind {
+		case cosmos.KindPreconditionFailed:
+			continue
+		case cosmos.KindNotFound:
+			return false, nil
+		}
+		return false, s.fail(op, err)
+	}
+	return false, s.fail(op, fmt.Errorf("row %q: %w (%d attempts)", id, tracking.ErrConcurrentUpdate, s.opts.MaxGuardAttempts))
+}
+
+func newGUID() string { return uuid.NewString() }
+
+// timeNow returns the store clock's time, normalized.
+func (s *Store) timeNow() time.Time { return tracking.NormalizeTime(s.opts.Now()) }
