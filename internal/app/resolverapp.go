@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
@@ -15,6 +16,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
+	"github.com/nimbus-go/functions-subscriber/internal/tracking/cosmostracking"
 )
 
 // FuncResolver is the Resolver app's one function.
@@ -209,7 +211,27 @@ func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(row)
 }
 
-// buildCosmosTracking is wired when the Cosmos tracking provider lands.
+// buildCosmosTracking creates the Cosmos tracking store. No request is sent
+// here: the consistency check and the containers' get-or-create run on
+// first use.
 func (a *App) buildCosmosTracking() (tracking.Writer, error) {
-	return nil, errors.New("app: the Cosmos tracking store is not built yet")
+	c := a.cfg.Tracking.Cosmos
+	account, err := cosmos.NewAccount(cosmos.Config{
+		ConnectionString:        c.ConnectionString,
+		Endpoint:                c.AccountEndpoint,
+		ManagedIdentityClientID: c.ClientID,
+		Retry:                   cosmos.DefaultRetry,
+	})
+	if err != nil {
+		return nil, err
+	}
+	auto := c.AutoCreateContainer
+	return cosmostracking.New(account, cosmostracking.Options{
+		DatabaseID:              c.DatabaseID,
+		AutoCreateContainers:    &auto,
+		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+		RelaxAs:                 config.KeyTrackingRelaxed,
+		UnresolvedRetentionDays: a.cfg.Tracking.UnresolvedRetentionDays,
+		Now:                     a.now,
+	})
 }

@@ -3,13 +3,14 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
@@ -35,10 +36,10 @@ type resolverStack struct {
 	rows     rowReader
 }
 
-// rowReader reads the tracking row of an event: the most recently updated
-// one across sessions, nil when there is none.
+// rowReader reads the tracking row of an event in its session, nil when
+// there is none.
 type rowReader interface {
-	row(ctx context.Context, endpoint, eventID string) (*trackedRow, error)
+	row(ctx context.Context, endpoint string, e event) (*trackedRow, error)
 }
 
 // trackedRow is the part of a tracking row the tests check.
@@ -53,35 +54,42 @@ type trackedRow struct {
 	EndpointID       string  `json:"EndpointId"`
 	SessionID        string  `json:"SessionId"`
 	From             *string `json:"From"`
+	// Fields of the Cosmos tracking document around the row.
+	Deleted bool
+	TTL     *int64
 }
 
-// httpRows reads rows through the Resolver process's in-memory store
-// (GET /_nimbus/tracking).
-type httpRows struct{ base string }
+// cosmosRows reads the tracking document straight from Cosmos (not
+// through a fault proxy): container <endpoint>, id "{EventId}_{SessionId}",
+// partition key the id; the status is the document's, as NimBus reads it.
+type cosmosRows struct{ client *azcosmos.Client }
 
-func (h httpRows) row(ctx context.Context, endpoint, eventID string) (*trackedRow, error) {
-	u := h.base + "/_nimbus/tracking?endpoint=" + url.QueryEscape(endpoint) + "&event=" + url.QueryEscape(eventID)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+func (c cosmosRows) row(ctx context.Context, endpoint string, e event) (*trackedRow, error) {
+	ct, err := c.client.NewContainer(databaseID, endpoint)
 	if err != nil {
 		return nil, err
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	switch resp.StatusCode {
-	case http.StatusNotFound:
+	id := e.EventID + "_" + e.SessionID
+	resp, err := ct.ReadItem(ctx, azcosmos.NewPartitionKeyString(id), id, nil)
+	var re *azcore.ResponseError
+	switch {
+	case errors.As(err, &re) && re.StatusCode == http.StatusNotFound:
 		return nil, nil
-	case http.StatusOK:
-	default:
-		return nil, fmt.Errorf("GET %s: %d %s", u, resp.StatusCode, b)
-	}
-	var r trackedRow
-	if err := json.Unmarshal(b, &r); err != nil {
+	case err != nil:
 		return nil, err
 	}
+	var doc struct {
+		ID      string     `json:"id"`
+		Status  string     `json:"status"`
+		Deleted bool       `json:"deleted"`
+		TTL     *int64     `json:"ttl"`
+		Event   trackedRow `json:"event"`
+	}
+	if err := json.Unmarshal(resp.Value, &doc); err != nil {
+		return nil, err
+	}
+	r := doc.Event
+	r.Status, r.Deleted, r.TTL = doc.Status, doc.Deleted, doc.TTL
 	return &r, nil
 }
 
@@ -113,14 +121,31 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 		"NimBus__Retry__BaseDelay":                "50ms",
 		"NimBus__Retry__MaxDelay":                 "500ms",
 	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
-	s.resolver = startHandler(tb, map[string]string{
+	// The Resolver's Cosmos, behind the fault proxy when asked.
+	trackingConn := cosmosConn
+	if cfg.faults != nil {
+		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.faults)
+		trackingConn = fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", s.proxy.URL, s.cosmos.Key)
+	}
+	settings := map[string]string{
 		"NimBus__App":              "Resolver",
-		"NimBus__Resolver__Store":  "InMemory",
+		"NimBus__Resolver__Store":  "Cosmos",
 		"ServiceBusConnection":     s.sb.ConnectionString,
 		"NimBus__Retry__BaseDelay": "50ms",
 		"NimBus__Retry__MaxDelay":  "500ms",
-	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
-	s.rows = httpRows{base: s.resolver.base}
+		"NimBus__LogLevel":         "info",
+	}
+	settings["NimBus__Cosmos__ConnectionString"] = trackingConn
+	s.resolver = startHandler(tb, settings, s.cosmos.Key, cosmosConn, trackingConn, s.sb.ConnectionString)
+	cred, err := azcosmos.NewKeyCredential(s.cosmos.Key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(s.cosmos.Endpoint, cred, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.rows = cosmosRows{client: client}
 
 	s.epHost = s.startHost(endpointID, endpointID, "Subscriber", s.endpoint, 8)
 	s.resHost = s.startHost(testenv.ResolverTopic, testenv.ResolverSubscription, "Resolver", s.resolver, cfg.resolverSessions)
@@ -173,7 +198,7 @@ func (s *resolverStack) row(e event) *trackedRow {
 	s.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	r, err := s.rows.row(ctx, endpointID, e.EventID)
+	r, err := s.rows.row(ctx, endpointID, e)
 	if err != nil {
 		s.tb.Fatalf("reading the tracking row of %s: %v", e.MessageID, err)
 	}
@@ -231,14 +256,18 @@ func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
 	s.send(done, dup, unsupported, handoff)
 
 	r := s.waitRow(done, 60*time.Second, "to be Completed", func(r *trackedRow) bool { return r.Status == "Completed" })
-	if r.MessageType != "ResolutionResponse" || r.EndpointID != endpointID || r.SessionID != done.SessionID || strOf(r.From) != endpointID {
+	// NimBus's terminal document: soft-deleted, 30 days.
+	if r.MessageType != "ResolutionResponse" || r.EndpointID != endpointID || r.SessionID != done.SessionID || strOf(r.From) != endpointID ||
+		!r.Deleted || r.TTL == nil || *r.TTL != 2592000 {
 		t.Errorf("Completed row %+v", r)
 	}
 	s.waitRow(unsupported, 30*time.Second, "to be Unsupported", func(r *trackedRow) bool { return r.Status == "Unsupported" })
 	r = s.waitRow(handoff, 30*time.Second, "to be Pending with the handoff sub-status", func(r *trackedRow) bool {
 		return r.Status == "Pending" && r.MessageType == "PendingHandoffResponse"
 	})
-	if strOf(r.PendingSubStatus) != "Handoff" || strOf(r.HandoffReason) != "ManualApproval" || strOf(r.ExternalJobID) != "approval-O-big-1" {
+	// An unresolved row: not deleted, unlimited retention by default.
+	if strOf(r.PendingSubStatus) != "Handoff" || strOf(r.HandoffReason) != "ManualApproval" || strOf(r.ExternalJobID) != "approval-O-big-1" ||
+		r.Deleted || r.TTL == nil || *r.TTL != -1 {
 		t.Errorf("handoff row %+v", r)
 	}
 	s.waitRow(dup, 30*time.Second, "to be Completed", func(r *trackedRow) bool { return r.Status == "Completed" })
