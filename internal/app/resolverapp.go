@@ -181,6 +181,9 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 	if r.RetryIn > 0 {
 		ev = ev.Dur("retryIn", r.RetryIn).Bool("retryAfterFromStore", r.RetryAfterUsed)
 	}
+	if r.QuickRetries > 0 {
+		ev = ev.Int("quickRetries", r.QuickRetries)
+	}
 	if r.WallClockOverride {
 		ev = ev.Bool("handoffWallClock", true)
 	}

@@ -325,3 +325,71 @@ func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
 		t.Errorf("Resolver outcomes %v: %d messages tracked, want 11", counts, n)
 	}
 }
+
+// TestResolverLosesNoOutcomeUnderCosmosFaults runs 1,000 events through the
+// endpoint and the Resolver while 20% of the Resolver's Cosmos requests fail
+// (503, 429, connections dropped before or after Cosmos applied them). Every
+// event's row ends Completed, nothing is dead-lettered, and the failures
+// were met by retries within the invocation and same-MessageId re-sends.
+func TestResolverLosesNoOutcomeUnderCosmosFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("1,000 events under faults; not in -short")
+	}
+	s := startResolverStack(t, resolverStackConfig{faults: &testenv.FaultProxyOptions{
+		Seed:  20261130,
+		Rate:  0.2,
+		Kinds: []testenv.FaultKind{testenv.FaultUnavailable, testenv.FaultThrottle, testenv.FaultDrop, testenv.FaultDropAfterForward},
+	}})
+	const sessions, perSession = 50, 20
+	var evs []event
+	for i := range sessions * perSession {
+		evs = append(evs, order(fmt.Sprintf("OrderPlaced-f%04d", i), fmt.Sprintf("faults-%02d", i%sessions), 100, 0))
+	}
+	s.send(evs...)
+
+	pending := map[string]event{}
+	for _, e := range evs {
+		pending[e.MessageID] = e
+	}
+	testenv.WaitUntil(t, 5*time.Minute, func() bool {
+		for id, e := range pending {
+			if r := s.row(e); r != nil && r.Status == "Completed" {
+				delete(pending, id)
+			}
+		}
+		return len(pending) == 0
+	}, func() string {
+		return fmt.Sprintf("%d of %d rows not Completed (endpoint host %+v, Resolver host %+v, faults %+v)",
+			len(pending), len(evs), s.epHost.Stats(), s.resHost.Stats(), s.proxy.Counts())
+	})
+
+	counts := map[string]int{}
+	quick := 0
+	for _, l := range s.resolverLines() {
+		counts[l["outcome"].(string)]++
+		if n, ok := l["quickRetries"].(float64); ok {
+			quick += int(n)
+		}
+	}
+	fc := s.proxy.Counts()
+	t.Logf("faults %+v; Resolver outcomes %v; %d quick retries", fc, counts, quick)
+	if fc.Injected() < 100 {
+		t.Errorf("only %d faults injected", fc.Injected())
+	}
+	if counts["store_budget_spent"] != 0 || counts["store_rejected"] != 0 || counts["invalid_message"] != 0 {
+		t.Errorf("Resolver outcomes %v: a message failed toward the dead-letter queue", counts)
+	}
+	if quick == 0 {
+		t.Error("no store write was retried; the faults did not reach the Resolver")
+	}
+	// Nothing in the Resolver subscription's dead-letter queue.
+	r, err := s.client.NewReceiverForSubscription(testenv.ResolverTopic, testenv.ResolverSubscription, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if ms, err := r.PeekMessages(ctx, 10, nil); err != nil || len(ms) != 0 {
+		t.Errorf("Resolver dead-letter queue: %d messages (%v)", len(ms), err)
+	}
+}

@@ -15,16 +15,18 @@ import (
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 type env struct {
-	store *fakeStore
-	sched *fakeScheduler
-	svc   *Service
-	now   time.Time
+	store  *fakeStore
+	sched  *fakeScheduler
+	svc    *Service
+	now    time.Time
+	pauses []time.Duration
 }
 
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{store: newFakeStore(), sched: &fakeScheduler{}, now: t0}
-	svc, err := NewService(Options{Store: e.store, Scheduler: e.sched, Now: func() time.Time { return e.now }})
+	svc, err := NewService(Options{Store: e.store, Scheduler: e.sched, Now: func() time.Time { return e.now },
+		Pause: func(_ context.Context, d time.Duration) { e.pauses = append(e.pauses, d) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,6 +381,10 @@ func TestStoreFailureSchedulesASameIDCopy(t *testing.T) {
 			if len(e.sched.sent) != 1 {
 				t.Fatalf("%d re-sends", len(e.sched.sent))
 			}
+			// Retried twice within the invocation first.
+			if rep.QuickRetries != 2 || len(e.pauses) != 2 || e.pauses[0] != 100*time.Millisecond || e.pauses[1] != 400*time.Millisecond {
+				t.Fatalf("quick retries %d, pauses %v", rep.QuickRetries, e.pauses)
+			}
 			s := e.sched.sent[0]
 			if !s.At.Equal(t0.Add(c.wantDelay)) || s.R.MessageID != "rsp-1" || s.R.SessionID != "order-7" || *s.R.CorrelationID != "req-1" ||
 				string(s.R.Body) != string(d.Body) || s.R.ContentType != "application/json" || s.R.Subject != "subj" {
@@ -459,5 +465,28 @@ func TestSettleTimeoutStillSchedules(t *testing.T) {
 	rep := e.handle(t, delivery(message.ResolutionResponse, "rsp-1", nil, ""))
 	if rep.Outcome != OutcomeRescheduled || !e.sched.ctxOK {
 		t.Fatalf("%+v", rep)
+	}
+}
+
+// A blip is retried within the invocation: no re-send, the row written.
+func TestStoreBlipIsRetriedInTheInvocation(t *testing.T) {
+	e := newEnv(t)
+	failed := false
+	e.store.fail = func(op string) error {
+		if op == "UploadCompletedMessage" && !failed {
+			failed = true
+			return &tracking.StoreError{Op: op, Kind: tracking.FailureTransient, Err: errors.New("503")}
+		}
+		return nil
+	}
+	rep := e.handle(t, delivery(message.ResolutionResponse, "rsp-1", nil, ""))
+	if rep.Outcome != OutcomeWritten || rep.QuickRetries != 1 || len(e.sched.sent) != 0 {
+		t.Fatalf("%+v", rep)
+	}
+	if got := strings.Join(e.store.calls, ","); got != "StoreMessage,GetEventHistory,UploadCompletedMessage,StoreMessage,GetEventHistory,UploadCompletedMessage" {
+		t.Fatalf("calls %s", got)
+	}
+	if row, _ := e.store.row("Billing", "ev-1", "order-7"); row.ResolutionStatus != tracking.Completed {
+		t.Fatalf("row %+v", row)
 	}
 }
