@@ -98,6 +98,9 @@ type resolverStackConfig struct {
 	// resolverSessions is the Resolver host's MaxConcurrentSessions
 	// (default 16, as NimBus pins it).
 	resolverSessions int
+	// resolverIdle is the Resolver host's session idle timeout (default
+	// 300ms; the Resolver's host.json has 1 s).
+	resolverIdle time.Duration
 }
 
 func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
@@ -147,8 +150,11 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 	}
 	s.rows = cosmosRows{client: client}
 
-	s.epHost = s.startHost(endpointID, endpointID, "Subscriber", s.endpoint, 8)
-	s.resHost = s.startHost(testenv.ResolverTopic, testenv.ResolverSubscription, "Resolver", s.resolver, cfg.resolverSessions)
+	s.epHost = s.startHost(endpointID, endpointID, "Subscriber", s.endpoint, 8, 300*time.Millisecond)
+	if cfg.resolverIdle <= 0 {
+		cfg.resolverIdle = 300 * time.Millisecond
+	}
+	s.resHost = s.startHost(testenv.ResolverTopic, testenv.ResolverSubscription, "Resolver", s.resolver, cfg.resolverSessions, cfg.resolverIdle)
 
 	snd, err := s.client.NewSender(endpointID, nil)
 	if err != nil {
@@ -158,12 +164,12 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 	return s
 }
 
-func (s *resolverStack) startHost(topic, sub, fn string, h *handlerProc, sessions int) *minihost.Host {
+func (s *resolverStack) startHost(topic, sub, fn string, h *handlerProc, sessions int, idle time.Duration) *minihost.Host {
 	s.tb.Helper()
 	host, err := minihost.New(minihost.Config{
 		Client: s.sb.Client(s.tb), Topic: topic, Subscription: sub, Function: fn, Binding: "message",
 		Invoker: &minihost.Invoker{BaseURL: h.base}, MaxConcurrentSessions: sessions,
-		SessionIdleTimeout: 300 * time.Millisecond, AcceptTimeout: 5 * time.Second, InvocationTimeout: 2 * time.Minute,
+		SessionIdleTimeout: idle, AcceptTimeout: 5 * time.Second, InvocationTimeout: 2 * time.Minute,
 	})
 	if err != nil {
 		s.tb.Fatal(err)
