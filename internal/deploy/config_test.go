@@ -348,3 +348,44 @@ func TestResolverFunctionBinding(t *testing.T) {
 		}
 	}
 }
+
+// resolverSettings are the Resolver app's own settings and their defaults.
+var resolverSettings = []struct{ Name, Default string }{
+	{"NimBus__App", "Endpoint"},
+	{"NimBus__Resolver__Store", "Cosmos"},
+	{"NimBus__Cosmos__AccountEndpoint", ""},
+	{"NimBus__Cosmos__ConnectionString", ""},
+	{"NimBus__Cosmos__ClientId", ""},
+	{"NimBus__Cosmos__DatabaseId", "MessageDatabase"},
+	{"NimBus__Cosmos__AutoCreateContainers", "true"},
+	{"NimBus__Cosmos__AllowRelaxedConsistency", "false"},
+}
+
+func TestResolverSettingsAndDocs(t *testing.T) {
+	root := repoRoot(t)
+	_, values := sampleSettings(t, root)
+	for _, s := range resolverSettings {
+		v, ok := values[s.Name]
+		switch {
+		case !ok:
+			t.Errorf("local.settings.sample.json does not list %s", s.Name)
+		case s.Default != "" && v != s.Default:
+			t.Errorf("local.settings.sample.json: %s = %q, want its default %q", s.Name, v, s.Default)
+		}
+	}
+	if values["NimBus__Cosmos__ConnectionString"] != "" {
+		t.Error("NimBus__Cosmos__ConnectionString must be empty in the sample (it would hold a key)")
+	}
+	material := string(readFile(t, filepath.Join(root, "docs", "readme-resolver.md")))
+	for _, s := range resolverSettings {
+		if !strings.Contains(material, "`"+s.Name+"`") {
+			t.Errorf("docs/readme-resolver.md's settings rows do not document %s", s.Name)
+		}
+	}
+	guide := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
+	for _, want := range []string{"deployResolver=true", "NIMBUS_APP=resolver scripts/publish.sh", "scripts/package.sh resolver", "resolverEndpointIds", "NimBus__App"} {
+		if !strings.Contains(guide, want) {
+			t.Errorf("docs/deploying.md does not mention %q", want)
+		}
+	}
+}
