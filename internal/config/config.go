@@ -254,6 +254,9 @@ func Load(lookup Lookup) (*Config, error) {
 	case n > MaxEndpointLen:
 		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", KeyEndpoint, show(c.Endpoint), n, MaxEndpointLen)
 	}
+	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
+	// the Resolver app's tracking settings carry its value.
+	l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox
@@ -486,3 +489,7 @@ func (l *loader) checkCosmosAccount(c *Cosmos, k cosmosKeys) {
 		}
 	}
 }
+
+// KeyUnresolvedRetentionDays bounds the life of the Resolver's unresolved
+// tracking rows (loader.retentionDays reads it).
+const KeyUnresolvedRetentionDays = "NimBus__Cosmos__UnresolvedRetentionDays"

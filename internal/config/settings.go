@@ -34,6 +34,7 @@ var Settings = []Setting{
 	{Name: KeyCosmosContainer, Default: DefaultCosmosContainer},
 	{Name: KeyCosmosAutoCreate, Default: "true"},
 	{Name: KeyCosmosRelaxed, Default: "false"},
+	{Name: KeyUnresolvedRetentionDays, Default: strconv.Itoa(DefaultUnresolvedRetentionDays)},
 	{Name: KeyServiceBus},
 	{Name: KeyServiceBusNamespace},
 	{Name: KeyServiceBusCredential},

@@ -724,6 +724,38 @@ var cases = []testCase{
 			h.Fatalf("empty endpoint counts %+v", e)
 		}
 	}},
+	{"DownloadEndpointStateCount_reports_oldest_open_failure", func(h *harness) {
+		ep := h.id("ep-oldest")
+		base := time.Now().UTC().Add(-time.Hour).Truncate(time.Millisecond)
+		at := func(ev string, s tracking.ResolutionStatus, age time.Duration) {
+			e := sample(ep, h.id(ev), "s1")
+			e.UpdatedAt = base.Add(-age)
+			h.mustApply(s, h.id(ev), "s1", ep, e)
+		}
+		at("pending-older", tracking.Pending, 3*time.Hour) // not a failure
+		at("failed-new", tracking.Failed, 0)
+		at("dlq-old", tracking.DeadLettered, 2*time.Hour)
+		at("removed-oldest", tracking.Failed, 5*time.Hour)
+		if _, err := h.s.RemoveMessage(h.ctx(), h.id("removed-oldest"), "s1", ep); err != nil {
+			h.Fatal(err)
+		}
+		c := h.counts(ep)
+		if c.OldestFailureAt == nil || !c.OldestFailureAt.Equal(base.Add(-2*time.Hour)) || c.OldestFailureAt.Location() != time.UTC {
+			h.Fatalf("OldestFailureAt %v, want %v (UTC)", c.OldestFailureAt, base.Add(-2*time.Hour))
+		}
+		dlqOnly := h.id("ep-oldest-dlq")
+		e := sample(dlqOnly, h.id("d"), "s1")
+		e.UpdatedAt = base
+		h.mustApply(tracking.DeadLettered, h.id("d"), "s1", dlqOnly, e)
+		if c := h.counts(dlqOnly); c.OldestFailureAt == nil || !c.OldestFailureAt.Equal(base) {
+			h.Fatalf("dead-letter only: %v", c.OldestFailureAt)
+		}
+		pendingOnly := h.id("ep-oldest-pending")
+		h.mustApply(tracking.Pending, h.id("p"), "s1", pendingOnly, sample(pendingOnly, h.id("p"), "s1"))
+		if c := h.counts(pendingOnly); c.OldestFailureAt != nil {
+			h.Fatalf("pending only: %v", c.OldestFailureAt)
+		}
+	}},
 	{"RemoveMessage_drops_from_state_count", func(h *harness) {
 		ep, ev := h.id("ep-rm"), h.id("rm1")
 		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
