@@ -256,7 +256,7 @@ func Load(lookup Lookup) (*Config, error) {
 	}
 	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
 	// the Resolver app's tracking settings carry its value.
-	l.retentionDays()
+	c.Tracking.UnresolvedRetentionDays = l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox

@@ -227,3 +227,15 @@ func TestAppSelection(t *testing.T) {
 		t.Fatalf("tracking defaults = %+v", c)
 	}
 }
+
+func TestResolverCarriesTheRetention(t *testing.T) {
+	cfg, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+		KeyTrackingStore: "InMemory", KeyUnresolvedRetentionDays: "180"}))
+	if err != nil || cfg.Tracking.UnresolvedRetentionDays != 180 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if _, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+		KeyTrackingStore: "InMemory", KeyUnresolvedRetentionDays: "0"})); err == nil || !strings.Contains(err.Error(), KeyUnresolvedRetentionDays) {
+		t.Fatalf("0 days accepted: %v", err)
+	}
+}

@@ -40,9 +40,8 @@ const DefaultTrackingDatabase = "MessageDatabase"
 type Tracking struct {
 	Store  TrackingStore
 	Cosmos Cosmos
-	// UnresolvedRetentionDays is -1 (unlimited) or 1–365; 0 means the
-	// store's default, unlimited. (NimBus__Cosmos__UnresolvedRetentionDays
-	// is validated with the tracking store's settings.)
+	// UnresolvedRetentionDays is NimBus__Cosmos__UnresolvedRetentionDays:
+	// -1 (unlimited) or 1–365 (see tracking.go).
 	UnresolvedRetentionDays int
 }
 
