@@ -1,5 +1,6 @@
 // Command handler is the Azure Functions custom handler for a NimBus
-// subscriber endpoint. The Functions host starts it, tells it the port in
+// subscriber endpoint, and, with NimBus__App=Resolver, for the NimBus
+// Resolver. The Functions host starts it, tells it the port in
 // FUNCTIONS_CUSTOMHANDLER_PORT, and POSTs each Service Bus and timer
 // invocation to it. Register event handlers in handlers.go.
 package main
