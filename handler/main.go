@@ -1,5 +1,6 @@
 // Command handler is the Azure Functions custom handler for a NimBus
-// subscriber endpoint. The Functions host starts it, tells it the port in
+// subscriber endpoint, and, with NimBus__App=Resolver, for the NimBus
+// Resolver. The Functions host starts it, tells it the port in
 // FUNCTIONS_CUSTOMHANDLER_PORT, and POSTs each Service Bus and timer
 // invocation to it. Register event handlers in handlers.go.
 package main
@@ -64,7 +65,7 @@ func run() int {
 		return 1
 	}
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 30 * time.Second}
-	log.Info().Str("addr", addr).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
+	log.Info().Str("addr", addr).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Strs("functions", a.Functions()).Strs("eventTypes", handlers.EventTypes()).
 		Str("version", buildVersion()).Msg("custom handler listening")

@@ -3,6 +3,9 @@
 #
 # Usage: scripts/publish.sh <function-app-name> [extra `func azure functionapp publish` options]
 #
+# NIMBUS_APP=resolver publishes the Resolver app (see package.sh); the default
+# is the endpoint app.
+#
 # Runs scripts/package.sh (honours DIST_DIR and BIN_DIR), then
 # `func azure functionapp publish <app>` from the staged directory. Needs Azure
 # Functions Core Tools v4 (`func`) on PATH and a signed-in Azure CLI session

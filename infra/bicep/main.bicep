@@ -6,7 +6,9 @@
 // Flex Consumption (FC1) plan and Linux function app with runtime `custom` 1.0; a
 // Cosmos DB account with Strong consistency and the inbox container; the NimBus
 // Service Bus topology for the endpoint on a new Standard namespace, unless an
-// existing namespace is named. Every connection is identity based.
+// existing namespace is named. Every connection is identity based. With
+// deployResolver, also the NimBus Resolver as a second function app
+// (modules/resolver-app.bicep).
 
 targetScope = 'resourceGroup'
 
@@ -76,6 +78,27 @@ param logLevel string = 'info'
 
 @description('Tags applied to every resource.')
 param tags object = {}
+
+@description('Also deploy the NimBus Resolver as a second function app (modules/resolver-app.bicep): its own identity and plan, the tracking containers in the same Cosmos database, receive and send roles on the Resolver topic.')
+param deployResolver bool = false
+
+@description('Function app name of the Resolver (when deployResolver). Defaults to func-resolver-<unique token>.')
+@minLength(2)
+@maxLength(60)
+param resolverFunctionAppName string = 'func-resolver-${uniqueString(subscription().id, resourceGroup().id, endpointName)}'
+
+@description('Endpoint ids whose tracking containers the Resolver gets (when deployResolver). Empty: this endpoint only. List every endpoint that reports to this Resolver.')
+param resolverEndpointIds array = []
+
+@description('NimBus__Cosmos__UnresolvedRetentionDays of the Resolver: -1 (unlimited) or 1-365 days (0 is refused at start-up).')
+@minValue(-1)
+@maxValue(365)
+param unresolvedRetentionDays int = -1
+
+@description('Concurrent sessions per instance of the Resolver trigger (NimBus pins 16).')
+@minValue(1)
+@maxValue(200)
+param resolverMaxConcurrentSessions int = 16
 
 var token = uniqueString(subscription().id, resourceGroup().id, endpointName)
 var createServiceBus = empty(existingServiceBusNamespaceName)
@@ -385,6 +408,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         }
         // NimBus subscriber.
         {
+          name: 'NimBus__App'
+          value: 'Endpoint'
+        }
+        {
           name: 'NimBus__Endpoint'
           value: endpointName
         }
@@ -449,6 +476,41 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     cosmosDataAccess
   ]
 }
+
+// ---------------------------------------------------------------- NimBus Resolver (optional)
+
+module resolverApp 'modules/resolver-app.bicep' = if (deployResolver) {
+  name: 'resolver-app'
+  params: {
+    location: location
+    token: token
+    functionAppName: resolverFunctionAppName
+    endpointIds: empty(resolverEndpointIds) ? [
+      endpointName
+    ] : resolverEndpointIds
+    storageAccountName: storage.name
+    appInsightsName: appInsights.name
+    cosmosAccountName: cosmos.name
+    cosmosDatabaseName: cosmosDatabase.name
+    cosmosServerless: cosmosServerless
+    cosmosAutoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+    serviceBusNamespaceName: serviceBusNamespaceName
+    serviceBusResourceGroupName: serviceBusResourceGroupName
+    unresolvedRetentionDays: unresolvedRetentionDays
+    maxConcurrentSessions: resolverMaxConcurrentSessions
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    logLevel: logLevel
+    tags: tags
+  }
+  dependsOn: [
+    serviceBusTopology
+    blobService
+  ]
+}
+
+@description('Name of the Resolver function app; empty unless deployResolver.')
+output resolverFunctionAppName string = deployResolver ? resolverApp.outputs.functionAppName : ''
 
 @description('Name of the function app (pass it to scripts/publish.sh).')
 output functionAppName string = functionApp.name

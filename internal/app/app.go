@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
 // Function names: each is a folder under functions/ and a route here.
@@ -52,6 +53,8 @@ type Deps struct {
 	// Pause, when set, replaces the wait before a transient failure is
 	// answered (tests).
 	Pause func(ctx context.Context, d time.Duration)
+	// Resolver holds the Resolver app's replacements (tests).
+	Resolver ResolverDeps
 }
 
 // App is the composed custom handler.
@@ -70,12 +73,21 @@ type App struct {
 	// cleanup run stops at once, while in-flight deliveries finish.
 	stopping context.Context
 	stop     context.CancelFunc
+	// The Resolver app (resolverapp.go).
+	resolverSvc    *resolver.Service
+	trackingReader tracking.Reader
 }
 
 // New builds the app. It performs no network I/O: Azure clients are
 // created lazily on first use, so the host's readiness probe is answered at
 // once.
 func New(cfg *config.Config, d Deps) (*App, error) {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if cfg.App == config.AppResolver {
+		return newResolverApp(cfg, d)
+	}
 	if d.Handlers == nil {
 		return nil, errors.New("app: no handler registry")
 	}

@@ -39,7 +39,7 @@ func list(t *testing.T) map[string]pkg {
 
 func TestNoAzureSDKBelowTheAdapters(t *testing.T) {
 	pkgs := list(t)
-	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config"} {
+	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)
@@ -62,7 +62,7 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		"internal/subscriber":        {"internal/app", "internal/config", "internal/funchost"},
 		"internal/funchost":          {"internal/app", "internal/subscriber", "internal/message"},
 		"internal/message":           {"internal/app", "internal/subscriber", "internal/funchost"},
-		"internal/resolver":          {"internal/app", "internal/subscriber"},
+		"internal/resolver":          {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos"},
 	}
 	for name, bad := range forbidden {
 		p, ok := pkgs[name]

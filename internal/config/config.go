@@ -67,6 +67,16 @@ const (
 	KeyRetryBaseDelay         = "NimBus__Retry__BaseDelay"
 	KeyRetryMaxDelay          = "NimBus__Retry__MaxDelay"
 	KeyMaxBodyBytesInFlight   = "NimBus__Host__MaxBodyBytesInFlight"
+
+	// The Resolver app (see resolverapp.go).
+	KeyApp                      = "NimBus__App"
+	KeyTrackingStore            = "NimBus__Resolver__Store"
+	KeyTrackingEndpoint         = "NimBus__Cosmos__AccountEndpoint"
+	KeyTrackingConnectionString = "NimBus__Cosmos__ConnectionString"
+	KeyTrackingClientID         = "NimBus__Cosmos__ClientId"
+	KeyTrackingDatabase         = "NimBus__Cosmos__DatabaseId"
+	KeyTrackingAutoCreate       = "NimBus__Cosmos__AutoCreateContainers"
+	KeyTrackingRelaxed          = "NimBus__Cosmos__AllowRelaxedConsistency"
 )
 
 // Defaults.
@@ -129,13 +139,18 @@ const (
 
 // Config is the validated configuration.
 type Config struct {
-	Port     int
+	Port int
+	// App is the Functions app this process serves (NimBus__App).
+	App      App
 	Endpoint string
 	LogLevel zerolog.Level
 	Inbox    Inbox
 	Resolver Resolver
 	Retry    Retry
 	Host     Host
+	// Tracking configures the Resolver app's tracking store; zero for the
+	// endpoint app.
+	Tracking Tracking
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -229,8 +244,11 @@ func Load(lookup Lookup) (*Config, error) {
 	c := &Config{}
 	c.Port = l.int(KeyPort, DefaultPort, 1, 65535)
 	c.LogLevel = l.logLevel()
+	c.App = l.app()
 	c.Endpoint = l.str(KeyEndpoint)
 	switch n := utf16Len(c.Endpoint); {
+	case c.Endpoint == "" && c.App == AppResolver:
+		// The Resolver serves every endpoint; NimBus__Endpoint is not read.
 	case c.Endpoint == "":
 		l.problem("%s is required: the NimBus endpoint this app serves (its topic and session subscription name, and the endpoint side of every inbox key)", KeyEndpoint)
 	case n > MaxEndpointLen:
@@ -238,11 +256,11 @@ func Load(lookup Lookup) (*Config, error) {
 	}
 	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
 	// the Resolver app's tracking settings carry its value.
-	l.retentionDays()
+	c.Tracking.UnresolvedRetentionDays = l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
 	in := &c.Inbox
-	in.Enabled = l.bool(KeyInboxEnabled, false)
+	in.Enabled = l.bool(KeyInboxEnabled, false) && c.App == AppEndpoint
 	in.Retention = l.duration(KeyRetention, DefaultRetention, MinRetention, MaxRetention)
 	in.CleanupSchedule = l.schedule()
 	in.PurgeBatchSize = l.int(KeyPurgeBatchSize, DefaultPurgeBatchSize, MinPurgeBatchSize, MaxPurgeBatchSize)
@@ -302,6 +320,8 @@ func Load(lookup Lookup) (*Config, error) {
 		}
 	}
 	switch raw := l.str(KeyResolverSink); {
+	case c.App == AppResolver:
+		l.resolverApp(c)
 	case raw == "" || strings.EqualFold(raw, string(SinkServiceBus)):
 		r.Sink = SinkServiceBus
 		if r.ConnectionString == "" && r.FullyQualifiedNamespace == "" {
@@ -438,26 +458,34 @@ func (l *loader) cosmosID(key, def string) string {
 }
 
 func (l *loader) checkCosmos(c *Cosmos) {
+	l.checkCosmosAccount(c, cosmosKeys{Store: KeyInboxStore, Endpoint: KeyCosmosEndpoint, ConnectionString: KeyCosmosConnectionString, ClientID: KeyCosmosClientID})
+}
+
+// cosmosKeys name the settings of one Cosmos account: the inbox's or the
+// Resolver's tracking store.
+type cosmosKeys struct{ Store, Endpoint, ConnectionString, ClientID string }
+
+func (l *loader) checkCosmosAccount(c *Cosmos, k cosmosKeys) {
 	switch {
 	case c.ConnectionString == "" && c.AccountEndpoint == "":
-		l.problem("%s=%s needs an account: set %s (Entra ID; %s for a user-assigned managed identity) or %s (account key, local use)", KeyInboxStore, StoreCosmos, KeyCosmosEndpoint, KeyCosmosClientID, KeyCosmosConnectionString)
+		l.problem("%s=%s needs an account: set %s (Entra ID; %s for a user-assigned managed identity) or %s (account key, local use)", k.Store, StoreCosmos, k.Endpoint, k.ClientID, k.ConnectionString)
 	case c.ConnectionString != "" && c.AccountEndpoint != "":
-		l.problem("set only one of %s and %s", KeyCosmosEndpoint, KeyCosmosConnectionString)
+		l.problem("set only one of %s and %s", k.Endpoint, k.ConnectionString)
 	case c.AccountEndpoint != "":
 		if why := checkHTTPURL(c.AccountEndpoint); why != "" {
-			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %s", KeyCosmosEndpoint, show(c.AccountEndpoint), why)
+			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %s", k.Endpoint, show(c.AccountEndpoint), why)
 		} else if u := mustParseURL(c.AccountEndpoint); u.Scheme == "http" && !isLoopback(u.Hostname()) {
 			// Entra tokens must not cross a network in the clear; plain
 			// HTTP is for local stand-ins on this machine.
-			l.problem("%s=%s uses http: Entra ID authentication needs https except on this machine (localhost)", KeyCosmosEndpoint, show(c.AccountEndpoint))
+			l.problem("%s=%s uses http: Entra ID authentication needs https except on this machine (localhost)", k.Endpoint, show(c.AccountEndpoint))
 		}
 	case c.ConnectionString != "":
 		var why string
 		if c.Connection, why = parseCosmosConnection(c.ConnectionString); why != "" {
-			l.problem("%s is not a usable Cosmos DB connection string: %s (the form is AccountEndpoint=https://<account>.documents.azure.com:443/;AccountKey=<base64 key>;)", KeyCosmosConnectionString, why)
+			l.problem("%s is not a usable Cosmos DB connection string: %s (the form is AccountEndpoint=https://<account>.documents.azure.com:443/;AccountKey=<base64 key>;)", k.ConnectionString, why)
 		}
 		if c.ClientID != "" {
-			l.problem("%s selects a managed identity, which a connection string (%s, key auth) excludes: set one of them", KeyCosmosClientID, KeyCosmosConnectionString)
+			l.problem("%s selects a managed identity, which a connection string (%s, key auth) excludes: set one of them", k.ClientID, k.ConnectionString)
 		}
 	}
 }

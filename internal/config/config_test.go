@@ -161,3 +161,81 @@ func TestRetryDelay(t *testing.T) {
 		t.Errorf("zero base: %v %v", c, err)
 	}
 }
+
+func TestAppSelection(t *testing.T) {
+	sb := "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v"
+	cases := []struct {
+		name     string
+		set      map[string]string
+		wantErr  []string
+		notInErr []string
+		app      App
+		store    TrackingStore
+	}{
+		{"default is the endpoint", map[string]string{KeyEndpoint: "E", KeyServiceBus: sb}, nil, nil, AppEndpoint, ""},
+		{"endpoint needs its endpoint id", map[string]string{KeyApp: "endpoint", KeyServiceBus: sb}, []string{KeyEndpoint}, nil, "", ""},
+		{"unknown app", map[string]string{KeyApp: "Webapp", KeyEndpoint: "E", KeyServiceBus: sb}, []string{KeyApp, "Webapp", "Resolver"}, nil, "", ""},
+		// The Resolver needs no endpoint, no inbox and no sink; it needs
+		// Service Bus and the tracking store.
+		{"resolver needs service bus and cosmos", map[string]string{KeyApp: "Resolver", KeyInboxEnabled: "true", KeyResolverSink: "Kafka"},
+			[]string{KeyServiceBus, KeyTrackingEndpoint, KeyTrackingConnectionString}, []string{KeyEndpoint, KeyInboxStore, KeyResolverSink}, "", ""},
+		{"resolver cosmos by identity", map[string]string{KeyApp: "resolver", KeyServiceBusNamespace: "ns.servicebus.windows.net", KeyTrackingEndpoint: "https://a.documents.azure.com:443/"},
+			nil, nil, AppResolver, TrackingCosmos},
+		{"resolver cosmos both", map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingEndpoint: "https://a.documents.azure.com:443/", KeyTrackingConnectionString: "AccountEndpoint=https://a/;AccountKey=a2V5;"},
+			[]string{"only one", KeyTrackingEndpoint}, nil, "", ""},
+		{"resolver bad connection string", map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingConnectionString: "secret-value"},
+			[]string{KeyTrackingConnectionString}, []string{"secret-value"}, "", ""},
+		{"resolver in memory", map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingStore: "inmemory"}, nil, nil, AppResolver, TrackingInMemory},
+		{"resolver unknown store", map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingStore: "SqlServer"}, []string{KeyTrackingStore, "SqlServer"}, nil, "", ""},
+		{"resolver bad database id", map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingStore: "InMemory", KeyTrackingDatabase: "a/b"}, []string{KeyTrackingDatabase}, nil, "", ""},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			cfg, err := Load(FromMap(c.set))
+			if len(c.wantErr) == 0 {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if cfg.App != c.app || cfg.Tracking.Store != c.store {
+					t.Fatalf("app %q store %q, want %q %q", cfg.App, cfg.Tracking.Store, c.app, c.store)
+				}
+				if cfg.App == AppResolver && cfg.Inbox.Enabled {
+					t.Fatal("the Resolver app enabled the inbox")
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			for _, w := range c.wantErr {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error does not mention %q:\n%v", w, err)
+				}
+			}
+			for _, w := range c.notInErr {
+				if strings.Contains(err.Error(), w) {
+					t.Errorf("error mentions %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+	cfg, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: sb, KeyTrackingConnectionString: "AccountEndpoint=http://127.0.0.1:8081/;AccountKey=a2V5;"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := cfg.Tracking.Cosmos; c.DatabaseID != "MessageDatabase" || !c.AutoCreateContainer || c.AllowRelaxedConsistency || c.Connection.AccountEndpoint != "http://127.0.0.1:8081/" {
+		t.Fatalf("tracking defaults = %+v", c)
+	}
+}
+
+func TestResolverCarriesTheRetention(t *testing.T) {
+	cfg, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+		KeyTrackingStore: "InMemory", KeyUnresolvedRetentionDays: "180"}))
+	if err != nil || cfg.Tracking.UnresolvedRetentionDays != 180 {
+		t.Fatalf("%+v %v", cfg, err)
+	}
+	if _, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+		KeyTrackingStore: "InMemory", KeyUnresolvedRetentionDays: "0"})); err == nil || !strings.Contains(err.Error(), KeyUnresolvedRetentionDays) {
+		t.Fatalf("0 days accepted: %v", err)
+	}
+}

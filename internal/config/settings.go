@@ -18,6 +18,7 @@ type Setting struct {
 // ServiceBusConnection__credential, which only the host reads, in the order
 // of the documentation.
 var Settings = []Setting{
+	{Name: KeyApp, Default: string(AppEndpoint)},
 	{Name: KeyEndpoint},
 	{Name: KeyInboxEnabled, Default: "false"},
 	{Name: KeyInboxStore},
@@ -43,5 +44,12 @@ var Settings = []Setting{
 	{Name: KeyRetryMaxDelay, Default: formatTimeSpan(DefaultRetryMaxDelay)},
 	{Name: KeyMaxBodyBytesInFlight, Default: strconv.Itoa(DefaultMaxBodyBytesInFlight)},
 	{Name: KeyLogLevel, Default: "info"},
+	{Name: KeyTrackingStore, Default: string(TrackingCosmos)},
+	{Name: KeyTrackingEndpoint},
+	{Name: KeyTrackingClientID},
+	{Name: KeyTrackingConnectionString},
+	{Name: KeyTrackingDatabase, Default: DefaultTrackingDatabase},
+	{Name: KeyTrackingAutoCreate, Default: "true"},
+	{Name: KeyTrackingRelaxed, Default: "false"},
 	{Name: KeyPort, Default: strconv.Itoa(DefaultPort), SetByHost: true},
 }

@@ -46,7 +46,7 @@ func bicepFiles(t *testing.T) []bicepFile {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "infra", "bicep")
 	var files []bicepFile
-	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep"} {
+	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep", "modules/resolver-app.bicep"} {
 		files = append(files, bicepFile{Name: rel, Text: string(readFile(t, filepath.Join(dir, rel)))})
 	}
 	return files
@@ -135,7 +135,12 @@ func TestBicepFunctionAppAndData(t *testing.T) {
 	if n := strings.Count(main, "defaultConsistencyLevel:"); n != 1 {
 		t.Errorf("main.bicep sets defaultConsistencyLevel %d times, want once (Strong)", n)
 	}
-	for _, banned := range []string{"defaultTtl", "listKeys(", "listConnectionStrings(", "AccountKey=", "SharedAccessKey"} {
+	// The inbox container has no default TTL (cleanup is explicit); only the
+	// Resolver's tracking containers set one.
+	if strings.Contains(main, "defaultTtl") {
+		t.Error("main.bicep sets a defaultTtl; the inbox container must have none")
+	}
+	for _, banned := range []string{"listKeys(", "listConnectionStrings(", "AccountKey=", "SharedAccessKey"} {
 		if strings.Contains(all, banned) {
 			t.Errorf("the Bicep contains %q", banned)
 		}
@@ -362,5 +367,69 @@ func TestCheckBalanced(t *testing.T) {
 		if checkBalanced(s) == nil {
 			t.Errorf("checkBalanced(%q) = nil, want an error", s)
 		}
+	}
+}
+
+// TestBicepResolverApp checks the Resolver's module and how main.bicep
+// deploys it: only when asked, its tracking containers with TTL on, its
+// own identity with receive and send roles on the Resolver topic, and the
+// settings the Resolver app asks for.
+func TestBicepResolverApp(t *testing.T) {
+	main := bicepText(t, "main.bicep")
+	mod := bicepText(t, "modules/resolver-app.bicep")
+	for _, s := range []string{
+		"param deployResolver bool = false",
+		"module resolverApp 'modules/resolver-app.bicep' = if (deployResolver)",
+		"param unresolvedRetentionDays int = -1",
+		"param resolverMaxConcurrentSessions int = 16",
+	} {
+		if !strings.Contains(main, s) {
+			t.Errorf("main.bicep: %q not found", s)
+		}
+	}
+	for what, re := range map[string]string{
+		"endpoint containers /id with TTL on, no default": `paths:\s*\[\s*'/id'\s*\]\s*kind:\s*'Hash'\s*version:\s*2\s*\}\s*defaultTtl:\s*-1`,
+		"messages 90 days":               `name:\s*'messages'\s*ttl:\s*7776000`,
+		"audits 1 year":                  `name:\s*'audits'\s*ttl:\s*31536000`,
+		"history containers by /eventId": `paths:\s*\[\s*'/eventId'\s*\][\s\S]*defaultTtl:\s*c\.ttl`,
+		"one container per endpoint id":  `\[for id in endpointIds:`,
+		"own identity":                   `name:\s*'id-resolver-\$\{token\}'`,
+		"roles on the Resolver topic":    `module serviceBusAccess 'servicebus-access.bicep'[\s\S]*endpointTopicName:\s*'Resolver'`,
+		"Flex Consumption plan":          `tier:\s*'FlexConsumption'\s+name:\s*'FC1'`,
+		"custom runtime 1.0":             `runtime:\s*\{\s*name:\s*'custom'\s+version:\s*'1\.0'\s*\}`,
+		"Cosmos data-plane role":         `sqlRoleDefinitions/\$\{cosmosDataContributor\}'`,
+	} {
+		if !regexp.MustCompile(re).MatchString(mod) {
+			t.Errorf("resolver-app.bicep: %s not found (/%s/)", what, re)
+		}
+	}
+	settings := bicepAppSettings(t, mod)
+	for name, value := range map[string]string{
+		"NimBus__App":                                                          "'Resolver'",
+		"NimBus__Resolver__Store":                                              "'Cosmos'",
+		"NimBus__Cosmos__AccountEndpoint":                                      "cosmos.properties.documentEndpoint",
+		"NimBus__Cosmos__ClientId":                                             "identity.properties.clientId",
+		"NimBus__Cosmos__DatabaseId":                                           "cosmosDatabaseName",
+		"NimBus__Cosmos__AutoCreateContainers":                                 "'false'",
+		"NimBus__Cosmos__AllowRelaxedConsistency":                              "'false'",
+		"NimBus__Cosmos__UnresolvedRetentionDays":                              "string(unresolvedRetentionDays)",
+		"ServiceBusConnection__fullyQualifiedNamespace":                        "serviceBusAccess.outputs.fullyQualifiedNamespace",
+		"ServiceBusConnection__credential":                                     "'managedidentity'",
+		"ServiceBusConnection__clientId":                                       "identity.properties.clientId",
+		"AzureWebJobsStorage__credential":                                      "'managedidentity'",
+		"AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions": "string(maxConcurrentSessions)",
+	} {
+		if got, ok := settings[name]; !ok || got != value {
+			t.Errorf("Resolver app setting %s = %q (set %v), want %s", name, got, ok, value)
+		}
+	}
+	// The Resolver is not an endpoint: none of the endpoint's settings.
+	for name := range settings {
+		if strings.HasPrefix(name, "NimBus__Inbox__") || name == "NimBus__Endpoint" || name == "NimBus__Resolver__Sink" {
+			t.Errorf("the Resolver app sets the endpoint setting %s", name)
+		}
+	}
+	if got := bicepAppSettings(t, main)["NimBus__App"]; got != "'Endpoint'" {
+		t.Errorf("the endpoint app's NimBus__App = %s, want 'Endpoint'", got)
 	}
 }

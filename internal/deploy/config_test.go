@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -262,6 +263,128 @@ func TestDocsCoverSettingsAndDeployment(t *testing.T) {
 	doc := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
 	for _, want := range []string{"az deployment group create", "scripts/package.sh", "scripts/publish.sh", "func start", "Azurite", "AllowRelaxedConsistency"} {
 		if !strings.Contains(doc, want) {
+			t.Errorf("docs/deploying.md does not mention %q", want)
+		}
+	}
+}
+
+// TestResolverHostJSON checks the Resolver app's host.json: the endpoint
+// app's host.json except the session settings NimBus pins for its Resolver
+// (16 sessions, 1 s idle, 5 minutes of lock renewal, dynamic concurrency
+// off) and a functionTimeout no longer than that lock renewal.
+func TestResolverHostJSON(t *testing.T) {
+	root := repoRoot(t)
+	var endpoint, resolver map[string]any
+	readJSON(t, filepath.Join(root, "host.json"), &endpoint)
+	readJSON(t, filepath.Join(root, "apps", "resolver", "host.json"), &resolver)
+
+	sb := resolver["extensions"].(map[string]any)["serviceBus"].(map[string]any)
+	for k, v := range map[string]any{
+		"maxConcurrentSessions":        float64(16),
+		"sessionIdleTimeout":           "00:00:01",
+		"maxAutoLockRenewalDuration":   "00:05:00",
+		"autoCompleteMessages":         true, // a custom handler cannot settle: 2xx completes
+		"prefetchCount":                float64(0),
+		"maxConcurrentCallsPerSession": float64(1),
+	} {
+		if sb[k] != v {
+			t.Errorf("Resolver host.json extensions.serviceBus.%s = %v, want %v", k, sb[k], v)
+		}
+	}
+	if c, _ := resolver["concurrency"].(map[string]any); c == nil || c["dynamicConcurrencyEnabled"] != false {
+		t.Errorf("Resolver host.json concurrency = %v, want dynamicConcurrencyEnabled false", resolver["concurrency"])
+	}
+	timeout, err := parseTimeSpan(asString(resolver["functionTimeout"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewal, _ := parseTimeSpan(asString(sb["maxAutoLockRenewalDuration"]))
+	if timeout > renewal || timeout < time.Minute {
+		t.Errorf("Resolver functionTimeout %v: want at least a minute and at most the lock renewal %v", timeout, renewal)
+	}
+
+	// Everything else is the endpoint app's.
+	for _, k := range []string{"maxConcurrentSessions", "sessionIdleTimeout", "maxAutoLockRenewalDuration"} {
+		delete(sb, k)
+		delete(endpoint["extensions"].(map[string]any)["serviceBus"].(map[string]any), k)
+	}
+	delete(resolver, "concurrency")
+	delete(resolver, "functionTimeout")
+	delete(endpoint, "functionTimeout")
+	if !reflect.DeepEqual(endpoint, resolver) {
+		t.Errorf("the Resolver host.json differs from the endpoint's beyond its session settings:\n endpoint %v\n resolver %v", endpoint, resolver)
+	}
+}
+
+func TestResolverFunctionBinding(t *testing.T) {
+	root := repoRoot(t)
+	fns := appFunctions(t, filepath.Join(root, "apps", "resolver"))
+	if len(fns) != 1 || fns[0].Name != "Resolver" {
+		t.Fatalf("Resolver app functions = %v, want only Resolver", fns)
+	}
+	b := triggerOf(t, fns[0])
+	for k, v := range map[string]any{
+		"type":              "serviceBusTrigger",
+		"name":              "message",
+		"topicName":         "Resolver",
+		"subscriptionName":  "Resolver",
+		"connection":        "ServiceBusConnection",
+		"isSessionsEnabled": true,
+		"dataType":          "binary",
+		"cardinality":       "one",
+	} {
+		if b[k] != v {
+			t.Errorf("Resolver trigger %s = %v, want %v", k, b[k], v)
+		}
+	}
+	if _, set := b["autoCompleteMessages"]; set {
+		t.Error("the Resolver trigger overrides autoCompleteMessages; a custom handler cannot settle messages itself")
+	}
+	// The endpoint app must not carry the Resolver function, nor the other
+	// way round.
+	for _, fn := range appFunctions(t, root) {
+		if fn.Name == "Resolver" {
+			t.Error("functions/Resolver would be staged into the endpoint app")
+		}
+	}
+}
+
+// resolverSettings are the Resolver app's own settings and their defaults.
+var resolverSettings = []struct{ Name, Default string }{
+	{"NimBus__App", "Endpoint"},
+	{"NimBus__Resolver__Store", "Cosmos"},
+	{"NimBus__Cosmos__AccountEndpoint", ""},
+	{"NimBus__Cosmos__ConnectionString", ""},
+	{"NimBus__Cosmos__ClientId", ""},
+	{"NimBus__Cosmos__DatabaseId", "MessageDatabase"},
+	{"NimBus__Cosmos__AutoCreateContainers", "true"},
+	{"NimBus__Cosmos__AllowRelaxedConsistency", "false"},
+}
+
+func TestResolverSettingsAndDocs(t *testing.T) {
+	root := repoRoot(t)
+	_, values := sampleSettings(t, root)
+	for _, s := range resolverSettings {
+		v, ok := values[s.Name]
+		switch {
+		case !ok:
+			t.Errorf("local.settings.sample.json does not list %s", s.Name)
+		case s.Default != "" && v != s.Default:
+			t.Errorf("local.settings.sample.json: %s = %q, want its default %q", s.Name, v, s.Default)
+		}
+	}
+	if values["NimBus__Cosmos__ConnectionString"] != "" {
+		t.Error("NimBus__Cosmos__ConnectionString must be empty in the sample (it would hold a key)")
+	}
+	material := string(readFile(t, filepath.Join(root, "docs", "readme-resolver.md")))
+	for _, s := range resolverSettings {
+		if !strings.Contains(material, "`"+s.Name+"`") {
+			t.Errorf("docs/readme-resolver.md's settings rows do not document %s", s.Name)
+		}
+	}
+	guide := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
+	for _, want := range []string{"deployResolver=true", "NIMBUS_APP=resolver scripts/publish.sh", "scripts/package.sh resolver", "resolverEndpointIds", "NimBus__App"} {
+		if !strings.Contains(guide, want) {
 			t.Errorf("docs/deploying.md does not mention %q", want)
 		}
 	}

@@ -124,10 +124,17 @@ type function struct {
 	Path string // functions/<Name>/function.json, absolute
 }
 
-// repoFunctions lists functions/*/function.json, sorted by name.
+// repoFunctions lists the functions of both apps: functions/*/function.json
+// (the endpoint app) and apps/resolver/functions/*/function.json.
 func repoFunctions(t *testing.T, root string) []function {
 	t.Helper()
-	matches, err := filepath.Glob(filepath.Join(root, "functions", "*", "function.json"))
+	return append(appFunctions(t, root), appFunctions(t, filepath.Join(root, "apps", "resolver"))...)
+}
+
+// appFunctions lists appRoot/functions/*/function.json, sorted by name.
+func appFunctions(t *testing.T, appRoot string) []function {
+	t.Helper()
+	matches, err := filepath.Glob(filepath.Join(appRoot, "functions", "*", "function.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +144,7 @@ func repoFunctions(t *testing.T, root string) []function {
 	}
 	sort.Slice(fs, func(i, j int) bool { return fs[i].Name < fs[j].Name })
 	if len(fs) == 0 {
-		t.Fatal("no functions/*/function.json in the repository")
+		t.Fatalf("no functions/*/function.json in %s", appRoot)
 	}
 	return fs
 }

@@ -13,28 +13,48 @@ import (
 )
 
 // TestPackageStagesAppRoot runs scripts/package.sh into a temporary directory
-// and checks the app root it stages: what the Functions host and Core Tools
-// expect to find, and nothing else.
+// for each app and checks the app root it stages: what the Functions host
+// and Core Tools expect to find, and nothing else.
 func TestPackageStagesAppRoot(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH; scripts/package.sh needs it to build the handler")
 	}
 	root := repoRoot(t)
-	tmp := t.TempDir()
-	dist := filepath.Join(tmp, "dist")
-	bin := filepath.Join(tmp, "bin")
+	bin := filepath.Join(t.TempDir(), "bin")
+	for _, c := range []struct {
+		args, env []string
+		app       string
+		functions []string
+		settings  string // the NimBus__App of the minimal local.settings.json
+	}{
+		{nil, nil, "", []string{"InboxCleanup", "Subscriber"}, ""},
+		{[]string{"resolver"}, nil, "apps/resolver", []string{"Resolver"}, "Resolver"},
+		{nil, []string{"NIMBUS_APP=Resolver"}, "apps/resolver", []string{"Resolver"}, "Resolver"},
+		{[]string{"endpoint"}, []string{"NIMBUS_APP=resolver"}, "", []string{"InboxCleanup", "Subscriber"}, ""},
+	} {
+		t.Run(strings.Join(append(append([]string{}, c.args...), c.env...), ","), func(t *testing.T) {
+			dist := filepath.Join(t.TempDir(), "dist")
+			checkPackage(t, root, filepath.Join(root, c.app), dist, bin, c.args, c.env, c.functions, c.settings)
+		})
+	}
+}
 
-	cmd := exec.Command("bash", filepath.Join(root, "scripts", "package.sh"))
-	cmd.Dir = tmp // the script must work from any directory
-	cmd.Env = append(os.Environ(), "DIST_DIR="+dist, "BIN_DIR="+bin)
+func checkPackage(t *testing.T, root, appRoot, dist, bin string, args, env []string, wantFunctions []string, wantApp string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(appRoot, "local.settings.json")); err == nil {
+		t.Skipf("%s/local.settings.json exists: the staged settings are a copy of it", appRoot)
+	}
+	cmd := exec.Command("bash", append([]string{filepath.Join(root, "scripts", "package.sh")}, args...)...)
+	cmd.Dir = t.TempDir() // the script must work from any directory
+	cmd.Env = append(append(os.Environ(), "DIST_DIR="+dist, "BIN_DIR="+bin), env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("scripts/package.sh failed: %v\n%s", err, out)
 	}
 
 	// host.json is staged unchanged and names the executable.
-	if !bytes.Equal(readFile(t, filepath.Join(dist, "host.json")), readFile(t, filepath.Join(root, "host.json"))) {
-		t.Error("dist/host.json differs from host.json")
+	if !bytes.Equal(readFile(t, filepath.Join(dist, "host.json")), readFile(t, filepath.Join(appRoot, "host.json"))) {
+		t.Errorf("dist/host.json differs from %s/host.json", appRoot)
 	}
 	var h hostJSON
 	readJSON(t, filepath.Join(dist, "host.json"), &h)
@@ -54,7 +74,14 @@ func TestPackageStagesAppRoot(t *testing.T) {
 
 	// Function folders sit directly in the app root: the host only looks at its
 	// immediate sub-directories.
-	fns := repoFunctions(t, root)
+	fns := appFunctions(t, appRoot)
+	var names []string
+	for _, fn := range fns {
+		names = append(names, fn.Name)
+	}
+	if strings.Join(names, ",") != strings.Join(wantFunctions, ",") {
+		t.Errorf("functions %v, want %v", names, wantFunctions)
+	}
 	allowed := map[string]bool{
 		"host.json": true, exe: true, ".funcignore": true,
 		"local.settings.json": true, ".nimbus-package": true,
@@ -96,9 +123,12 @@ func TestPackageStagesAppRoot(t *testing.T) {
 			t.Errorf(".funcignore does not exclude %s", pattern)
 		}
 	}
-	var ls map[string]any
+	var ls struct{ Values map[string]string }
 	if err := json.Unmarshal(readFile(t, filepath.Join(dist, "local.settings.json")), &ls); err != nil {
 		t.Errorf("staged local.settings.json is not valid JSON: %v", err)
+	}
+	if ls.Values["FUNCTIONS_WORKER_RUNTIME"] != "custom" || ls.Values["NimBus__App"] != wantApp {
+		t.Errorf("staged local.settings.json values %v, want FUNCTIONS_WORKER_RUNTIME=custom and NimBus__App=%q", ls.Values, wantApp)
 	}
 
 	// No sources or module files anywhere in the package.

@@ -177,3 +177,10 @@ func valueString(v any) (string, bool) {
 		return fmt.Sprint(x), true
 	}
 }
+
+// PropertyString returns an application property of props as NimBus reads
+// it (the .NET ToString of the value) and whether it was present with a
+// non-null value.
+func PropertyString(props map[string]any, name string) (string, bool) {
+	return propString(props, name)
+}

@@ -1,6 +1,11 @@
-// Package resolver holds the Resolver protocol as the endpoint sees it: the
-// Publisher port through which the subscriber reports each outcome, and an
-// in-memory Publisher for tests and local demos. It imports no Azure SDK.
+// Package resolver holds the NimBus Resolver protocol. The endpoint's side:
+// the Publisher port through which the subscriber reports each outcome, and
+// an in-memory Publisher for tests and local demos. The Resolver's side:
+// Service, which handles each response and request copy from the Resolver
+// subscription as NimBus's ResolverService does (history, status map,
+// stale-write guard through the tracking store, audits, the store-failure
+// budget with scheduled same-MessageId re-sends), and its outcome table. It
+// imports no Azure SDK: the tracking store and the Scheduler are ports.
 //
 // A response goes to the endpoint's own topic with To=Resolver; the
 // topology's Resolver fan-out subscription stamps From and forwards it to

@@ -33,6 +33,8 @@ type Message struct {
 	// To (AMQP to) is sent when non-empty. NimBus routes on the To
 	// application property, not on this field.
 	To string
+	// ContentType (AMQP content-type) is sent when non-empty.
+	ContentType string
 }
 
 // CheckProperties reports the first application property whose value has
@@ -53,8 +55,8 @@ func CheckProperties(props map[string]any) error {
 // fields point to, so that converting a Message costs one allocation and
 // the caller's Message does not escape.
 type sdkMessage struct {
-	msg                               azservicebus.Message
-	sessionID, messageID, subject, to string
+	msg                                            azservicebus.Message
+	sessionID, messageID, subject, to, contentType string
 }
 
 // toSDK checks m and converts it. The SDK copies the property map when it
@@ -72,7 +74,7 @@ func (m *Message) toSDK() (*azservicebus.Message, error) {
 			ApplicationProperties: m.ApplicationProperties,
 			CorrelationID:         m.CorrelationID,
 		},
-		sessionID: m.SessionID, messageID: m.MessageID, subject: m.Subject, to: m.To,
+		sessionID: m.SessionID, messageID: m.MessageID, subject: m.Subject, to: m.To, contentType: m.ContentType,
 	}
 	if w.sessionID != "" {
 		w.msg.SessionID = &w.sessionID
@@ -85,6 +87,9 @@ func (m *Message) toSDK() (*azservicebus.Message, error) {
 	}
 	if w.to != "" {
 		w.msg.To = &w.to
+	}
+	if w.contentType != "" {
+		w.msg.ContentType = &w.contentType
 	}
 	return &w.msg, nil
 }

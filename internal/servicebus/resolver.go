@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -49,6 +50,44 @@ func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) er
 	}
 	if err := p.c.Send(ctx, p.topic, &msg); err != nil {
 		return fmt.Errorf("servicebus: publishing %s to topic %q: %w", m.Type(), p.topic, err)
+	}
+	return nil
+}
+
+// ResolverScheduler implements resolver.Scheduler on a [Client]: it
+// schedules a Resolver message's copy on the Resolver topic, keeping its
+// MessageId (the topic must not require duplicate detection, or the broker
+// would drop the copy).
+type ResolverScheduler struct {
+	c *Client
+}
+
+var _ resolver.Scheduler = (*ResolverScheduler)(nil)
+
+// NewResolverScheduler returns a scheduler on c. It does no I/O.
+func NewResolverScheduler(c *Client) (*ResolverScheduler, error) {
+	if c == nil {
+		return nil, errors.New("servicebus: resolver scheduler needs a client")
+	}
+	return &ResolverScheduler{c: c}, nil
+}
+
+// ScheduleRedelivery schedules r on the Resolver topic at the time at.
+func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolver.Redelivery, at time.Time) error {
+	if r == nil {
+		return errors.New("servicebus: schedule of a nil redelivery")
+	}
+	m := Message{
+		Body:                  r.Body,
+		ApplicationProperties: r.Properties,
+		SessionID:             r.SessionID,
+		CorrelationID:         r.CorrelationID,
+		MessageID:             r.MessageID,
+		Subject:               r.Subject,
+		ContentType:           r.ContentType,
+	}
+	if _, err := s.c.Schedule(ctx, resolver.Topic, &m, at); err != nil {
+		return fmt.Errorf("servicebus: scheduling a Resolver re-send: %w", err)
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 // Command demo builds the custom handler, starts it on embedded defaults
 // (endpoint BillingEndpoint, in-memory inbox, in-memory Resolver sink) and
 // drives it with invocations shaped exactly as the Azure Functions host
-// sends them, printing what happens to each. No Azure account is needed.
+// sends them, printing what happens to each. It then starts the same binary
+// as the Resolver app (in-memory tracking store) and shows the endpoint's
+// response landing as a tracking row. No Azure account is needed.
 //
 //	go run ./scripts/demo
 package main
@@ -127,6 +129,10 @@ func run() error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		fmt.Printf("   %-60s %d\n", k, counters[k])
+	}
+
+	if err := d.resolverSteps(ctx, bin); err != nil {
+		return err
 	}
 
 	stopCtx, cancelStop := context.WithTimeout(ctx, 15*time.Second)

@@ -670,7 +670,9 @@ function management(ctx, address) {
   const e = lookup(address);
   const op = (ctx.message.application_properties || {}).operation;
   const body = ctx.message.body || {};
-  if (!e || e.kind === 'topic') return reply(ctx, 404, `no entity '${address}'`);
+  // A topic's management link takes only scheduling, as Service Bus's does.
+  const topicOp = op === 'com.microsoft:schedule-message' || op === 'com.microsoft:cancel-scheduled-message';
+  if (!e || (e.kind === 'topic' && !topicOp)) return reply(ctx, 404, `no entity '${address}'`);
   const now = Date.now();
   switch (op) {
     case 'com.microsoft:renew-lock': { // the SDK asserts expirations is []time.Time
