@@ -218,7 +218,9 @@ const maxStructuredDepth = 64
 // extension.
 func ParseStructured(body []byte) *CloudEvent {
 	ce := &CloudEvent{Mode: ModeStructured, Extensions: map[string]string{}}
-	trimmed := bytes.TrimSpace(body)
+	// The body is decoded as UTF-8 text first, invalid bytes replaced, as
+	// NimBus does before parsing (so compacted data carries no invalid bytes).
+	trimmed := bytes.TrimSpace([]byte(toValidUTF8(body)))
 	if len(trimmed) == 0 || trimmed[0] != '{' || depth(trimmed) > maxStructuredDepth {
 		return ce
 	}
