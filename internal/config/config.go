@@ -136,6 +136,8 @@ type Config struct {
 	Resolver Resolver
 	Retry    Retry
 	Host     Host
+	// CloudEvents configures consuming CloudEvents (off by default).
+	CloudEvents CloudEvents
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -310,6 +312,8 @@ func Load(lookup Lookup) (*Config, error) {
 	default:
 		l.problem("%s=%s is not supported (use %s or %s)", KeyResolverSink, show(raw), SinkServiceBus, SinkInMemory)
 	}
+
+	l.cloudEvents(c)
 
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}
