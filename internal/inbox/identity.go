@@ -142,8 +142,9 @@ const CloudEventPrefix = "cloudevents"
 // (source, id) pairs share a key. The key is then hashed with the endpoint
 // like any MessageId (IdentityHash). It also returns the bypass reason:
 // BypassMissing when source or id is missing or blank, BypassTooLong when
-// the whole string exceeds MaxMessageIDLength UTF-16 code units (with the
-// 14 to 16 units of framing, source and id together may have about 496).
+// the whole string exceeds MaxMessageIDLength UTF-16 code units: the framing
+// takes 14 units plus the digits of the source length, so source and id
+// together may have 495 units when the source has 100 to 999.
 func CloudEventMessageID(source, id *string) (string, string) {
 	if source == nil || id == nil || isBlank(*source) || isBlank(*id) {
 		return "", BypassMissing
