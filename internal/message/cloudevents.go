@@ -283,8 +283,8 @@ func scalarText(raw json.RawMessage) (string, bool) {
 }
 
 // AppendStructured appends ce as a structured-mode JSON envelope (the
-// attributes that are set, extensions, and data as a JSON string). Used by
-// tests and the demo to publish structured events.
+// attributes that are set, extensions, and data as a JSON string), for
+// tests that publish structured events.
 func (ce *CloudEvent) AppendStructured(dst []byte) []byte {
 	m := map[string]any{}
 	for k, v := range ce.Extensions {
