@@ -165,13 +165,13 @@ func (o *CloudEventOptions) DetectCloudEvent(contentType string, props map[strin
 		}
 		return nil
 	}
-	spec, id, source, typ := probe("specversion"), probe("id"), probe("source"), probe("type")
-	if !structured && spec == nil && id == nil && source == nil && typ == nil {
+	if !structured && !hasMarker(props, prefixes) {
 		return nil
 	}
 	if structured {
 		return ParseStructured(body)
 	}
+	spec, id, source, typ := probe("specversion"), probe("id"), probe("source"), probe("type")
 	ce := &CloudEvent{
 		Mode: ModeBinary, SpecVersion: spec, ID: id, Source: source, Type: typ,
 		Subject: probe("subject"), DataSchema: probe("dataschema"), Time: probe("time"),
@@ -202,6 +202,26 @@ func (o *CloudEventOptions) DetectCloudEvent(contentType string, props map[strin
 		}
 	}
 	return ce
+}
+
+// hasMarker reports whether a specversion, id, source or type attribute has
+// a value under one of the prefixes. It scans the property names without
+// allocating, so a native message pays little for the detection.
+func hasMarker(props map[string]any, prefixes []string) bool {
+	for name, v := range props {
+		if v == nil {
+			continue
+		}
+		for _, p := range prefixes {
+			if len(name) > len(p) && name[:len(p)] == p {
+				switch name[len(p):] {
+				case "specversion", "id", "source", "type":
+					return true
+				}
+			}
+		}
+	}
+	return false
 }
 
 // maxStructuredDepth is Newtonsoft.Json's default MaxDepth (64) for
