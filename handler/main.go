@@ -67,6 +67,7 @@ func run() int {
 	srv := &http.Server{Handler: a.Handler(), ReadHeaderTimeout: 30 * time.Second}
 	log.Info().Str("addr", addr).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
+		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
 		Strs("functions", a.Functions()).Strs("eventTypes", handlers.EventTypes()).
 		Str("version", buildVersion()).Msg("custom handler listening")
 

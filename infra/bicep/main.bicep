@@ -76,6 +76,17 @@ param subscriberAlwaysReadyInstances int = 0
 ])
 param logLevel string = 'info'
 
+@description('Ingress topic for external CloudEvents producers (CloudEvents 1.0, binary or structured mode). Empty (default): no ingress; the CloudEventsIngress function stays disabled. When set, the topic and a session subscription named after the endpoint are created (also in an existing namespace), CloudEvents are enabled and CloudEventsIngress drains the subscription; responses still go to the endpoint topic.')
+@maxLength(260)
+param cloudEventsIngressTopic string = ''
+
+@description('NimBus__CloudEvents__Deduplication: SourceAndId keys CloudEvents deliveries on their source and id, so a producer\'s re-send with a fresh broker MessageId is skipped; MessageId keys on the broker MessageId as NimBus does.')
+@allowed([
+  'SourceAndId'
+  'MessageId'
+])
+param cloudEventsDeduplication string = 'SourceAndId'
+
 @description('Tags applied to every resource.')
 param tags object = {}
 
@@ -105,6 +116,7 @@ var createServiceBus = empty(existingServiceBusNamespaceName)
 var serviceBusNamespaceName = createServiceBus ? 'sb-${token}' : existingServiceBusNamespaceName
 var serviceBusResourceGroupName = createServiceBus ? resourceGroup().name : existingServiceBusResourceGroupName
 var deploymentContainerName = 'app-package'
+var cloudEventsIngress = !empty(cloudEventsIngressTopic)
 
 // Built-in role definitions.
 var storageBlobDataOwner = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
@@ -221,6 +233,20 @@ module serviceBusAccess 'modules/servicebus-access.bicep' = {
   params: {
     namespaceName: serviceBusNamespaceName
     endpointTopicName: endpointName
+    principalId: identity.properties.principalId
+  }
+  dependsOn: [
+    serviceBusTopology
+  ]
+}
+
+module cloudEventsIngressTopology 'modules/cloudevents-ingress.bicep' = if (cloudEventsIngress) {
+  name: 'cloudevents-ingress'
+  scope: resourceGroup(serviceBusResourceGroupName)
+  params: {
+    namespaceName: serviceBusNamespaceName
+    ingressTopicName: cloudEventsIngressTopic
+    subscriptionName: endpointName
     principalId: identity.properties.principalId
   }
   dependsOn: [
@@ -464,6 +490,29 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           name: 'NimBus__Inbox__Cosmos__AllowRelaxedConsistency'
           value: 'false'
         }
+        // CloudEvents ingress. Without an ingress topic the trigger's settings
+        // still name an existing entity (the endpoint's own subscription) so
+        // the host can resolve them, and the function is disabled.
+        {
+          name: 'NimBus__CloudEvents__Enabled'
+          value: cloudEventsIngress ? 'true' : 'false'
+        }
+        {
+          name: 'NimBus__CloudEvents__Deduplication'
+          value: cloudEventsDeduplication
+        }
+        {
+          name: 'NimBus__CloudEvents__IngressTopic'
+          value: cloudEventsIngress ? cloudEventsIngressTopic : endpointName
+        }
+        {
+          name: 'NimBus__CloudEvents__IngressSubscription'
+          value: endpointName
+        }
+        {
+          name: 'AzureWebJobs.CloudEventsIngress.Disabled'
+          value: cloudEventsIngress ? 'false' : 'true'
+        }
       ]
     }
   }
@@ -474,6 +523,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     deploymentContainer
     inboxContainer
     cosmosDataAccess
+    cloudEventsIngressTopology
   ]
 }
 
@@ -535,6 +585,9 @@ output cosmosAccountEndpoint string = cosmos.properties.documentEndpoint
 
 @description('Host storage account name.')
 output storageAccountName string = storage.name
+
+@description('CloudEvents ingress topic external producers send to; empty when none was requested.')
+output cloudEventsIngressTopic string = cloudEventsIngressTopic
 
 @description('Application Insights resource name.')
 output applicationInsightsName string = appInsights.name

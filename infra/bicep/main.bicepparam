@@ -7,6 +7,10 @@ param endpointName = 'BillingEndpoint'
 // param existingServiceBusNamespaceName = 'sb-nimbus-prod'
 // param existingServiceBusResourceGroupName = 'rg-nimbus-platform'
 
+// Let external CloudEvents producers send to an ingress topic:
+// param cloudEventsIngressTopic = 'PartnerInbound'
+// param cloudEventsDeduplication = 'SourceAndId'
+
 param inboxRetentionPeriod = '7.00:00:00'
 param inboxCleanupSchedule = '0 0 * * * *'
 param cosmosServerless = true

@@ -16,6 +16,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -26,6 +27,9 @@ import (
 const (
 	FuncSubscriber   = "Subscriber"
 	FuncInboxCleanup = "InboxCleanup"
+	// FuncCloudEventsIngress drains the CloudEvents ingress topic's
+	// subscription; it runs the same pipeline as FuncSubscriber.
+	FuncCloudEventsIngress = "CloudEventsIngress"
 )
 
 // Binding names in the function.json files.
@@ -129,6 +133,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		Log:                 d.Log,
 		Now:                 d.Now,
 		Version:             d.Version,
+
+		CloudEvents:                    cloudEventOptions(cfg.CloudEvents),
+		DeduplicateCloudEventsBySource: cfg.CloudEvents.Enabled && cfg.CloudEvents.Deduplication == config.DedupSourceAndID,
 	})
 	if err != nil {
 		return nil, err
@@ -143,6 +150,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	})
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
+	a.server.Handle(FuncCloudEventsIngress, a.invokeSubscriber)
 	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.memory != nil {
 		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
@@ -172,6 +180,20 @@ func (a *App) Close(ctx context.Context) error {
 		errs = append(errs, a.closers[i](ctx))
 	}
 	return errors.Join(errs...)
+}
+
+// cloudEventOptions turns the CloudEvents settings into the pipeline's
+// options; nil (native NimBus only) when CloudEvents are off.
+func cloudEventOptions(c config.CloudEvents) *message.CloudEventOptions {
+	if !c.Enabled {
+		return nil
+	}
+	return &message.CloudEventOptions{
+		Prefixes:               c.Prefixes,
+		TypeMap:                c.TypeMap,
+		SessionIDAttribute:     c.SessionIDAttribute,
+		CorrelationIDAttribute: c.CorrelationIDAttribute,
+	}
 }
 
 func (a *App) buildStore() (inbox.Store, error) {

@@ -42,6 +42,7 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 			CorrelationID: m.CorrelationID,
 			EnqueuedTime:  m.EnqueuedTime,
 			DeliveryCount: m.DeliveryCount,
+			ContentType:   m.ContentType,
 		},
 		Properties: m.ApplicationProperties,
 		Body:       m.Body,
@@ -116,6 +117,9 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		Str("inbox", string(r.Inbox)).
 		Bool("handlerRan", r.HandlerRan).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
+	if r.CloudEvent != "" {
+		ev = ev.Str("cloudEvent", r.CloudEvent)
+	}
 	if r.EventTypeFromBody {
 		ev = ev.Str("eventTypeSource", "body")
 	}

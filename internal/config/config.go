@@ -151,6 +151,8 @@ type Config struct {
 	// Tracking configures the Resolver app's tracking store; zero for the
 	// endpoint app.
 	Tracking Tracking
+	// CloudEvents configures consuming CloudEvents (off by default).
+	CloudEvents CloudEvents
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -333,6 +335,8 @@ func Load(lookup Lookup) (*Config, error) {
 	default:
 		l.problem("%s=%s is not supported (use %s or %s)", KeyResolverSink, show(raw), SinkServiceBus, SinkInMemory)
 	}
+
+	l.cloudEvents(c)
 
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}

@@ -372,20 +372,27 @@ type stackConfig struct {
 	sessions int
 	// retryBase and retryMax pace redeliveries (default 50ms and 500ms).
 	retryBase, retryMax string
+	// ingress, when set, adds a CloudEvents ingress topic of that name with
+	// the endpoint's session subscription, turns CloudEvents on (keyed on
+	// source and id) and runs a second mini host for CloudEventsIngress.
+	ingress string
 }
 
 // stack is Cosmos (Strong) [+ fault proxy] + Service Bus (NimBus topology)
 // + the handler binary + the mini host + a Resolver collector.
 type stack struct {
-	tb        testing.TB
-	cosmos    *testenv.Cosmos
-	proxy     *testenv.FaultProxy
-	sb        *testenv.ServiceBus
-	client    *azservicebus.Client // for the test's own sends and peeks
-	handler   *handlerProc
-	host      *minihost.Host
-	resolver  *collector
-	container string
+	tb      testing.TB
+	cosmos  *testenv.Cosmos
+	proxy   *testenv.FaultProxy
+	sb      *testenv.ServiceBus
+	client  *azservicebus.Client // for the test's own sends and peeks
+	handler *handlerProc
+	host    *minihost.Host
+	// ingressHost drains the CloudEvents ingress subscription (nil without
+	// an ingress).
+	ingressHost *minihost.Host
+	resolver    *collector
+	container   string
 
 	sender *azservicebus.Sender
 	mu     sync.Mutex
@@ -414,13 +421,19 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.faults)
 		cosmosEndpoint = s.proxy.URL
 	}
-	s.sb = testenv.StartServiceBus(tb, testenv.NimBusTopology(endpointID))
+	topo := testenv.NimBusTopology(endpointID)
+	if cfg.ingress != "" {
+		topo.Topics = append(topo.Topics, testenv.Topic{Name: cfg.ingress, Subscriptions: []testenv.Subscription{
+			{Name: endpointID, RequiresSession: true, MaxDeliveryCount: 10},
+		}})
+	}
+	s.sb = testenv.StartServiceBus(tb, topo)
 	s.client = s.sb.Client(tb)
 	hostClient := s.sb.Client(tb)
 	resolverClient := s.sb.Client(tb)
 
 	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosEndpoint, s.cosmos.Key)
-	s.handler = startHandler(tb, map[string]string{
+	settings := map[string]string{
 		"NimBus__Endpoint":                        endpointID,
 		"NimBus__Inbox__Enabled":                  "true",
 		"NimBus__Inbox__Store":                    "Cosmos",
@@ -431,18 +444,42 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 		"NimBus__Retry__BaseDelay":                cfg.retryBase,
 		"NimBus__Retry__MaxDelay":                 cfg.retryMax,
 		"NimBus__LogLevel":                        "info",
-	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
+	}
+	if cfg.ingress != "" {
+		settings["NimBus__CloudEvents__Enabled"] = "true"
+		settings["NimBus__CloudEvents__Deduplication"] = "SourceAndId"
+		settings["NimBus__CloudEvents__IngressTopic"] = cfg.ingress
+		settings["NimBus__CloudEvents__IngressSubscription"] = endpointID
+	}
+	s.handler = startHandler(tb, settings, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
 
 	s.resolver = startCollector(tb, resolverClient, 16)
 
+	s.host = s.startHost(hostClient, endpointID, "Subscriber", cfg.sessions)
+	if cfg.ingress != "" {
+		s.ingressHost = s.startHost(s.sb.Client(tb), cfg.ingress, "CloudEventsIngress", cfg.sessions)
+	}
+
+	snd, err := s.client.NewSender(endpointID, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.sender = snd
+	return s
+}
+
+// startHost starts a mini host that drains topic's session subscription
+// named after the endpoint and invokes function.
+func (s *stack) startHost(client *azservicebus.Client, topic, function string, sessions int) *minihost.Host {
+	tb := s.tb
 	host, err := minihost.New(minihost.Config{
-		Client:                hostClient,
-		Topic:                 endpointID,
+		Client:                client,
+		Topic:                 topic,
 		Subscription:          endpointID,
-		Function:              "Subscriber",
+		Function:              function,
 		Binding:               "message",
 		Invoker:               &minihost.Invoker{BaseURL: s.handler.base},
-		MaxConcurrentSessions: cfg.sessions,
+		MaxConcurrentSessions: sessions,
 		SessionIdleTimeout:    300 * time.Millisecond,
 		// A long accept wait: when an AcceptNextSession deadline expires
 		// during the SDK's CBS negotiation (a loaded machine), azservicebus
@@ -458,7 +495,6 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 	if err := host.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s.host = host
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
@@ -466,13 +502,7 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 			tb.Errorf("stopping the mini host: %v", err)
 		}
 	})
-
-	snd, err := s.client.NewSender(endpointID, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.sender = snd
-	return s
+	return host
 }
 
 // send publishes the events in order, as NimBus's forwarder delivers them

@@ -127,3 +127,31 @@ func isDotNetSpace(r rune) bool {
 	}
 	return r >= 0x2000 && r <= 0x200A
 }
+
+// CloudEventPrefix starts the MessageId side of a key built from a
+// CloudEvent's identity.
+const CloudEventPrefix = "cloudevents"
+
+// CloudEventMessageID returns the MessageId side of the inbox key for a
+// CloudEvent deduplicated by its identity (CloudEvents 1.0: source and id
+// identify an event):
+//
+//	"cloudevents" U+001F decimal(UTF-16 length of source) U+001F source U+001F id
+//
+// The length makes the split between source and id unambiguous, so no two
+// (source, id) pairs share a key. The key is then hashed with the endpoint
+// like any MessageId (IdentityHash). It also returns the bypass reason:
+// BypassMissing when source or id is missing or blank, BypassTooLong when
+// the whole string exceeds MaxMessageIDLength UTF-16 code units: the framing
+// takes 14 units plus the digits of the source length, so source and id
+// together may have 495 units when the source has 100 to 999.
+func CloudEventMessageID(source, id *string) (string, string) {
+	if source == nil || id == nil || isBlank(*source) || isBlank(*id) {
+		return "", BypassMissing
+	}
+	s := CloudEventPrefix + "\x1f" + strconv.Itoa(UTF16Len(*source)) + "\x1f" + *source + "\x1f" + *id
+	if UTF16Len(s) > MaxMessageIDLength {
+		return "", BypassTooLong
+	}
+	return s, BypassNone
+}

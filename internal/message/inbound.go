@@ -18,6 +18,9 @@ type Broker struct {
 	// EnqueuedTime is the zero time when the transport did not say.
 	EnqueuedTime  time.Time
 	DeliveryCount int
+	// ContentType is the AMQP content type ("" when absent); it marks a
+	// structured-mode CloudEvent.
+	ContentType string
 }
 
 // Inbound is a delivered NimBus message, read as NimBus's MessageContext
@@ -44,9 +47,14 @@ type Inbound struct {
 	InboxMessageID *string
 
 	// Content is the parsed body; nil when the body is not a MessageContent
-	// (ContentErr then says why).
+	// (ContentErr then says why). For a CloudEvent it is synthesized:
+	// EventContent{EventTypeId: the mapped type, EventJson: the data}.
 	Content    *Content
 	ContentErr error
+
+	// CloudEvent is the detected CloudEvent; nil for a native message (and
+	// always when CloudEvents are not enabled).
+	CloudEvent *CloudEvent
 
 	props map[string]any
 }
@@ -76,9 +84,65 @@ func (e *InvalidMessageError) Is(target error) bool { return target == ErrInvali
 // here: Content is nil and ContentErr says why, because only some paths need
 // the body.
 func Read(b Broker, props map[string]any, body []byte) (*Inbound, error) {
-	in := &Inbound{Broker: b, props: props}
+	return ReadWith(b, props, body, nil)
+}
 
-	mt, ok := propString(props, PropMessageType)
+// ReadWith reads a delivered message as Read does and, when ce is not nil,
+// detects CloudEvents first. For a detected CloudEvent every property a
+// producer outside NimBus does not stamp falls back, only when the native
+// property is absent, as NimBus's MessageContext does: MessageType →
+// EventRequest; To and EventTypeId → the mapped type; From → source, else
+// "external"; EventId → id, else the broker MessageId, else
+// "(cloudevent-missing-id)"; OriginatingFrom → source; and of the broker
+// properties MessageId → id, else "(cloudevent-missing-id)"; SessionId → the
+// mapped session attribute, else id, else "self"; CorrelationId → the mapped
+// correlation attribute. The body is not parsed: the content is synthesized
+// from the type and data.
+func ReadWith(b Broker, props map[string]any, body []byte, ce *CloudEventOptions) (*Inbound, error) {
+	in := &Inbound{Broker: b, props: props}
+	if ce != nil {
+		in.CloudEvent = ce.DetectCloudEvent(b.ContentType, props, body)
+	}
+	ev := in.CloudEvent
+	// prop reads a native property, else the CloudEvents fallback.
+	prop := func(name string) (string, bool) {
+		if s, ok := propString(props, name); ok || ev == nil {
+			return s, ok
+		}
+		var v *string
+		switch name {
+		case PropFrom:
+			v = ev.Source
+			if v == nil {
+				v = Ptr(External)
+			}
+		case PropTo, PropEventTypeID:
+			v = ce.MapType(ev.Type)
+			if v == nil && name == PropTo {
+				// NimBus has no To then; the missing type is reported by
+				// validation instead.
+				v = Ptr("")
+			}
+		case PropEventID:
+			v = ev.ID
+			if v == nil {
+				v = b.MessageID
+			}
+			if v == nil {
+				v = Ptr(CloudEventMissingID)
+			}
+		case PropMessageType:
+			v = Ptr(EventRequest.String())
+		case PropOriginatingFrom:
+			v = ev.Source
+		}
+		if v == nil {
+			return "", false
+		}
+		return *v, true
+	}
+
+	mt, ok := prop(PropMessageType)
 	if !ok {
 		return nil, &InvalidMessageError{Property: PropMessageType, Reason: "is not defined"}
 	}
@@ -88,18 +152,24 @@ func Read(b Broker, props map[string]any, body []byte) (*Inbound, error) {
 	}
 	in.Type = t
 
-	if in.To, ok = propString(props, PropTo); !ok {
+	if in.To, ok = prop(PropTo); !ok {
 		return nil, &InvalidMessageError{Property: PropTo, Reason: "is not defined"}
 	}
-	if in.From, ok = propString(props, PropFrom); !ok {
+	if in.From, ok = prop(PropFrom); !ok {
 		return nil, &InvalidMessageError{Property: PropFrom, Reason: "is not defined"}
 	}
-	v, present := props[PropEventID]
-	if !present {
-		return nil, &InvalidMessageError{Property: PropEventID, Reason: "is not defined"}
-	}
-	if s, ok := valueString(v); ok {
-		in.EventID = &s
+	if ev != nil {
+		if s, ok := prop(PropEventID); ok {
+			in.EventID = &s
+		}
+	} else {
+		v, present := props[PropEventID]
+		if !present {
+			return nil, &InvalidMessageError{Property: PropEventID, Reason: "is not defined"}
+		}
+		if s, ok := valueString(v); ok {
+			in.EventID = &s
+		}
 	}
 
 	in.OriginatingMessageID = Self
@@ -116,15 +186,37 @@ func Read(b Broker, props map[string]any, body []byte) (*Inbound, error) {
 			in.RetryCount = &rc
 		}
 	}
-	if s, ok := propString(props, PropOriginatingFrom); ok {
+	if s, ok := prop(PropOriginatingFrom); ok {
 		in.OriginatingFrom = &s
 	}
 	if s, ok := propString(props, PropInboxMessageID); ok {
 		in.InboxMessageID = &s
 	}
 
-	in.Content, in.ContentErr = ParseContent(body)
-	if s, ok := propString(props, PropEventTypeID); ok {
+	if ev != nil {
+		in.Content = &Content{EventContent: &EventContent{EventTypeID: ce.MapType(ev.Type), EventJSON: ev.Data}}
+		if in.MessageID == nil {
+			in.MessageID = ev.ID
+			if in.MessageID == nil {
+				in.MessageID = Ptr(CloudEventMissingID)
+			}
+		}
+		if in.SessionID == nil {
+			in.SessionID = ce.SessionID(ev)
+			if in.SessionID == nil {
+				in.SessionID = ev.ID
+			}
+			if in.SessionID == nil {
+				in.SessionID = Ptr(Self)
+			}
+		}
+		if in.CorrelationID == nil {
+			in.CorrelationID = ce.CorrelationID(ev)
+		}
+	} else {
+		in.Content, in.ContentErr = ParseContent(body)
+	}
+	if s, ok := prop(PropEventTypeID); ok {
 		in.EventTypeID = &s
 	} else if in.Content != nil && in.Content.EventContent != nil {
 		in.EventTypeID = in.Content.EventContent.EventTypeID

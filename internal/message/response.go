@@ -154,12 +154,39 @@ func finish(in *Inbound, props map[string]any, t Timings, body []byte) *Outgoing
 		props[PropQueueTimeMs] = t.QueueTimeMs
 	}
 	props[PropProcessingTimeMs] = max(t.ProcessingTimeMs, 0)
+	in.addCloudEventIdentity(props)
 
 	out := &Outgoing{ApplicationProperties: props, Body: body, CorrelationID: in.MessageID}
 	if in.SessionID != nil {
 		out.SessionID = *in.SessionID
 	}
 	return out
+}
+
+// addCloudEventIdentity writes CloudEventId, CloudEventSource,
+// CloudEventType and CloudEventSubject when non-empty: each is the inbound
+// property of that name if present, else the detected CloudEvent's
+// attribute. A native message has neither, so its responses are unchanged.
+func (in *Inbound) addCloudEventIdentity(props map[string]any) {
+	for _, a := range []struct {
+		name string
+		attr func(*CloudEvent) *string
+	}{
+		{PropCloudEventID, func(c *CloudEvent) *string { return c.ID }},
+		{PropCloudEventSource, func(c *CloudEvent) *string { return c.Source }},
+		{PropCloudEventType, func(c *CloudEvent) *string { return c.Type }},
+		{PropCloudEventSubject, func(c *CloudEvent) *string { return c.Subject }},
+	} {
+		v, ok := in.Property(a.name)
+		if !ok && in.CloudEvent != nil {
+			if p := a.attr(in.CloudEvent); p != nil {
+				v = *p
+			}
+		}
+		if v != "" {
+			props[a.name] = v
+		}
+	}
 }
 
 func (in *Inbound) contentOrEmpty() *Content {

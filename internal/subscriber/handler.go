@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
 // Event is what an application handler receives.
@@ -30,6 +32,30 @@ type Event struct {
 	DeliveryCount int
 	RetryCount    int
 	EnqueuedTime  time.Time
+	// CloudEvent holds the attributes of an event that arrived as a
+	// CloudEvent; nil for a native NimBus message. JSON is then its data.
+	CloudEvent *CloudEventAttributes
+}
+
+// CloudEventAttributes are the context attributes of a CloudEvent; "" where
+// an optional attribute was absent.
+type CloudEventAttributes struct {
+	ID, Source, Type, SpecVersion string
+	Subject, Time, DataSchema     string
+	DataContentType               string
+	// Extensions by name, prefix stripped.
+	Extensions map[string]string
+}
+
+func cloudEventAttributes(ce *message.CloudEvent) *CloudEventAttributes {
+	if ce == nil {
+		return nil
+	}
+	return &CloudEventAttributes{
+		ID: deref(ce.ID), Source: deref(ce.Source), Type: deref(ce.Type), SpecVersion: deref(ce.SpecVersion),
+		Subject: deref(ce.Subject), Time: deref(ce.Time), DataSchema: deref(ce.DataSchema),
+		DataContentType: deref(ce.DataContentType), Extensions: ce.Extensions,
+	}
 }
 
 // Decode unmarshals the domain event into v. A failure is Permanent, and

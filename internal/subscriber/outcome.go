@@ -29,6 +29,7 @@ const (
 	OutcomePublishFailed          Outcome = "publish_failed"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
+	OutcomeInvalidCloudEvent      Outcome = "invalid_cloudevent"
 	OutcomeCanceled               Outcome = "canceled"
 	OutcomeMalformed              Outcome = "malformed_invocation"
 	OutcomeOverloaded             Outcome = "overloaded"
@@ -66,6 +67,8 @@ var outcomes = map[Outcome]OutcomeSpec{
 	OutcomeInvalidMessage:   {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"},
 	OutcomeUnsupportedMessageType: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
 		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"},
+	OutcomeInvalidCloudEvent: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"CloudEvent rejected (a required attribute is missing, the specversion is not 1.0, or its type maps to no handler); failing at once so the broker dead-letters it after its last delivery"},
 	OutcomeCanceled:   {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be retried"},
 	OutcomeMalformed:  {http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"},
 	OutcomeOverloaded: {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be retried"},
@@ -117,6 +120,9 @@ type Report struct {
 	EventTypeID       string
 	EventTypeFromBody bool
 	MessageType       string
+	// CloudEvent is the content mode (binary or structured) of a detected
+	// CloudEvent; "" for a native message.
+	CloudEvent string
 	// BypassReason is set when Inbox is InboxBypassed.
 	BypassReason string
 	// StoreOp names the failed store operation (check or record).

@@ -96,6 +96,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomePermanentFailure:       {422, false},
 		OutcomeInvalidMessage:         {422, false},
 		OutcomeUnsupportedMessageType: {422, false},
+		OutcomeInvalidCloudEvent:      {422, false},
 		OutcomeCanceled:               {503, false},
 		OutcomeMalformed:              {400, false},
 		OutcomeOverloaded:             {503, false},

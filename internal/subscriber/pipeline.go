@@ -71,6 +71,14 @@ type Options struct {
 	// RecordBackoff is the wait before the second attempt, doubled after
 	// each; default 100ms.
 	RecordBackoff time.Duration
+	// CloudEvents turns on CloudEvents detection and mapping; nil reads
+	// every message as a native NimBus message.
+	CloudEvents *message.CloudEventOptions
+	// DeduplicateCloudEventsBySource keys the inbox check and record of a
+	// CloudEvent on (source, id) within EndpointID (see
+	// inbox.CloudEventMessageID) instead of the broker MessageId, so a
+	// producer's re-send with a fresh broker MessageId is a duplicate.
+	DeduplicateCloudEventsBySource bool
 }
 
 // Pipeline processes deliveries. It is safe for concurrent use.
@@ -123,20 +131,29 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	r.MessageID = deref(d.Broker.MessageID)
 	r.SessionID = deref(d.Broker.SessionID)
 
-	in, err := message.Read(d.Broker, d.Properties, d.Body)
+	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, p.o.CloudEvents)
 	if err != nil {
 		r.Outcome, r.Err = OutcomeInvalidMessage, err
 		return r
 	}
+	ce := in.CloudEvent
+	// A structured CloudEvent's attributes were read from the body: payload,
+	// never logged.
+	fromBody := ce != nil && ce.Mode == message.ModeStructured
 	r.MessageType = in.Type.String()
 	eventTypeID := deref(in.EventTypeID)
-	if _, ok := in.Property(message.PropEventTypeID); ok {
+	if _, ok := in.Property(message.PropEventTypeID); ok || (ce != nil && !fromBody) {
 		r.EventTypeID = eventTypeID
 	} else {
 		// From the body: payload, never logged.
 		r.EventTypeFromBody = eventTypeID != ""
 	}
-	r.EventID = deref(in.EventID)
+	if _, ok := in.Property(message.PropEventID); ok || !fromBody {
+		r.EventID = deref(in.EventID)
+	}
+	if ce != nil {
+		r.CloudEvent = string(ce.Mode)
+	}
 
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
@@ -166,15 +183,28 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	case p.o.Inbox == nil:
 		r.Inbox = InboxOff
 	default:
-		if reason := inbox.BypassReason(p.o.EndpointID, in.MessageID); reason != inbox.BypassNone {
+		id := in.MessageID
+		if ce != nil && p.o.DeduplicateCloudEventsBySource {
+			s, reason := inbox.CloudEventMessageID(ce.Source, ce.ID)
+			if reason == inbox.BypassNone {
+				reason = inbox.BypassReason(p.o.EndpointID, &s)
+			}
+			if reason != inbox.BypassNone {
+				r.Inbox, r.BypassReason = InboxBypassed, reason
+				p.o.Metrics.Inc(telemetry.InboxBypassed, "reason", reason)
+				break
+			}
+			id = &s
+		}
+		if reason := inbox.BypassReason(p.o.EndpointID, id); reason != inbox.BypassNone {
 			r.Inbox, r.BypassReason = InboxBypassed, reason
 			p.o.Metrics.Inc(telemetry.InboxBypassed, "reason", reason)
 			break
 		}
-		keys = append(keys, inbox.NewKey(p.o.EndpointID, *in.MessageID))
+		keys = append(keys, inbox.NewKey(p.o.EndpointID, *id))
 		// A stand-in (a replayed parked copy or a retry) also carries the
 		// MessageId the source delivered the event with.
-		if src := in.InboxMessageID; src != nil && *src != *in.MessageID &&
+		if src := in.InboxMessageID; src != nil && *src != *id &&
 			inbox.BypassReason(p.o.EndpointID, src) == inbox.BypassNone {
 			keys = append(keys, inbox.NewKey(p.o.EndpointID, *src))
 		}
@@ -194,10 +224,25 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		r.Inbox = InboxNew
 	}
 
+	// A CloudEvent is validated after the inbox, as NimBus's validating
+	// handler sits below its inbox middleware: a missing attribute, another
+	// specversion or a type with no handler fail at once (the broker
+	// dead-letters the message), never an UnsupportedResponse.
+	h, ok := p.o.Handlers.lookup(eventTypeID)
+	if ce != nil {
+		err := ce.Validate(fromBody)
+		if err == nil && (eventTypeID == "" || !ok) {
+			err = ce.NoHandlerError(fromBody)
+		}
+		if err != nil {
+			r.Outcome, r.Err = OutcomeInvalidCloudEvent, Permanent(err)
+			return r
+		}
+	}
+
 	// Dispatch, as NimBus's EventHandlerProvider: no type or no handler is
 	// Unsupported; an unreadable body or a body that names another type is
 	// a permanent failure.
-	h, ok := p.o.Handlers.lookup(eventTypeID)
 	if eventTypeID == "" || !ok {
 		out := message.NewResponse(in, message.Unsupported, timings(), nil)
 		return p.respond(ctx, &r, out, OutcomeUnsupported)
@@ -218,12 +263,13 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		EventTypeID:   eventTypeID,
 		JSON:          deref(in.Content.EventContent.EventJSON),
 		MessageID:     r.MessageID,
-		SessionID:     r.SessionID,
+		SessionID:     deref(in.SessionID),
 		CorrelationID: deref(in.CorrelationID),
 		EventID:       r.EventID,
 		From:          in.From,
 		DeliveryCount: in.DeliveryCount,
 		EnqueuedTime:  in.EnqueuedTime,
+		CloudEvent:    cloudEventAttributes(ce),
 	}
 	if in.RetryCount != nil {
 		ev.RetryCount = int(*in.RetryCount)

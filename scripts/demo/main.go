@@ -70,6 +70,9 @@ func run() error {
 			"NimBus__Inbox__RetentionPeriod": "00:00:05",
 			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
 			"NimBus__Resolver__Sink":         "InMemory",
+			// External CloudEvents producers, deduplicated by source and id.
+			"NimBus__CloudEvents__Enabled":       "true",
+			"NimBus__CloudEvents__Deduplication": "SourceAndId",
 		},
 		Stderr: os.Stderr,
 	})
@@ -115,6 +118,8 @@ func run() error {
 	}
 	d.cleanup("10. The hourly InboxCleanup timer fires")
 	d.step("11. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
+	d.cloudEvent("12. An external producer's CloudEvent on the ingress topic (binary mode, ce- prefix; the broker assigned the MessageId)", "3f2a9c0d11e84b7a9e1c", order("O-6", 99, ""))
+	d.cloudEvent("13. The producer re-sends the same event; the broker assigns a new MessageId, but source and id match: a duplicate", "b81e0f4c2d6a4f1e8c07", order("O-6", 99, ""))
 
 	fmt.Println()
 	fmt.Println("Counters (GET /_nimbus/metrics):")
@@ -183,6 +188,33 @@ func (d *demo) step(title, messageID string, deliveryCount int, eventType, event
 	d.invoke(app.FuncSubscriber, env)
 }
 
+// cloudEvent delivers a binary-mode CloudEvent (as a partner's CRM sends
+// it, with no NimBus properties) to the CloudEventsIngress function.
+func (d *demo) cloudEvent(title, brokerMessageID, eventJSON string) {
+	d.seq++
+	now := time.Now().UTC()
+	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		FunctionName:       app.FuncCloudEventsIngress,
+		Body:               []byte(eventJSON),
+		MessageID:          brokerMessageID,
+		SessionID:          funchosttest.S("lead-42"),
+		ContentType:        funchosttest.S("application/json"),
+		LockToken:          fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq),
+		DeliveryCount:      1,
+		SequenceNumber:     1000 + d.seq,
+		EnqueuedTime:       now.Add(-2 * time.Second),
+		SessionLockedUntil: now.Add(time.Minute),
+		Properties: funchosttest.Props(
+			"ce-specversion", "1.0", "ce-id", "lead-42-converted", "ce-source", "/partner/crm",
+			"ce-type", "com.partner.crm.OrderPlaced", "ce-subject", "lead/42"),
+		Namespace: "sb-demo.servicebus.windows.net",
+		UtcNow:    now,
+		RandGUID:  fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq),
+	})
+	fmt.Printf("\n%s\n   MessageId %s, ce-source /partner/crm, ce-id lead-42-converted, ce-type com.partner.crm.OrderPlaced\n", title, brokerMessageID)
+	d.invoke(app.FuncCloudEventsIngress, env)
+}
+
 func (d *demo) malformed(title string) {
 	d.seq++
 	fmt.Printf("\n%s\n", title)
@@ -232,7 +264,7 @@ func (d *demo) invoke(function string, env []byte) {
 	cancel()
 	if err == nil {
 		fields := []string{}
-		for _, k := range []string{"outcome", "inbox", "bypassReason", "purged", "batches", "stoppedOnBudget", "error"} {
+		for _, k := range []string{"outcome", "inbox", "cloudEvent", "bypassReason", "purged", "batches", "stoppedOnBudget", "error"} {
 			if v, ok := line.Fields[k]; ok {
 				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
 			}
