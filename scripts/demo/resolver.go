@@ -79,9 +79,9 @@ func (d *demo) resolverSteps(ctx context.Context, bin string) error {
 	}
 	props = append(props, funchosttest.Property{Name: "From", Value: endpoint})
 
-	r.resolverStep("12. The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody)
-	r.resolverStep("13. The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" from step 1 (From stamped by the fan-out)", "rsp-0001", props, response.Body)
-	r.resolverStep("14. The request copy arrives once more, late (a lagging forward): refused as stale, the row stays Completed", "OrderPlaced-0001", request, requestBody)
+	r.resolverStep("14. The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody)
+	r.resolverStep("15. The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" from step 1 (From stamped by the fan-out)", "rsp-0001", props, response.Body)
+	r.resolverStep("16. The request copy arrives once more, late (a lagging forward): refused as stale, the row stays Completed", "OrderPlaced-0001", request, requestBody)
 	return nil
 }
 
