@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -8,16 +9,17 @@ import (
 )
 
 // cloudEventsSettings are the CloudEvents app settings and the defaults the
-// sample settings file must show.
-var cloudEventsSettings = []struct{ Name, Default string }{
-	{"NimBus__CloudEvents__Enabled", "false"},
-	{"NimBus__CloudEvents__Prefixes", "cloudEvents:,ce-"},
-	{"NimBus__CloudEvents__TypeMap", ""},
-	{"NimBus__CloudEvents__SessionIdAttribute", "sessionid"},
-	{"NimBus__CloudEvents__CorrelationIdAttribute", "correlationid"},
-	{"NimBus__CloudEvents__Deduplication", "MessageId"},
-	{"NimBus__CloudEvents__IngressTopic", ""},
-	{"NimBus__CloudEvents__IngressSubscription", ""},
+// sample settings file must show. handlerSettings adds them to
+// config.Settings, so the sample and README coverage tests check them too.
+var cloudEventsSettings = []config.Setting{
+	{Name: config.KeyCloudEventsEnabled, Default: "false"},
+	{Name: config.KeyCloudEventsPrefixes, Default: config.DefaultCloudEventsPrefixes},
+	{Name: config.KeyCloudEventsTypeMap},
+	{Name: config.KeyCloudEventsSessionIDAttribute, Default: config.DefaultCloudEventsSessionIDAttribute},
+	{Name: config.KeyCloudEventsCorrelationIDAttribute, Default: config.DefaultCloudEventsCorrelationIDAttribute},
+	{Name: config.KeyCloudEventsDeduplication, Default: string(config.DedupMessageID)},
+	{Name: config.KeyCloudEventsIngressTopic},
+	{Name: config.KeyCloudEventsIngressSubscription},
 }
 
 // The ingress function: a second Service Bus trigger with sessions on the
@@ -66,10 +68,10 @@ func TestCloudEventsIngressFunction(t *testing.T) {
 	if values["AzureWebJobs.CloudEventsIngress.Disabled"] != "true" {
 		t.Error("the sample must keep CloudEventsIngress disabled (AzureWebJobs.CloudEventsIngress.Disabled=true)")
 	}
-	doc := string(readFile(t, filepath.Join(root, "docs", "readme-cloudevents.md")))
-	for _, s := range cloudEventsSettings {
-		if !strings.Contains(doc, "`"+s.Name+"`") {
-			t.Errorf("docs/readme-cloudevents.md does not document %s", s.Name)
+	readme := string(readFile(t, filepath.Join(root, "README.md")))
+	for _, want := range []string{"`AzureWebJobs.CloudEventsIngress.Disabled`", "## External producers: CloudEvents", "SourceAndId", "`missing_or_blank`", "`too_long`"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not mention %s", want)
 		}
 	}
 }

@@ -1,11 +1,17 @@
 package deploy
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
 func TestHostJSON(t *testing.T) {
@@ -222,6 +228,12 @@ func TestLocalSettingsSample(t *testing.T) {
 	}
 	for _, s := range handlerSettings {
 		v, ok := values[s.Name]
+		if s.SetByHost {
+			if ok {
+				t.Errorf("%s is set by the host; the sample must not set it", s.Name)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("%s is missing", s.Name)
 			continue
@@ -250,10 +262,24 @@ func TestLocalSettingsSample(t *testing.T) {
 func TestDocsCoverSettingsAndDeployment(t *testing.T) {
 	root := repoRoot(t)
 	readme := string(readFile(t, filepath.Join(root, "README.md")))
+	table := configurationTable(t, readme)
 	for _, s := range handlerSettings {
-		if !strings.Contains(readme, "`"+s.Name+"`") {
-			t.Errorf("README.md's configuration table does not document %s", s.Name)
+		if !strings.Contains(table, "| `"+s.Name+"` |") {
+			t.Errorf("README.md's configuration table has no row for %s", s.Name)
 		}
+	}
+	// Every Key* constant of the config package, so a setting added there
+	// but not yet to config.Settings is still caught.
+	for _, name := range configKeys(t, root) {
+		if !strings.Contains(table, "| `"+name+"` |") {
+			t.Errorf("README.md's configuration table has no row for %s (a Key constant of internal/config)", name)
+		}
+	}
+	for _, page := range []string{"cloudevents.md", "resolver.md", "tracking-store.md", "deploying.md"} {
+		if !strings.Contains(readme, "(docs/"+page) {
+			t.Errorf("README.md does not link docs/%s", page)
+		}
+		readFile(t, filepath.Join(root, "docs", page))
 	}
 	for _, want := range []string{"Retention sizing", "Outages", "Strong", "AllowRelaxedConsistency", "never contain the payload"} {
 		if !strings.Contains(readme, want) {
@@ -349,37 +375,19 @@ func TestResolverFunctionBinding(t *testing.T) {
 	}
 }
 
-// resolverSettings are the Resolver app's own settings and their defaults.
-var resolverSettings = []struct{ Name, Default string }{
-	{"NimBus__App", "Endpoint"},
-	{"NimBus__Resolver__Store", "Cosmos"},
-	{"NimBus__Cosmos__AccountEndpoint", ""},
-	{"NimBus__Cosmos__ConnectionString", ""},
-	{"NimBus__Cosmos__ClientId", ""},
-	{"NimBus__Cosmos__DatabaseId", "MessageDatabase"},
-	{"NimBus__Cosmos__AutoCreateContainers", "true"},
-	{"NimBus__Cosmos__AllowRelaxedConsistency", "false"},
-}
-
 func TestResolverSettingsAndDocs(t *testing.T) {
 	root := repoRoot(t)
+	// The Resolver's settings are in config.Settings, so TestLocalSettingsSample
+	// and TestDocsCoverSettingsAndDeployment check their sample values and
+	// README rows.
 	_, values := sampleSettings(t, root)
-	for _, s := range resolverSettings {
-		v, ok := values[s.Name]
-		switch {
-		case !ok:
-			t.Errorf("local.settings.sample.json does not list %s", s.Name)
-		case s.Default != "" && v != s.Default:
-			t.Errorf("local.settings.sample.json: %s = %q, want its default %q", s.Name, v, s.Default)
-		}
-	}
 	if values["NimBus__Cosmos__ConnectionString"] != "" {
 		t.Error("NimBus__Cosmos__ConnectionString must be empty in the sample (it would hold a key)")
 	}
-	material := string(readFile(t, filepath.Join(root, "docs", "readme-resolver.md")))
-	for _, s := range resolverSettings {
-		if !strings.Contains(material, "`"+s.Name+"`") {
-			t.Errorf("docs/readme-resolver.md's settings rows do not document %s", s.Name)
+	readme := string(readFile(t, filepath.Join(root, "README.md")))
+	for _, want := range []string{"## The Resolver app", "deployResolver=true", "NIMBUS_APP=resolver scripts/publish.sh", "resolverEndpointIds"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md does not mention %q", want)
 		}
 	}
 	guide := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
@@ -388,4 +396,60 @@ func TestResolverSettingsAndDocs(t *testing.T) {
 			t.Errorf("docs/deploying.md does not mention %q", want)
 		}
 	}
+}
+
+// configurationTable returns the README's "## Configuration" section.
+func configurationTable(t *testing.T, readme string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(readme, "\n## Configuration\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Configuration" section`)
+	}
+	if i := strings.Index(rest, "\n## "); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
+}
+
+// configKeys returns the values of the Key* string constants declared in the
+// config package's non-test sources.
+func configKeys(t *testing.T, root string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(root, "internal", "config", "*.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, file := range files {
+		if strings.HasSuffix(file, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok {
+				return true
+			}
+			for i, name := range vs.Names {
+				if !strings.HasPrefix(name.Name, "Key") || i >= len(vs.Values) {
+					continue
+				}
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatal(err)
+					}
+					keys = append(keys, v)
+				}
+			}
+			return true
+		})
+	}
+	if len(keys) < len(config.Settings) {
+		t.Fatalf("found %d Key constants in internal/config, fewer than config.Settings lists (%d)", len(keys), len(config.Settings))
+	}
+	return keys
 }

@@ -14,33 +14,26 @@ import (
 	"time"
 )
 
-// handlerSettings are the app settings the handler reads and the default the
-// sample settings file must show. An empty Default means the setting has no
-// default: the sample shows a placeholder or leaves it empty.
-var handlerSettings = []struct{ Name, Default string }{
-	{"NimBus__Endpoint", ""},
-	{"NimBus__Inbox__Enabled", "false"},
-	{"NimBus__Inbox__Store", ""},
-	{"NimBus__Inbox__RetentionPeriod", "7.00:00:00"},
-	{"NimBus__Inbox__CleanupSchedule", "0 0 * * * *"},
-	{"NimBus__Inbox__PurgeBatchSize", "100"},
-	{"NimBus__Inbox__CleanupTimeBudget", "00:04:00"},
-	{"NimBus__Inbox__CleanupConcurrency", "8"},
-	{"NimBus__Inbox__Cosmos__AccountEndpoint", ""},
-	{"NimBus__Inbox__Cosmos__ConnectionString", ""},
-	{"NimBus__Inbox__Cosmos__ClientId", ""},
-	{"NimBus__Inbox__Cosmos__DatabaseId", "MessageDatabase"},
-	{"NimBus__Inbox__Cosmos__ContainerId", "inbox"},
-	{"NimBus__Inbox__Cosmos__AutoCreateContainer", "true"},
-	{"NimBus__Inbox__Cosmos__AllowRelaxedConsistency", "false"},
-	{"ServiceBusConnection", ""},
-	{"ServiceBusConnection__fullyQualifiedNamespace", ""},
-	{"ServiceBusConnection__clientId", ""},
-	{"ServiceBusConnection__credential", ""},
-	{"NimBus__Resolver__Sink", "ServiceBus"},
-	{"NimBus__LogLevel", "info"},
-	{"NimBus__Retry__BaseDelay", "00:00:01"},
-	{"NimBus__Retry__MaxDelay", "00:01:00"},
+// handlerSettings are every app setting the handler reads (both apps), with
+// the default the sample settings file must show; an empty Default means the
+// setting has no default (the sample shows a placeholder or leaves it empty).
+// It is driven from config.Settings, so it cannot fall behind the config
+// package; the CloudEvents settings, which config.Settings does not list yet,
+// are added from cloudEventsSettings (each only if config.Settings lacks it).
+var handlerSettings = withCloudEvents(config.Settings)
+
+func withCloudEvents(settings []config.Setting) []config.Setting {
+	out := append([]config.Setting(nil), settings...)
+	listed := map[string]bool{}
+	for _, s := range out {
+		listed[s.Name] = true
+	}
+	for _, s := range cloudEventsSettings {
+		if !listed[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // functionNameRE is Utility.FunctionNameValidationRegex of the Functions host.
