@@ -6,19 +6,39 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 )
 
 // keyConstants returns the values of the Key* constants declared in config.go.
 func keyConstants(t *testing.T) map[string]string {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "config.go", nil, 0)
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	keys := map[string]string{}
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(token.NewFileSet(), name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inspectKeys(f, keys)
+	}
+	if len(keys) < 20 {
+		t.Fatalf("found only %d Key constants", len(keys))
+	}
+	return keys
+}
+
+// inspectKeys adds the Key* string constants of f to keys.
+func inspectKeys(f *ast.File, keys map[string]string) {
 	ast.Inspect(f, func(n ast.Node) bool {
 		vs, ok := n.(*ast.ValueSpec)
 		if !ok {
@@ -34,10 +54,6 @@ func keyConstants(t *testing.T) map[string]string {
 		}
 		return true
 	})
-	if len(keys) < 20 {
-		t.Fatalf("found only %d Key constants", len(keys))
-	}
-	return keys
 }
 
 func TestSettingsListsEveryKeyOnce(t *testing.T) {

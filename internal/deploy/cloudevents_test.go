@@ -1,26 +1,13 @@
 package deploy
 
 import (
-	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-)
 
-// cloudEventsSettings are the CloudEvents app settings and the defaults the
-// sample settings file must show. handlerSettings adds them to
-// config.Settings, so the sample and README coverage tests check them too.
-var cloudEventsSettings = []config.Setting{
-	{Name: config.KeyCloudEventsEnabled, Default: "false"},
-	{Name: config.KeyCloudEventsPrefixes, Default: config.DefaultCloudEventsPrefixes},
-	{Name: config.KeyCloudEventsTypeMap},
-	{Name: config.KeyCloudEventsSessionIDAttribute, Default: config.DefaultCloudEventsSessionIDAttribute},
-	{Name: config.KeyCloudEventsCorrelationIDAttribute, Default: config.DefaultCloudEventsCorrelationIDAttribute},
-	{Name: config.KeyCloudEventsDeduplication, Default: string(config.DedupMessageID)},
-	{Name: config.KeyCloudEventsIngressTopic},
-	{Name: config.KeyCloudEventsIngressSubscription},
-}
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+)
 
 // The ingress function: a second Service Bus trigger with sessions on the
 // ingress topic's subscription, binary data type (with the string data type
@@ -57,7 +44,10 @@ func TestCloudEventsIngressFunction(t *testing.T) {
 	}
 
 	_, values := sampleSettings(t, root)
-	for _, s := range cloudEventsSettings {
+	for _, s := range config.Settings {
+		if !strings.HasPrefix(s.Name, "NimBus__CloudEvents__") {
+			continue
+		}
 		v, ok := values[s.Name]
 		if !ok {
 			t.Errorf("local.settings.sample.json lacks %s", s.Name)

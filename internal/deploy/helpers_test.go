@@ -17,24 +17,8 @@ import (
 // handlerSettings are every app setting the handler reads (both apps), with
 // the default the sample settings file must show; an empty Default means the
 // setting has no default (the sample shows a placeholder or leaves it empty).
-// It is driven from config.Settings, so it cannot fall behind the config
-// package; the CloudEvents settings, which config.Settings does not list yet,
-// are added from cloudEventsSettings (each only if config.Settings lacks it).
-var handlerSettings = withCloudEvents(config.Settings)
-
-func withCloudEvents(settings []config.Setting) []config.Setting {
-	out := append([]config.Setting(nil), settings...)
-	listed := map[string]bool{}
-	for _, s := range out {
-		listed[s.Name] = true
-	}
-	for _, s := range cloudEventsSettings {
-		if !listed[s.Name] {
-			out = append(out, s)
-		}
-	}
-	return out
-}
+// It is config.Settings, so it cannot fall behind the config package.
+var handlerSettings = config.Settings
 
 // functionNameRE is Utility.FunctionNameValidationRegex of the Functions host.
 var functionNameRE = regexp.MustCompile(`(?i)^[a-z][a-z0-9_\-]{0,127}$`)
