@@ -233,8 +233,12 @@ func (l *lifecycle) expectRow(step string, m *nbWire, status, writtenBy string, 
 	}
 	if d.Status != status || d.Event.ResolutionStatus != status || d.Event.MessageType != writtenBy || strOf(d.Event.LastMessageID) != lastID ||
 		d.Event.EndpointID != ledgerID || d.Deleted != terminal || d.TTL == nil || *d.TTL != wantTTL {
-		l.t.Fatalf("%s: row %s status %s/%s written by %s %s (deleted %v, ttl %v); want %s written by %s %s",
-			step, d.ID, d.Status, d.Event.ResolutionStatus, d.Event.MessageType, strOf(d.Event.LastMessageID), d.Deleted, d.TTL, status, writtenBy, lastID)
+		ttl := "<nil>"
+		if d.TTL != nil {
+			ttl = fmt.Sprint(*d.TTL)
+		}
+		l.t.Fatalf("%s: row %s status %s/%s written by %s %s (deleted %v, ttl %s); want %s written by %s %s",
+			step, d.ID, d.Status, d.Event.ResolutionStatus, d.Event.MessageType, strOf(d.Event.LastMessageID), d.Deleted, ttl, status, writtenBy, lastID)
 	}
 	return d
 }
