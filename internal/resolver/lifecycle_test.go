@@ -273,8 +273,8 @@ func TestLifecycleFailedDeferredCompletedOnTheMemoryStore(t *testing.T) {
 			got, err = store.GetDeadletteredEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
 		case tracking.Completed, tracking.Skipped:
 			got, err = store.GetPendingEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
-			if got != nil {
-				t.Fatalf("%s: a %s row is returned as Pending", st.name, st.status)
+			if got != nil || err != nil {
+				t.Fatalf("%s: a %s row is returned as Pending (%v)", st.name, st.status, err)
 			}
 			continue
 		default:
