@@ -21,8 +21,9 @@
 //     {hour} {day} {month} {day-of-week}) or a positive TimeSpan interval
 //     (hh:mm:ss, App Service plans). Five-field cron is refused: the host
 //     version decides whether it means a schedule or a start-up error.
-//   - NimBus__Inbox__Cosmos__DatabaseId and ContainerId: 1 to 255 UTF-16
-//     code units, not blank, not ending with a space, none of / \ ? #.
+//   - NimBus__Inbox__Cosmos__DatabaseId, ContainerId and SessionContainerId:
+//     1 to 255 UTF-16 code units, not blank, not ending with a space, none
+//     of / \ ? #; SessionContainerId differs from ContainerId.
 //   - NimBus__Host__MaxBodyBytesInFlight: 1 MiB to 16 GiB.
 //   - NimBus__LogLevel: debug, info, warn (or warning), error.
 //
@@ -187,6 +188,10 @@ type Cosmos struct {
 	ContainerID             string
 	AutoCreateContainer     bool
 	AllowRelaxedConsistency bool
+
+	// SessionContainerID is the session-state store's container, in the
+	// same account and database (NimBus__Inbox__Cosmos__SessionContainerId).
+	SessionContainerID string
 }
 
 // Retry paces redeliveries after a transient failure. The host abandons a
@@ -277,6 +282,7 @@ func Load(lookup Lookup) (*Config, error) {
 	cs.ClientID = l.str(KeyCosmosClientID)
 	cs.DatabaseID = l.cosmosID(KeyCosmosDatabase, DefaultCosmosDatabase)
 	cs.ContainerID = l.cosmosID(KeyCosmosContainer, DefaultCosmosContainer)
+	l.sessionContainer(cs)
 	cs.AutoCreateContainer = l.bool(KeyCosmosAutoCreate, true)
 	cs.AllowRelaxedConsistency = l.bool(KeyCosmosRelaxed, false)
 	if in.Enabled {

@@ -32,6 +32,7 @@ var Settings = []Setting{
 	{Name: KeyCosmosConnectionString},
 	{Name: KeyCosmosDatabase, Default: DefaultCosmosDatabase},
 	{Name: KeyCosmosContainer, Default: DefaultCosmosContainer},
+	{Name: KeySessionContainer, Default: DefaultSessionContainer},
 	{Name: KeyCosmosAutoCreate, Default: "true"},
 	{Name: KeyCosmosRelaxed, Default: "false"},
 	{Name: KeyUnresolvedRetentionDays, Default: strconv.Itoa(DefaultUnresolvedRetentionDays)},
