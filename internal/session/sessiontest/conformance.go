@@ -137,12 +137,12 @@ func requestDrain(now time.Time) session.Change {
 
 // same compares the stored fields of two states (not Version, UpdatedAt).
 func same(a, b session.State) bool {
-	a.Version, b.Version = "", ""
-	a.UpdatedAt, b.UpdatedAt = time.Time{}, time.Time{}
-	return a.DrainRequestedAt.Equal(b.DrainRequestedAt) && func() bool {
-		a.DrainRequestedAt, b.DrainRequestedAt = time.Time{}, time.Time{}
-		return a == b
-	}()
+	if !a.DrainRequestedAt.Equal(b.DrainRequestedAt) {
+		return false
+	}
+	a.Version, a.UpdatedAt, a.DrainRequestedAt = "", time.Time{}, time.Time{}
+	b.Version, b.UpdatedAt, b.DrainRequestedAt = "", time.Time{}, time.Time{}
+	return a == b
 }
 
 func (h *harness) wantStored(k session.Key, want session.State) session.State {
