@@ -51,7 +51,7 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 		ev, msg = a.log.Warn(), "inbox cleanup stopped on its time budget; the next tick continues"
 	}
 	if err != nil {
-		a.metrics.Inc(telemetry.InboxOperationFailed, "operation", inbox.OpPurge)
+		a.metrics.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, inbox.OpPurge)
 		ev, outcome, msg = a.log.Error(), "purge_failed", "inbox cleanup failed; the next tick retries"
 		if errors.Is(err, context.Canceled) {
 			ev, outcome, msg = a.log.Warn(), "canceled", "inbox cleanup cancelled; the next tick retries"

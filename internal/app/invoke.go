@@ -3,9 +3,15 @@ package app
 import (
 	"context"
 	"errors"
+	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
@@ -26,13 +32,22 @@ func (f *failure) HTTPStatus() int { return f.status }
 
 // invokeSubscriber handles one Service Bus–triggered invocation and logs
 // exactly one line for it. The outcome table (subscriber.Outcome.Spec)
-// decides the status, the pause and the log line.
+// decides the status, the pause and the log line. The invocation's span
+// continues the message's trace; the Cosmos request charge of everything
+// it does is summed on ctx.
 func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
 	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
+	if err == nil {
+		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
+	}
+	hasParent := trace.SpanContextFromContext(ctx).IsValid()
+	ctx, span := a.tracer.Start(ctx, a.spanName, consumerSpan...)
+	defer span.End()
+	ctx, charge := telemetry.WithCharge(ctx)
 	if err != nil {
 		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(start)}
-		a.logInvocation(inv, &r, 0)
+		a.finishInvocation(span, inv, &r, 0, charge, hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := subscriber.Delivery{
@@ -47,7 +62,7 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		Body:       m.Body,
 	}
 	r := a.pipeline.Process(ctx, &d)
-	a.logInvocation(inv, &r, m.DeliveryCount)
+	a.finishInvocation(span, inv, &r, m.DeliveryCount, charge, hasParent)
 	spec := r.Outcome.Spec()
 	if r.Outcome.Completes() {
 		return nil
@@ -61,6 +76,8 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 	}
 	return &failure{status: spec.Status, err: err}
 }
+
+var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 
 // pauseUnlessStopping waits d before a transient failure is answered. The
 // host cancelling the invocation, or the process shutting down, ends the
@@ -89,15 +106,50 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// finishInvocation records the invocation's metrics and span attributes
+// and writes its lines: the JSON line on stdout; for an answer that
+// completes the message, the summary and any warnings in the response's
+// Logs; for one that fails it, a line on stderr.
+func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+	outcome := string(r.Outcome)
+	a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, outcome)
+	a.metrics.Record(telemetry.ProcessDuration, telemetry.TagOutcome, outcome, float64(r.Duration.Microseconds())/1000)
+	if a.charged {
+		a.metrics.Record(telemetry.RequestCharge, telemetry.TagOutcome, outcome, charge.RequestUnits())
+	}
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("messaging.system", "servicebus"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", a.cfg.Endpoint),
+			attribute.String("messaging.message.id", logsafe.Bound(r.MessageID)),
+			attribute.String("nimbus.session.key", logsafe.Bound(r.SessionID)),
+			attribute.Int("nimbus.delivery_count", deliveryCount),
+			attribute.Bool("nimbus.has_parent_trace", hasParent),
+			attribute.String(telemetry.TagOutcome, outcome),
+			attribute.String("nimbus.inbox", string(r.Inbox)),
+			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()),
+		)
+		if !r.Outcome.Completes() {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+	a.logInvocation(inv, r, deliveryCount, charge)
+	if r.Outcome.Completes() {
+		a.invocationLogs(inv, r, deliveryCount, charge)
+	} else {
+		a.failureLine(inv, r, deliveryCount)
+	}
+}
+
 // logInvocation writes the invocation's one line. Every string on it is
 // bounded, and none comes from the message body.
-func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
-	a.metrics.Inc(telemetry.Invocations, "outcome", string(r.Outcome))
+func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
 	level, msg := spec.Level, spec.Message
 	if r.Inbox == subscriber.InboxBypassed && level < zerolog.WarnLevel {
 		level = zerolog.WarnLevel
-		msg += " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
+		msg += bypassNote
 	}
 	ev := a.log.WithLevel(level)
 	if ev == nil {
@@ -116,6 +168,9 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		Str("inbox", string(r.Inbox)).
 		Bool("handlerRan", r.HandlerRan).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
+	if a.charged {
+		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
+	}
 	if r.EventTypeFromBody {
 		ev = ev.Str("eventTypeSource", "body")
 	}
@@ -132,6 +187,107 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		ev = ev.Str("stack", logsafe.Stack(r.Stack))
 	}
 	ev.Msg(msg)
+}
+
+const bypassNote = " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
+
+// invocationLogs puts the summary of a completed invocation, and its
+// warnings, in the response's Logs: ids, labels and figures only, each
+// bounded, never payload.
+func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
+	b := make([]byte, 0, 256)
+	b = append(b, r.Outcome.Spec().Message...)
+	b = append(b, ':')
+	b = appendField(b, "outcome", string(r.Outcome))
+	b = appendField(b, "inbox", string(r.Inbox))
+	b = appendField(b, "messageId", logsafe.Bound(r.MessageID))
+	b = appendField(b, "sessionId", logsafe.Bound(r.SessionID))
+	b = appendField(b, "eventId", logsafe.Bound(r.EventID))
+	if r.EventTypeID != "" {
+		b = appendField(b, "eventTypeId", logsafe.Bound(r.EventTypeID))
+	}
+	b = append(b, " deliveryCount="...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	b = append(b, " handlerRan="...)
+	b = strconv.AppendBool(b, r.HandlerRan)
+	b = append(b, " durationMs="...)
+	b = strconv.AppendFloat(b, float64(r.Duration.Microseconds())/1000, 'f', -1, 64)
+	if a.charged {
+		b = append(b, " requestCharge="...)
+		b = strconv.AppendFloat(b, charge.RequestUnits(), 'f', -1, 64)
+		b = append(b, " cosmosRequests="...)
+		b = strconv.AppendInt(b, charge.Requests(), 10)
+	}
+	inv.Log(string(b))
+	switch r.Inbox {
+	case subscriber.InboxBypassed:
+		inv.Log("warning: inbox deduplication bypassed (bypassReason=" + r.BypassReason + "): MessageId or endpoint identity is missing, blank or too long, so a redelivery runs the handler again")
+	case subscriber.InboxDuplicate:
+		inv.Log("warning: duplicate delivery of messageId=" + logsafe.Bound(r.MessageID) + ": already recorded in the inbox; the handler was skipped")
+	}
+	if r.RecordRetries > 0 {
+		inv.Log("warning: the inbox record was retried " + strconv.Itoa(r.RecordRetries) + " time(s) before it succeeded; the store was failing")
+	}
+}
+
+// failureLine writes one line for a failing invocation on stderr. The host
+// ignores the Logs of a non-2xx answer and guesses a stderr line's level
+// from its words: an error outcome's line starts with "error:", a warning
+// outcome's (a cancellation) with "warning:" and carries no error text, so
+// it is not raised to Error. Newlines are flattened: one line per failure.
+func (a *App) failureLine(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
+	spec := r.Outcome.Spec()
+	prefix := "error: "
+	if spec.Level < zerolog.ErrorLevel {
+		prefix = "warning: "
+	}
+	b := make([]byte, 0, 256)
+	b = append(b, prefix...)
+	b = append(b, logsafe.Bound(inv.Function)...)
+	b = append(b, " invocation answered "...)
+	b = strconv.AppendInt(b, int64(spec.Status), 10)
+	b = append(b, ": "...)
+	b = append(b, spec.Message...)
+	b = append(b, ':')
+	b = appendField(b, "invocationId", logsafe.Bound(inv.InvocationID))
+	b = appendField(b, "endpoint", a.cfg.Endpoint)
+	b = appendField(b, "outcome", string(r.Outcome))
+	b = appendField(b, "messageId", logsafe.Bound(r.MessageID))
+	b = appendField(b, "sessionId", logsafe.Bound(r.SessionID))
+	b = append(b, " deliveryCount="...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	if r.StoreOp != "" {
+		b = appendField(b, "operation", r.StoreOp)
+	}
+	if r.Err != nil && prefix == "error: " {
+		b = appendField(b, "error", logsafe.Bound(r.Err.Error()))
+	}
+	a.stderrLine(string(b))
+}
+
+// stderrLine writes line, bounded and flattened to one line, to stderr.
+func (a *App) stderrLine(line string) {
+	line = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, logsafe.BoundTo(line, funchost.MaxLogUnits))
+	a.stderrMu.Lock()
+	defer a.stderrMu.Unlock()
+	_, _ = io.WriteString(a.stderr, line+"\n")
+}
+
+// appendField appends " key=value", quoting a value that is empty or holds
+// a space or a quote.
+func appendField(b []byte, key, value string) []byte {
+	b = append(b, ' ')
+	b = append(b, key...)
+	b = append(b, '=')
+	if value == "" || strings.ContainsAny(value, " \"=\n\r") {
+		return strconv.AppendQuote(b, value)
+	}
+	return append(b, value...)
 }
 
 // newSafeError renders a store failure for a log line without the

@@ -2,6 +2,7 @@ package funchost
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,40 @@ type Invocation struct {
 	InvocationID string
 	// Body is the raw envelope.
 	Body []byte
+
+	logs    []string
+	dropped int
+}
+
+// Bounds of the response's Logs array.
+const (
+	// MaxLogs is the most entries one response carries; later ones are
+	// dropped and the last entry says how many.
+	MaxLogs = 8
+	// MaxLogUnits bounds one entry, in UTF-16 units.
+	MaxLogUnits = 4096
+)
+
+// Log adds line to the response's Logs array, which the host logs under
+// the invocation (Information level, correlated with it in Application
+// Insights) when the answer is 2xx; the host ignores Logs on any other
+// answer. line is cut at MaxLogUnits; at most MaxLogs entries are kept.
+// Never put payload in it.
+func (inv *Invocation) Log(line string) {
+	if len(inv.logs) < MaxLogs {
+		inv.logs = append(inv.logs, logsafe.BoundTo(line, MaxLogUnits))
+		return
+	}
+	inv.dropped++
+}
+
+// Logs returns the entries the response carries.
+func (inv *Invocation) Logs() []string {
+	if inv.dropped == 0 {
+		return inv.logs
+	}
+	out := append([]string(nil), inv.logs[:MaxLogs-1]...)
+	return append(out, strconv.Itoa(inv.dropped+1)+" more log entries of this invocation were dropped; see the handler's stdout")
 }
 
 // Func handles one invocation. A nil error completes the trigger; an error
@@ -197,6 +232,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	inv := &Invocation{Function: name, InvocationID: invocationID, Body: body}
 	status := s.invoke(r.Context(), f, inv)
+	if status >= 200 && status < 300 && len(inv.logs) > 0 {
+		writeLogs(w, status, inv.Logs())
+		return
+	}
 	writeResult(w, status)
 }
 
@@ -284,6 +323,24 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 		return nil, fmt.Errorf("envelope exceeds the %d byte limit", s.maxBody)
 	}
 	return buf, nil
+}
+
+// writeLogs answers with logs in the Logs array.
+func writeLogs(w http.ResponseWriter, status int, logs []string) {
+	entries, err := json.Marshal(logs)
+	if err != nil { // strings always marshal; keep the answer valid regardless
+		writeResult(w, status)
+		return
+	}
+	body := make([]byte, 0, len(entries)+48)
+	body = append(body, `{"Outputs":{},"Logs":`...)
+	body = append(body, entries...)
+	body = append(body, `,"ReturnValue":null}`...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func writeResult(w http.ResponseWriter, status int) {
