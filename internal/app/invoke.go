@@ -211,7 +211,7 @@ func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, del
 	b = append(b, " handlerRan="...)
 	b = strconv.AppendBool(b, r.HandlerRan)
 	b = append(b, " durationMs="...)
-	b = strconv.AppendFloat(b, float64(r.Duration.Microseconds())/1000, 'f', -1, 64)
+	b = appendMillis(b, r.Duration.Microseconds())
 	if a.charged {
 		b = append(b, " requestCharge="...)
 		b = strconv.AppendFloat(b, charge.RequestUnits(), 'f', -1, 64)
@@ -276,6 +276,18 @@ func (a *App) stderrLine(line string) {
 	a.stderrMu.Lock()
 	defer a.stderrMu.Unlock()
 	_, _ = io.WriteString(a.stderr, line+"\n")
+}
+
+// appendMillis appends us microseconds as milliseconds with three
+// decimals, without float formatting.
+func appendMillis(b []byte, us int64) []byte {
+	if us < 0 {
+		b = append(b, '-')
+		us = -us
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
 }
 
 // appendField appends " key=value", quoting a value that is empty or holds

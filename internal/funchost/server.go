@@ -2,7 +2,6 @@ package funchost
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
+	"github.com/nimbus-go/functions-subscriber/internal/netjson"
 )
 
 // Invocation is one request from the host.
@@ -47,7 +48,12 @@ const (
 // Never put payload in it.
 func (inv *Invocation) Log(line string) {
 	if len(inv.logs) < MaxLogs {
-		inv.logs = append(inv.logs, logsafe.BoundTo(line, MaxLogUnits))
+		// A valid UTF-8 line of at most MaxLogUnits bytes has at most as
+		// many UTF-16 units: kept as is without counting them.
+		if len(line) > MaxLogUnits || !utf8.ValidString(line) {
+			line = logsafe.BoundTo(line, MaxLogUnits)
+		}
+		inv.logs = append(inv.logs, line)
 		return
 	}
 	inv.dropped++
@@ -325,17 +331,35 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 	return buf, nil
 }
 
+// appendJSONString appends s as a JSON string: printable ASCII without
+// quotes or backslashes is copied as is, anything else is escaped as
+// Newtonsoft.Json would.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return netjson.AppendString(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
 // writeLogs answers with logs in the Logs array.
 func writeLogs(w http.ResponseWriter, status int, logs []string) {
-	entries, err := json.Marshal(logs)
-	if err != nil { // strings always marshal; keep the answer valid regardless
-		writeResult(w, status)
-		return
+	n := 64
+	for _, l := range logs {
+		n += len(l) + 8
 	}
-	body := make([]byte, 0, len(entries)+48)
-	body = append(body, `{"Outputs":{},"Logs":`...)
-	body = append(body, entries...)
-	body = append(body, `,"ReturnValue":null}`...)
+	body := make([]byte, 0, n)
+	body = append(body, `{"Outputs":{},"Logs":[`...)
+	for i, l := range logs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = appendJSONString(body, l)
+	}
+	body = append(body, `],"ReturnValue":null}`...)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Content-Length", strconv.Itoa(len(body)))
