@@ -115,8 +115,8 @@ func run() error {
 	d.step("11. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
 
 	fmt.Println()
-	fmt.Println("Counters (GET /_nimbus/metrics):")
-	var counters map[string]int64
+	fmt.Println("Metrics (GET /_nimbus/metrics: counters, and count and sum of each histogram):")
+	var counters map[string]float64
 	if err := d.getJSON("/_nimbus/metrics", &counters); err != nil {
 		return err
 	}
@@ -126,7 +126,7 @@ func run() error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Printf("   %-60s %d\n", k, counters[k])
+		fmt.Printf("   %-72s %g\n", k, counters[k])
 	}
 
 	stopCtx, cancelStop := context.WithTimeout(ctx, 15*time.Second)
