@@ -87,8 +87,10 @@ type App struct {
 	charged  bool
 	tp       trace.TracerProvider
 	spanName string
-	stderrMu sync.Mutex
-	stderr   io.Writer
+	// cleanupSpanName names the InboxCleanup invocation's span.
+	cleanupSpanName string
+	stderrMu        sync.Mutex
+	stderr          io.Writer
 	// stopping is cancelled when shutdown begins: background work such as a
 	// cleanup run stops at once, while in-flight deliveries finish.
 	stopping context.Context
@@ -120,6 +122,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	}
 	a.tracer = a.tp.Tracer(telemetry.TracerName)
 	a.spanName = "process " + cfg.Endpoint
+	a.cleanupSpanName = "nimbus.inbox.cleanup " + cfg.Endpoint
 	a.charged = cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos
 	a.stopping, a.stop = context.WithCancel(context.Background())
 

@@ -102,7 +102,7 @@ type answer struct {
 func (oa *obsApp) post(t *testing.T, ctx context.Context, env []byte) answer {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(env)).WithContext(ctx)
+	req := httptest.NewRequest(http.MethodPost, "/"+fnFor(env), bytes.NewReader(env)).WithContext(ctx)
 	req.Header.Set("X-Azure-Functions-InvocationId", "inv-obs")
 	oa.Handler().ServeHTTP(rec, req)
 	a := answer{status: rec.Code, body: rec.Body.String()}
@@ -279,4 +279,32 @@ func TestFailingInvocationsWriteOneStderrLine(t *testing.T) {
 	if n := len(oa.logs.lines(t)); n != 3 {
 		t.Fatalf("%d stdout lines, want 3", n)
 	}
+}
+
+// The cleanup timer's summary goes in Logs when it succeeds; a failed run's
+// line goes to stderr at Error level, without the provider's details.
+func TestCleanupSummaryInLogsAndFailureOnStderr(t *testing.T) {
+	oa := newObsApp(t, nil)
+	a := oa.post(t, context.Background(), timerEnvelope())
+	if a.status != 200 || len(a.Logs) != 1 || !strings.HasPrefix(a.Logs[0], "inbox cleanup finished: outcome=purged purged=0") ||
+		!strings.Contains(a.Logs[0], "requestCharge=0 cosmosRequests=0") || oa.stderr.b.Len() != 0 {
+		t.Fatalf("cleanup answer %d %q, stderr %q", a.status, a.Logs, oa.stderr.b.String())
+	}
+	oa.store.Store = failingPurge{oa.store.Store}
+	if a := oa.post(t, context.Background(), timerEnvelope()); a.status == 200 || len(a.Logs) != 0 {
+		t.Fatalf("failed cleanup answered %d with Logs %q", a.status, a.Logs)
+	}
+	line := oa.stderr.b.String()
+	if !strings.HasPrefix(line, "error: InboxCleanup invocation failed: inbox cleanup failed") || strings.Contains(line, "AccountKey") ||
+		strings.Count(line, "\n") != 1 {
+		t.Fatalf("stderr %q", line)
+	}
+}
+
+// fnFor routes a timer envelope to InboxCleanup, anything else to Subscriber.
+func fnFor(env []byte) string {
+	if bytes.Contains(env, []byte(`"timer"`)) {
+		return FuncInboxCleanup
+	}
+	return FuncSubscriber
 }
