@@ -111,6 +111,9 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // completes the message, the summary and any warnings in the response's
 // Logs; for one that fails it, a line on stderr.
 func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+	// Every id below is logged, in up to three places: bound them once.
+	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
+	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
 	outcome := string(r.Outcome)
 	a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, outcome)
 	a.metrics.Record(telemetry.ProcessDuration, telemetry.TagOutcome, outcome, float64(r.Duration.Microseconds())/1000)
@@ -122,8 +125,8 @@ func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *sub
 			attribute.String("messaging.system", "servicebus"),
 			attribute.String("messaging.operation.type", "process"),
 			attribute.String("messaging.destination.name", a.cfg.Endpoint),
-			attribute.String("messaging.message.id", logsafe.Bound(r.MessageID)),
-			attribute.String("nimbus.session.key", logsafe.Bound(r.SessionID)),
+			attribute.String("messaging.message.id", r.MessageID),
+			attribute.String("nimbus.session.key", r.SessionID),
 			attribute.Int("nimbus.delivery_count", deliveryCount),
 			attribute.Bool("nimbus.has_parent_trace", hasParent),
 			attribute.String(telemetry.TagOutcome, outcome),
@@ -143,7 +146,8 @@ func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *sub
 }
 
 // logInvocation writes the invocation's one line. Every string on it is
-// bounded, and none comes from the message body.
+// bounded (the report's ids by finishInvocation), and none comes from the
+// message body.
 func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
 	level, msg := spec.Level, spec.Message
@@ -158,10 +162,10 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 	ev = ev.Str("function", logsafe.Bound(inv.Function)).
 		Str("invocationId", logsafe.Bound(inv.InvocationID)).
 		Str("endpoint", a.cfg.Endpoint).
-		Str("messageId", logsafe.Bound(r.MessageID)).
-		Str("sessionId", logsafe.Bound(r.SessionID)).
-		Str("eventId", logsafe.Bound(r.EventID)).
-		Str("eventTypeId", logsafe.Bound(r.EventTypeID)).
+		Str("messageId", r.MessageID).
+		Str("sessionId", r.SessionID).
+		Str("eventId", r.EventID).
+		Str("eventTypeId", r.EventTypeID).
 		Str("messageType", r.MessageType).
 		Int("deliveryCount", deliveryCount).
 		Str("outcome", string(r.Outcome)).
@@ -195,16 +199,16 @@ const bypassNote = " (inbox deduplication bypassed: MessageId or endpoint identi
 // warnings, in the response's Logs: ids, labels and figures only, each
 // bounded, never payload.
 func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, 512)
 	b = append(b, r.Outcome.Spec().Message...)
 	b = append(b, ':')
 	b = appendField(b, "outcome", string(r.Outcome))
 	b = appendField(b, "inbox", string(r.Inbox))
-	b = appendField(b, "messageId", logsafe.Bound(r.MessageID))
-	b = appendField(b, "sessionId", logsafe.Bound(r.SessionID))
-	b = appendField(b, "eventId", logsafe.Bound(r.EventID))
+	b = appendField(b, "messageId", r.MessageID)
+	b = appendField(b, "sessionId", r.SessionID)
+	b = appendField(b, "eventId", r.EventID)
 	if r.EventTypeID != "" {
-		b = appendField(b, "eventTypeId", logsafe.Bound(r.EventTypeID))
+		b = appendField(b, "eventTypeId", r.EventTypeID)
 	}
 	b = append(b, " deliveryCount="...)
 	b = strconv.AppendInt(b, int64(deliveryCount), 10)
@@ -223,7 +227,7 @@ func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, del
 	case subscriber.InboxBypassed:
 		inv.Log("warning: inbox deduplication bypassed (bypassReason=" + r.BypassReason + "): MessageId or endpoint identity is missing, blank or too long, so a redelivery runs the handler again")
 	case subscriber.InboxDuplicate:
-		inv.Log("warning: duplicate delivery of messageId=" + logsafe.Bound(r.MessageID) + ": already recorded in the inbox; the handler was skipped")
+		inv.Log("warning: duplicate delivery of messageId=" + r.MessageID + ": already recorded in the inbox; the handler was skipped")
 	}
 	if r.RecordRetries > 0 {
 		inv.Log("warning: the inbox record was retried " + strconv.Itoa(r.RecordRetries) + " time(s) before it succeeded; the store was failing")
@@ -241,7 +245,7 @@ func (a *App) failureLine(inv *funchost.Invocation, r *subscriber.Report, delive
 	if spec.Level < zerolog.ErrorLevel {
 		prefix = "warning: "
 	}
-	b := make([]byte, 0, 256)
+	b := make([]byte, 0, 512)
 	b = append(b, prefix...)
 	b = append(b, logsafe.Bound(inv.Function)...)
 	b = append(b, " invocation answered "...)
@@ -252,8 +256,8 @@ func (a *App) failureLine(inv *funchost.Invocation, r *subscriber.Report, delive
 	b = appendField(b, "invocationId", logsafe.Bound(inv.InvocationID))
 	b = appendField(b, "endpoint", a.cfg.Endpoint)
 	b = appendField(b, "outcome", string(r.Outcome))
-	b = appendField(b, "messageId", logsafe.Bound(r.MessageID))
-	b = appendField(b, "sessionId", logsafe.Bound(r.SessionID))
+	b = appendField(b, "messageId", r.MessageID)
+	b = appendField(b, "sessionId", r.SessionID)
 	b = append(b, " deliveryCount="...)
 	b = strconv.AppendInt(b, int64(deliveryCount), 10)
 	if r.StoreOp != "" {
@@ -296,10 +300,24 @@ func appendField(b []byte, key, value string) []byte {
 	b = append(b, ' ')
 	b = append(b, key...)
 	b = append(b, '=')
-	if value == "" || strings.ContainsAny(value, " \"=\n\r") {
+	if needsQuote(value) {
 		return strconv.AppendQuote(b, value)
 	}
 	return append(b, value...)
+}
+
+// needsQuote reports whether value is empty or holds a space, a quote, an
+// equals sign or a control character.
+func needsQuote(value string) bool {
+	if value == "" {
+		return true
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c <= ' ' || c == '"' || c == '=' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // newSafeError renders a store failure for a log line without the
