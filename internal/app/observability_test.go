@@ -152,7 +152,7 @@ func TestInvocationContinuesTheMessageTrace(t *testing.T) {
 	}
 	attrs := map[string]string{}
 	for _, kv := range root.Attributes() {
-		attrs[string(kv.Key)] = kv.Value.Emit()
+		attrs[string(kv.Key)] = kv.Value.String()
 	}
 	if attrs["nimbus.outcome"] != "completed" || attrs["messaging.message.id"] != "m-1" || attrs["nimbus.has_parent_trace"] != "true" ||
 		attrs["nimbus.cosmos.request_charge"] != "6.71" {

@@ -8,6 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -66,7 +67,7 @@ func TestSendCarriesTheSendSpansTraceContext(t *testing.T) {
 		ApplicationProperties: map[string]any{"To": "Resolver"}}, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	plain, err := New(Options{ConnectionString: sb.ConnectionString, Retry: fastRetry, TracerProvider: trace.NewNoopTracerProvider()})
+	plain, err := New(Options{ConnectionString: sb.ConnectionString, Retry: fastRetry, TracerProvider: noop.NewTracerProvider()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -262,7 +262,7 @@ func tagSuffix(set attribute.Set) string {
 	}
 	parts := make([]string, 0, set.Len())
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }
