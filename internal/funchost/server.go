@@ -336,7 +336,7 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 // Newtonsoft.Json would.
 func appendJSONString(b []byte, s string) []byte {
 	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+		if escapes[s[i]] {
 			return netjson.AppendString(b, s)
 		}
 	}
@@ -344,6 +344,14 @@ func appendJSONString(b []byte, s string) []byte {
 	b = append(b, s...)
 	return append(b, '"')
 }
+
+// escapes marks the bytes appendJSONString does not copy as is.
+var escapes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\'
+	}
+	return t
+}()
 
 // writeLogs answers with logs in the Logs array.
 func writeLogs(w http.ResponseWriter, status int, logs []string) {
