@@ -7,6 +7,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -18,11 +19,15 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry/export"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -50,7 +55,16 @@ func run() int {
 	handlers := subscriber.NewRegistry()
 	registerHandlers(handlers)
 
-	a, err := app.New(cfg, app.Deps{Handlers: handlers, Log: log, Version: buildVersion()})
+	tel, err := setupTelemetry(cfg.Endpoint)
+	if err != nil {
+		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
+		fmt.Fprintln(os.Stderr, "error: start-up failed:", err)
+		return 2
+	}
+	metrics := telemetry.NewMetrics(telemetry.MetricsOptions{Readers: tel.MetricReaders, Resource: tel.Resource})
+	defer flushTelemetry(log, tel, metrics)
+	a, err := app.New(cfg, app.Deps{Handlers: handlers, Log: log, Version: buildVersion(),
+		TracerProvider: tel.TracerProvider, Metrics: metrics, Stderr: os.Stderr})
 	if err != nil {
 		log.Error().Str("error", err.Error()).Msg("start-up failed")
 		fmt.Fprintln(os.Stderr, err)
@@ -69,7 +83,7 @@ func run() int {
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
 		Strs("functions", a.Functions()).Strs("eventTypes", handlers.EventTypes()).
-		Str("version", buildVersion()).Msg("custom handler listening")
+		Str("version", buildVersion()).Bool("otlpExport", tel.Exporting()).Msg("custom handler listening")
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -135,6 +149,35 @@ func shutdown(log zerolog.Logger, a *app.App, srv *http.Server, sigs <-chan os.S
 	}
 	log.Info().Int("exitCode", code).Msg("stopped")
 	return code
+}
+
+// setupTelemetry reads the standard OTEL_* variables (the only environment
+// read outside config.Load) and builds the tracer provider and metric
+// readers; it installs the provider and the W3C propagator globally, so an
+// application handler's own OpenTelemetry instrumentation joins the trace
+// the handler's ctx carries.
+func setupTelemetry(endpoint string) (*export.Telemetry, error) {
+	c, err := export.FromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.ServiceName, c.ServiceVersion = endpoint, buildVersion()
+	tel, err := export.Setup(context.Background(), c)
+	if err != nil {
+		return nil, err
+	}
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	return tel, nil
+}
+
+// flushTelemetry exports what is left, within a few seconds.
+func flushTelemetry(log zerolog.Logger, tel *export.Telemetry, m *telemetry.Metrics) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := errors.Join(tel.Shutdown(ctx), m.Shutdown(ctx)); err != nil && tel.Exporting() {
+		log.Warn().Str("error", logsafe.Bound(err.Error())).Msg("telemetry export did not flush at shutdown")
+	}
 }
 
 func buildVersion() string {

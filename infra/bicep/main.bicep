@@ -296,7 +296,9 @@ resource cosmosDatabase 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases@2024
 }
 
 // Entra data-plane RBAC cannot create containers, so the inbox container is
-// provisioned here: partition key /id, no default TTL (cleanup is explicit).
+// provisioned here: partition key /id, no default TTL (cleanup is explicit),
+// and only the paths the purge query filters on indexed (the duplicate check
+// is a point read; fewer index terms make every record and delete cheaper).
 resource inboxContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: cosmosDatabase
   name: cosmosContainerId
@@ -309,6 +311,23 @@ resource inboxContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/cont
         ]
         kind: 'Hash'
         version: 2
+      }
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/endpointId/?'
+          }
+          {
+            path: '/createdAtUtc/?'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/*'
+          }
+        ]
       }
     }
     options: cosmosServerless ? {} : {

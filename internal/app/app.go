@@ -8,14 +8,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -59,6 +64,16 @@ type Deps struct {
 	Pause func(ctx context.Context, d time.Duration)
 	// Resolver holds the Resolver app's replacements (tests).
 	Resolver ResolverDeps
+	// TracerProvider starts every span (the invocation's, its steps', the
+	// sends' and azcosmos's); nil means the global provider.
+	TracerProvider trace.TracerProvider
+	// Metrics are the process's instruments; nil means a set of its own
+	// that is not exported (still served at /_nimbus/metrics).
+	Metrics *telemetry.Metrics
+	// Stderr receives one line per failing invocation, worded so the
+	// Functions host logs it at Error (or Warning) level: the host ignores
+	// the Logs of a non-2xx answer. nil discards.
+	Stderr io.Writer
 }
 
 // App is the composed custom handler.
@@ -73,6 +88,16 @@ type App struct {
 	memory   *resolver.Memory
 	closers  []func(context.Context) error
 	pause    func(ctx context.Context, d time.Duration)
+	tracer   trace.Tracer
+	// charged: the inbox is on Cosmos, whose request charges are summed
+	// per invocation.
+	charged  bool
+	tp       trace.TracerProvider
+	spanName string
+	// cleanupSpanName names the InboxCleanup invocation's span.
+	cleanupSpanName string
+	stderrMu        sync.Mutex
+	stderr          io.Writer
 	// stopping is cancelled when shutdown begins: background work such as a
 	// cleanup run stops at once, while in-flight deliveries finish.
 	stopping context.Context
@@ -98,10 +123,23 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: &telemetry.Metrics{}, pause: d.Pause}
+	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr}
 	if a.pause == nil {
 		a.pause = sleepCtx
 	}
+	if a.metrics == nil {
+		a.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})
+	}
+	if a.tp == nil {
+		a.tp = otel.GetTracerProvider()
+	}
+	if a.stderr == nil {
+		a.stderr = io.Discard
+	}
+	a.tracer = a.tp.Tracer(telemetry.TracerName)
+	a.spanName = "process " + cfg.Endpoint
+	a.cleanupSpanName = "nimbus.inbox.cleanup " + cfg.Endpoint
+	a.charged = cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos
 	a.stopping, a.stop = context.WithCancel(context.Background())
 
 	var err error
@@ -130,6 +168,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		Handlers:            d.Handlers,
 		OnDuplicateDetected: d.OnDuplicateDetected,
 		Metrics:             a.metrics,
+		Tracer:              a.tracer,
 		Log:                 d.Log,
 		Now:                 d.Now,
 		Version:             d.Version,
@@ -144,8 +183,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.server = funchost.NewServer(d.Log, funchost.Options{
 		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
 		Stopping:         a.stopping,
-		OnOverload: func(string) {
-			a.metrics.Inc(telemetry.Invocations, "outcome", string(subscriber.OutcomeOverloaded))
+		OnOverload: func(function string) {
+			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(subscriber.OutcomeOverloaded))
+			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + subscriber.OutcomeOverloaded.Spec().Message)
 		},
 	})
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)

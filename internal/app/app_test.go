@@ -17,7 +17,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -175,8 +174,19 @@ func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 		ta.logs.reset()
 		before := len(ta.pub.Sent())
 		status, body := ta.post(t, FuncSubscriber, s.env)
-		if status != s.status || body != funchost.ResponseBody {
-			t.Fatalf("%s: status %d body %q, want %d", s.name, status, body, s.status)
+		var resp struct {
+			Outputs     map[string]any
+			Logs        []string
+			ReturnValue any
+		}
+		if err := json.Unmarshal([]byte(body), &resp); status != s.status || err != nil || resp.Outputs == nil || resp.ReturnValue != nil {
+			t.Fatalf("%s: status %d body %q, want %d (%v)", s.name, status, body, s.status, err)
+		}
+		// A completed invocation's summary goes in Logs (the host logs it
+		// under the invocation); a failed one's Logs would be ignored.
+		if wantLogs := s.status == 200; wantLogs != (len(resp.Logs) > 0) ||
+			(wantLogs && !strings.Contains(resp.Logs[0], "outcome="+s.outcome+" inbox="+s.inbox)) {
+			t.Fatalf("%s: Logs %q", s.name, resp.Logs)
 		}
 		lines := ta.logs.lines(t)
 		if len(lines) != 1 {
@@ -206,8 +216,8 @@ func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 	if ta.handled != 4 {
 		t.Fatalf("handler ran %d times, want 4 (fresh, failing, retried, bypass)", ta.handled)
 	}
-	if got := ta.Metrics().Get("nimbus.invocations", "outcome=duplicate"); got != 1 {
-		t.Fatalf("duplicate invocations counter = %d", got)
+	if got := ta.Metrics().Get("nimbus.invocations", "nimbus.outcome=duplicate"); got != 1 {
+		t.Fatalf("duplicate invocations counter = %v", got)
 	}
 }
 

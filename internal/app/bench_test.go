@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
@@ -19,6 +22,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // countingStore counts store calls for the per-message figures.
@@ -71,6 +75,11 @@ func setID(env []byte, at, n int) {
 }
 
 func runInvocationBench(b *testing.B, inboxOn bool, mode string) {
+	// The tracer provider main installs when no OTLP exporter is configured.
+	runInvocationBenchWith(b, inboxOn, mode, telemetry.PropagatingTracerProvider())
+}
+
+func runInvocationBenchWith(b *testing.B, inboxOn bool, mode string, tp trace.TracerProvider) {
 	cfg, err := config.Load(config.FromMap(map[string]string{
 		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: fmt.Sprint(inboxOn),
 		config.KeyInboxStore: "InMemory", config.KeyResolverSink: "InMemory",
@@ -84,7 +93,7 @@ func runInvocationBench(b *testing.B, inboxOn bool, mode string) {
 	reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
 		return subscriber.Completed(), nil
 	})
-	deps := Deps{Handlers: reg, Log: zerolog.New(io.Discard), Publisher: nopPublisher{}}
+	deps := Deps{Handlers: reg, Log: zerolog.New(io.Discard), Publisher: nopPublisher{}, TracerProvider: tp}
 	if inboxOn {
 		deps.Store = store
 	}
@@ -152,6 +161,29 @@ func BenchmarkInvocation(b *testing.B) {
 	b.Run("inbox=duplicate", func(b *testing.B) { runInvocationBench(b, true, "duplicate") })
 	b.Run("inbox=bypass", func(b *testing.B) { runInvocationBench(b, true, "bypass") })
 }
+
+// BenchmarkInvocationTracing measures what tracing costs a fresh delivery
+// (four spans: invocation, inbox check, handler, record): with no tracer at
+// all (a no-op provider, the floor), with the provider main installs when
+// nothing is exported, and with the SDK recording every span into a batch
+// processor whose exporter discards them (export on).
+func BenchmarkInvocationTracing(b *testing.B) {
+	b.Run("tracer=noop", func(b *testing.B) { runInvocationBenchWith(b, true, "fresh", noop.NewTracerProvider()) })
+	b.Run("tracer=export-off", func(b *testing.B) {
+		runInvocationBenchWith(b, true, "fresh", telemetry.PropagatingTracerProvider())
+	})
+	b.Run("tracer=export-on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		runInvocationBenchWith(b, true, "fresh", tp)
+	})
+}
+
+// discardExporter drops exported spans.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }
 
 // BenchmarkLargeInvocation measures the memory one invocation takes per
 // byte of its envelope (the figure behind NimBus__Host__MaxBodyBytesInFlight):

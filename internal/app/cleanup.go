@@ -3,8 +3,11 @@ package app
 import (
 	"context"
 	"errors"
+	"strconv"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
@@ -22,6 +25,8 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	if err != nil {
 		a.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
 			Str("outcome", "malformed_invocation").Str("error", logsafe.Bound(err.Error())).Msg("malformed timer invocation")
+		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: malformed timer invocation: invocationId=" +
+			logsafe.Bound(inv.InvocationID) + " error=" + strconv.Quote(logsafe.Bound(err.Error())))
 		return err
 	}
 	base := func(ev *zerolog.Event) *zerolog.Event {
@@ -30,6 +35,7 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	}
 	if a.store == nil {
 		base(a.log.Info()).Str("outcome", "inbox_off").Msg("inbox is disabled; nothing to clean")
+		inv.Log("inbox is disabled; nothing to clean: outcome=inbox_off")
 		return nil
 	}
 	c := inbox.Cleaner{
@@ -39,11 +45,21 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 		Budget:     a.cfg.Inbox.CleanupBudget,
 		Clock:      a.now,
 	}
+	ctx, span := a.tracer.Start(ctx, a.cleanupSpanName)
+	defer span.End()
+	ctx, charge := telemetry.WithCharge(ctx)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	stop := context.AfterFunc(a.stopping, cancel)
 	defer stop()
 	rep, err := c.Run(ctx, a.now())
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("nimbus.inbox.purged", rep.Purged), attribute.Int("nimbus.inbox.batches", rep.Batches),
+			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()))
+		if err != nil {
+			span.SetStatus(codes.Error, newSafeError(inbox.OpPurge, err))
+		}
+	}
 	a.metrics.Add(telemetry.Purged, "", "", int64(rep.Purged))
 	ev := a.log.Info()
 	outcome, msg := "purged", "inbox cleanup finished"
@@ -51,7 +67,7 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 		ev, msg = a.log.Warn(), "inbox cleanup stopped on its time budget; the next tick continues"
 	}
 	if err != nil {
-		a.metrics.Inc(telemetry.InboxOperationFailed, "operation", inbox.OpPurge)
+		a.metrics.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, inbox.OpPurge)
 		ev, outcome, msg = a.log.Error(), "purge_failed", "inbox cleanup failed; the next tick retries"
 		if errors.Is(err, context.Canceled) {
 			ev, outcome, msg = a.log.Warn(), "canceled", "inbox cleanup cancelled; the next tick retries"
@@ -63,9 +79,28 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	if rep.LagKnown {
 		ev = ev.Float64("lagSeconds", rep.Lag.Seconds())
 	}
+	if a.charged {
+		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
+	}
 	if err != nil {
 		ev = ev.Str("error", newSafeError(inbox.OpPurge, err))
 	}
 	ev.Msg(msg)
+	summary := msg + ": outcome=" + outcome + " purged=" + strconv.Itoa(rep.Purged) + " batches=" + strconv.Itoa(rep.Batches) +
+		" drained=" + strconv.FormatBool(rep.Drained) + " stoppedOnBudget=" + strconv.FormatBool(rep.StoppedOnBudget)
+	if rep.LagKnown {
+		summary += " lagSeconds=" + strconv.FormatFloat(rep.Lag.Seconds(), 'f', 0, 64)
+	}
+	if a.charged {
+		summary += " requestCharge=" + strconv.FormatFloat(charge.RequestUnits(), 'f', -1, 64) + " cosmosRequests=" + strconv.FormatInt(charge.Requests(), 10)
+	}
+	switch {
+	case err == nil:
+		inv.Log(summary)
+	case outcome == "canceled":
+		a.stderrLine("warning: " + logsafe.Bound(inv.Function) + " invocation answered 503: " + summary)
+	default:
+		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + summary + " error=" + strconv.Quote(newSafeError(inbox.OpPurge, err)))
+	}
 	return err
 }

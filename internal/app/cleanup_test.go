@@ -99,7 +99,7 @@ func TestCleanupFailureFailsTheInvocationAndIsCounted(t *testing.T) {
 	if status, _ := ta.post(t, FuncInboxCleanup, timerEnvelope()); status == 200 {
 		t.Fatal("a failed purge answered 200")
 	}
-	if a.Metrics().Get("nimbus.inbox.operation.failed", "operation=purge") != 1 {
+	if a.Metrics().Get("nimbus.inbox.operation.failed", "nimbus.store.operation=purge") != 1 {
 		t.Fatal("purge failure not counted")
 	}
 	raw := logs.b.String()

@@ -3,9 +3,15 @@ package app
 import (
 	"context"
 	"errors"
+	"io"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
@@ -26,13 +32,22 @@ func (f *failure) HTTPStatus() int { return f.status }
 
 // invokeSubscriber handles one Service Bus–triggered invocation and logs
 // exactly one line for it. The outcome table (subscriber.Outcome.Spec)
-// decides the status, the pause and the log line.
+// decides the status, the pause and the log line. The invocation's span
+// continues the message's trace; the Cosmos request charge of everything
+// it does is summed on ctx.
 func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
 	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
+	if err == nil {
+		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
+	}
+	hasParent := trace.SpanContextFromContext(ctx).IsValid()
+	ctx, span := a.tracer.Start(ctx, a.spanName, consumerSpan...)
+	defer span.End()
+	ctx, charge := telemetry.WithCharge(ctx)
 	if err != nil {
 		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(start)}
-		a.logInvocation(inv, &r, 0)
+		a.finishInvocation(span, inv, &r, 0, charge, hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := subscriber.Delivery{
@@ -48,7 +63,7 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		Body:       m.Body,
 	}
 	r := a.pipeline.Process(ctx, &d)
-	a.logInvocation(inv, &r, m.DeliveryCount)
+	a.finishInvocation(span, inv, &r, m.DeliveryCount, charge, hasParent)
 	spec := r.Outcome.Spec()
 	if r.Outcome.Completes() {
 		return nil
@@ -62,6 +77,8 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 	}
 	return &failure{status: spec.Status, err: err}
 }
+
+var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 
 // pauseUnlessStopping waits d before a transient failure is answered. The
 // host cancelling the invocation, or the process shutting down, ends the
@@ -90,15 +107,54 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	}
 }
 
+// finishInvocation records the invocation's metrics and span attributes
+// and writes its lines: the JSON line on stdout; for an answer that
+// completes the message, the summary and any warnings in the response's
+// Logs; for one that fails it, a line on stderr.
+func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+	// Every id below is logged, in up to three places: bound them once.
+	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
+	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
+	outcome := string(r.Outcome)
+	a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, outcome)
+	a.metrics.Record(telemetry.ProcessDuration, telemetry.TagOutcome, outcome, float64(r.Duration.Microseconds())/1000)
+	if a.charged {
+		a.metrics.Record(telemetry.RequestCharge, telemetry.TagOutcome, outcome, charge.RequestUnits())
+	}
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("messaging.system", "servicebus"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", a.cfg.Endpoint),
+			attribute.String("messaging.message.id", r.MessageID),
+			attribute.String("nimbus.session.key", r.SessionID),
+			attribute.Int("nimbus.delivery_count", deliveryCount),
+			attribute.Bool("nimbus.has_parent_trace", hasParent),
+			attribute.String(telemetry.TagOutcome, outcome),
+			attribute.String("nimbus.inbox", string(r.Inbox)),
+			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()),
+		)
+		if !r.Outcome.Completes() {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+	a.logInvocation(inv, r, deliveryCount, charge)
+	if r.Outcome.Completes() {
+		a.invocationLogs(inv, r, deliveryCount, charge)
+	} else {
+		a.failureLine(inv, r, deliveryCount)
+	}
+}
+
 // logInvocation writes the invocation's one line. Every string on it is
-// bounded, and none comes from the message body.
-func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
-	a.metrics.Inc(telemetry.Invocations, "outcome", string(r.Outcome))
+// bounded (the report's ids by finishInvocation), and none comes from the
+// message body.
+func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
 	level, msg := spec.Level, spec.Message
 	if r.Inbox == subscriber.InboxBypassed && level < zerolog.WarnLevel {
 		level = zerolog.WarnLevel
-		msg += " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
+		msg += bypassNote
 	}
 	ev := a.log.WithLevel(level)
 	if ev == nil {
@@ -107,10 +163,10 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 	ev = ev.Str("function", logsafe.Bound(inv.Function)).
 		Str("invocationId", logsafe.Bound(inv.InvocationID)).
 		Str("endpoint", a.cfg.Endpoint).
-		Str("messageId", logsafe.Bound(r.MessageID)).
-		Str("sessionId", logsafe.Bound(r.SessionID)).
-		Str("eventId", logsafe.Bound(r.EventID)).
-		Str("eventTypeId", logsafe.Bound(r.EventTypeID)).
+		Str("messageId", r.MessageID).
+		Str("sessionId", r.SessionID).
+		Str("eventId", r.EventID).
+		Str("eventTypeId", r.EventTypeID).
 		Str("messageType", r.MessageType).
 		Int("deliveryCount", deliveryCount).
 		Str("outcome", string(r.Outcome)).
@@ -119,6 +175,9 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
 	if r.CloudEvent != "" {
 		ev = ev.Str("cloudEvent", r.CloudEvent)
+	}
+	if a.charged {
+		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
 	}
 	if r.EventTypeFromBody {
 		ev = ev.Str("eventTypeSource", "body")
@@ -136,6 +195,133 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 		ev = ev.Str("stack", logsafe.Stack(r.Stack))
 	}
 	ev.Msg(msg)
+}
+
+const bypassNote = " (inbox deduplication bypassed: MessageId or endpoint identity is missing, blank or too long)"
+
+// invocationLogs puts the summary of a completed invocation, and its
+// warnings, in the response's Logs: ids, labels and figures only, each
+// bounded, never payload.
+func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
+	b := make([]byte, 0, 512)
+	b = append(b, r.Outcome.Spec().Message...)
+	b = append(b, ':')
+	b = appendField(b, "outcome", string(r.Outcome))
+	b = appendField(b, "inbox", string(r.Inbox))
+	b = appendField(b, "messageId", r.MessageID)
+	b = appendField(b, "sessionId", r.SessionID)
+	b = appendField(b, "eventId", r.EventID)
+	if r.EventTypeID != "" {
+		b = appendField(b, "eventTypeId", r.EventTypeID)
+	}
+	b = append(b, " deliveryCount="...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	b = append(b, " handlerRan="...)
+	b = strconv.AppendBool(b, r.HandlerRan)
+	b = append(b, " durationMs="...)
+	b = appendMillis(b, r.Duration.Microseconds())
+	if a.charged {
+		b = append(b, " requestCharge="...)
+		b = strconv.AppendFloat(b, charge.RequestUnits(), 'f', -1, 64)
+		b = append(b, " cosmosRequests="...)
+		b = strconv.AppendInt(b, charge.Requests(), 10)
+	}
+	inv.Log(string(b))
+	switch r.Inbox {
+	case subscriber.InboxBypassed:
+		inv.Log("warning: inbox deduplication bypassed (bypassReason=" + r.BypassReason + "): MessageId or endpoint identity is missing, blank or too long, so a redelivery runs the handler again")
+	case subscriber.InboxDuplicate:
+		inv.Log("warning: duplicate delivery of messageId=" + r.MessageID + ": already recorded in the inbox; the handler was skipped")
+	}
+	if r.RecordRetries > 0 {
+		inv.Log("warning: the inbox record was retried " + strconv.Itoa(r.RecordRetries) + " time(s) before it succeeded; the store was failing")
+	}
+}
+
+// failureLine writes one line for a failing invocation on stderr. The host
+// ignores the Logs of a non-2xx answer and guesses a stderr line's level
+// from its words: an error outcome's line starts with "error:", a warning
+// outcome's (a cancellation) with "warning:" and carries no error text, so
+// it is not raised to Error. Newlines are flattened: one line per failure.
+func (a *App) failureLine(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
+	spec := r.Outcome.Spec()
+	prefix := "error: "
+	if spec.Level < zerolog.ErrorLevel {
+		prefix = "warning: "
+	}
+	b := make([]byte, 0, 512)
+	b = append(b, prefix...)
+	b = append(b, logsafe.Bound(inv.Function)...)
+	b = append(b, " invocation answered "...)
+	b = strconv.AppendInt(b, int64(spec.Status), 10)
+	b = append(b, ": "...)
+	b = append(b, spec.Message...)
+	b = append(b, ':')
+	b = appendField(b, "invocationId", logsafe.Bound(inv.InvocationID))
+	b = appendField(b, "endpoint", a.cfg.Endpoint)
+	b = appendField(b, "outcome", string(r.Outcome))
+	b = appendField(b, "messageId", r.MessageID)
+	b = appendField(b, "sessionId", r.SessionID)
+	b = append(b, " deliveryCount="...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	if r.StoreOp != "" {
+		b = appendField(b, "operation", r.StoreOp)
+	}
+	if r.Err != nil && prefix == "error: " {
+		b = appendField(b, "error", logsafe.Bound(r.Err.Error()))
+	}
+	a.stderrLine(string(b))
+}
+
+// stderrLine writes line, bounded and flattened to one line, to stderr.
+func (a *App) stderrLine(line string) {
+	line = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' {
+			return ' '
+		}
+		return r
+	}, logsafe.BoundTo(line, funchost.MaxLogUnits))
+	a.stderrMu.Lock()
+	defer a.stderrMu.Unlock()
+	_, _ = io.WriteString(a.stderr, line+"\n")
+}
+
+// appendMillis appends us microseconds as milliseconds with three
+// decimals, without float formatting.
+func appendMillis(b []byte, us int64) []byte {
+	if us < 0 {
+		b = append(b, '-')
+		us = -us
+	}
+	b = strconv.AppendInt(b, us/1000, 10)
+	frac := us % 1000
+	return append(b, '.', byte('0'+frac/100), byte('0'+frac/10%10), byte('0'+frac%10))
+}
+
+// appendField appends " key=value", quoting a value that is empty or holds
+// a space or a quote.
+func appendField(b []byte, key, value string) []byte {
+	b = append(b, ' ')
+	b = append(b, key...)
+	b = append(b, '=')
+	if needsQuote(value) {
+		return strconv.AppendQuote(b, value)
+	}
+	return append(b, value...)
+}
+
+// needsQuote reports whether value is empty or holds a space, a quote, an
+// equals sign or a control character.
+func needsQuote(value string) bool {
+	if value == "" {
+		return true
+	}
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; c <= ' ' || c == '"' || c == '=' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }
 
 // newSafeError renders a store failure for a log line without the

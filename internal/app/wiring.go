@@ -1,6 +1,10 @@
 package app
 
 import (
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+	"github.com/Azure/azure-sdk-for-go/sdk/tracing/azotel"
+
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
@@ -18,6 +22,10 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
 		Retry:                   cosmos.DefaultRetry,
+		// azcosmos's spans join the invocation's trace.
+		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
+			TracingProvider: azotel.NewTracingProvider(a.tp, nil),
+		}},
 	})
 	if err != nil {
 		return nil, err
@@ -45,6 +53,7 @@ func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
 		ManagedIdentityClientID: r.ClientID,
 		Retry:                   servicebus.DefaultRetry,
+		TracerProvider:          a.tp,
 	})
 	if err != nil {
 		return nil, err

@@ -86,3 +86,19 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		}
 	}
 }
+
+// Only main turns exporting on: the exporters read the OTEL_* environment,
+// and the environment is read only in main.
+func TestOnlyMainSetsUpExport(t *testing.T) {
+	pkgs := list(t)
+	for name, p := range pkgs {
+		if name == "handler" || strings.HasPrefix(name, "internal/telemetry/export") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if imp == module+"/internal/telemetry/export" {
+				t.Errorf("%s imports internal/telemetry/export; only handler may", name)
+			}
+		}
+	}
+}

@@ -92,6 +92,8 @@ func NewAccount(cfg Config) (*Account, error) {
 		return nil, fmt.Errorf("%w: set SDK retries in Config.Retry, not in ClientOptions.Retry", ErrConfig)
 	}
 	opts.Retry = cfg.Retry
+	// Each invocation's request charge is summed from every try's response.
+	opts.PerRetryPolicies = append(append([]policy.Policy(nil), opts.PerRetryPolicies...), chargePolicy{})
 	var credOpts azcore.ClientOptions
 	if cfg.CredentialOptions != nil {
 		credOpts = *cfg.CredentialOptions

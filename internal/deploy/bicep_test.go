@@ -122,6 +122,7 @@ func TestBicepFunctionAppAndData(t *testing.T) {
 		"storage without shared keys":       `allowSharedKeyAccess:\s*false`,
 		"Strong consistency":                `defaultConsistencyLevel:\s*'Strong'`,
 		"inbox partition key /id":           `paths:\s*\[\s*'/id'\s*\]`,
+		"inbox indexing: purge paths only":  `indexingPolicy:\s*\{\s*indexingMode:\s*'consistent'\s+automatic:\s*true\s+includedPaths:\s*\[\s*\{\s*path:\s*'/endpointId/\?'\s*\}\s*\{\s*path:\s*'/createdAtUtc/\?'\s*\}\s*\]\s*excludedPaths:\s*\[\s*\{\s*path:\s*'/\*'\s*\}\s*\]`,
 		"Cosmos data-plane role":            `'Microsoft\.DocumentDB/databaseAccounts/sqlRoleAssignments@`,
 		"Cosmos data contributor role id":   `sqlRoleDefinitions/\$\{cosmosDataContributor\}'`,
 		"Cosmos keys disabled":              `disableLocalAuth:\s*true\s+minimalTlsVersion`,

@@ -518,7 +518,20 @@ func (s *stack) send(evs ...event) {
 
 // sendOne publishes e and notes when.
 func (s *stack) sendOne(e event) error {
-	m := e.message()
+	return s.sendMessage(e.MessageID, e.message())
+}
+
+// sendRaw publishes m (built from the event with the id messageID, then
+// changed) and notes when.
+func (s *stack) sendRaw(messageID string, m *azservicebus.Message) {
+	s.tb.Helper()
+	if err := s.sendMessage(messageID, m); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+func (s *stack) sendMessage(messageID string, m *azservicebus.Message) error {
+	e := event{MessageID: messageID}
 	s.mu.Lock()
 	s.sentAt[e.MessageID] = append(s.sentAt[e.MessageID], time.Now())
 	s.mu.Unlock()
@@ -747,6 +760,10 @@ func (e event) message() *azservicebus.Message {
 
 var brokerMessageID = regexp.MustCompile(`^[0-9a-f]{32}$`)
 
+// traceparentForm is a W3C traceparent with a valid (non-zero) trace and
+// span id.
+var traceparentForm = regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-0[01]$`)
+
 // propertyCheck validates a property value checkResponse cannot know
 // exactly; it returns what is wrong, or "".
 type propertyCheck func(v any) string
@@ -771,6 +788,14 @@ func checkResponse(tb testing.TB, r received, in event, wantType, wantBody strin
 		"OriginatingFrom":      producerID,
 		"EventTypeId":          in.EventTypeID,
 	}
+	// Every response continues a trace (a new one when the request carried
+	// none), as NimBus writes it: traceparent of the sending span.
+	want["traceparent"] = propertyCheck(func(v any) string {
+		if s, ok := v.(string); !ok || !traceparentForm.MatchString(s) {
+			return "want a W3C traceparent string"
+		}
+		return ""
+	})
 	for k, v := range extra {
 		want[k] = v
 	}

@@ -10,11 +10,13 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
+	"github.com/nimbus-go/functions-subscriber/internal/netjson"
 )
 
 // Invocation is one request from the host.
@@ -25,6 +27,45 @@ type Invocation struct {
 	InvocationID string
 	// Body is the raw envelope.
 	Body []byte
+
+	logs    []string
+	dropped int
+}
+
+// Bounds of the response's Logs array.
+const (
+	// MaxLogs is the most entries one response carries; later ones are
+	// dropped and the last entry says how many.
+	MaxLogs = 8
+	// MaxLogUnits bounds one entry, in UTF-16 units.
+	MaxLogUnits = 4096
+)
+
+// Log adds line to the response's Logs array, which the host logs under
+// the invocation (Information level, correlated with it in Application
+// Insights) when the answer is 2xx; the host ignores Logs on any other
+// answer. line is cut at MaxLogUnits; at most MaxLogs entries are kept.
+// Never put payload in it.
+func (inv *Invocation) Log(line string) {
+	if len(inv.logs) < MaxLogs {
+		// A valid UTF-8 line of at most MaxLogUnits bytes has at most as
+		// many UTF-16 units: kept as is without counting them.
+		if len(line) > MaxLogUnits || !utf8.ValidString(line) {
+			line = logsafe.BoundTo(line, MaxLogUnits)
+		}
+		inv.logs = append(inv.logs, line)
+		return
+	}
+	inv.dropped++
+}
+
+// Logs returns the entries the response carries.
+func (inv *Invocation) Logs() []string {
+	if inv.dropped == 0 {
+		return inv.logs
+	}
+	out := append([]string(nil), inv.logs[:MaxLogs-1]...)
+	return append(out, strconv.Itoa(inv.dropped+1)+" more log entries of this invocation were dropped; see the handler's stdout")
 }
 
 // Func handles one invocation. A nil error completes the trigger; an error
@@ -197,6 +238,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	inv := &Invocation{Function: name, InvocationID: invocationID, Body: body}
 	status := s.invoke(r.Context(), f, inv)
+	if status >= 200 && status < 300 && len(inv.logs) > 0 {
+		writeLogs(w, status, inv.Logs())
+		return
+	}
 	writeResult(w, status)
 }
 
@@ -284,6 +329,50 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 		return nil, fmt.Errorf("envelope exceeds the %d byte limit", s.maxBody)
 	}
 	return buf, nil
+}
+
+// appendJSONString appends s as a JSON string: printable ASCII without
+// quotes or backslashes is copied as is, anything else is escaped as
+// Newtonsoft.Json would.
+func appendJSONString(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if escapes[s[i]] {
+			return netjson.AppendString(b, s)
+		}
+	}
+	b = append(b, '"')
+	b = append(b, s...)
+	return append(b, '"')
+}
+
+// escapes marks the bytes appendJSONString does not copy as is.
+var escapes = func() (t [256]bool) {
+	for c := range 256 {
+		t[c] = c < 0x20 || c >= 0x7f || c == '"' || c == '\\'
+	}
+	return t
+}()
+
+// writeLogs answers with logs in the Logs array.
+func writeLogs(w http.ResponseWriter, status int, logs []string) {
+	n := 64
+	for _, l := range logs {
+		n += len(l) + 8
+	}
+	body := make([]byte, 0, n)
+	body = append(body, `{"Outputs":{},"Logs":[`...)
+	for i, l := range logs {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = appendJSONString(body, l)
+	}
+	body = append(body, `],"ReturnValue":null}`...)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
 }
 
 func writeResult(w http.ResponseWriter, status int) {

@@ -71,3 +71,9 @@ func Stack(b []byte) string {
 	}
 	return toValidUTF8(string(b[:cut])) + "…[truncated: " + strconv.Itoa(len(b)) + " bytes]"
 }
+
+// BoundTo is Bound with a limit of max UTF-16 units, for composed lines
+// (made of bounded parts) that need a bound of their own.
+func BoundTo(s string, max int) string {
+	return bound(s, max)
+}

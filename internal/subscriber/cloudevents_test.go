@@ -151,7 +151,7 @@ func TestCloudEventIdentityTooLongBypassesTheInbox(t *testing.T) {
 		t.Fatalf("report %+v, store %d/%d", r, f.store.checks, f.store.records)
 	}
 	if got := f.metrics.Get(telemetry.InboxBypassed, "reason="+inbox.BypassTooLong); got != 1 {
-		t.Fatalf("bypass counter %d", got)
+		t.Fatalf("bypass counter %v", got)
 	}
 }
 

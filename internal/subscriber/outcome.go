@@ -129,6 +129,8 @@ type Report struct {
 	StoreOp string
 	// Checks and Records count store calls made for this delivery.
 	Checks, Records int
+	// RecordRetries counts record attempts after a failed one.
+	RecordRetries int
 	// HandlerRan is true when the application handler was invoked.
 	HandlerRan bool
 	// Published is true when a Resolver response was sent.

@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
@@ -53,6 +57,10 @@ type Options struct {
 	OnDuplicateDetected func(ctx context.Context, d DuplicateInfo) error
 	// Metrics receives the counters; nil discards them.
 	Metrics *telemetry.Metrics
+	// Tracer starts the child spans of a delivery (inbox check, handler,
+	// record) under the span in Process's ctx; nil means the global
+	// provider's telemetry.TracerName tracer.
+	Tracer oteltrace.Tracer
 	// Log receives hook failures; the per-invocation line is the caller's.
 	Log zerolog.Logger
 	// Now is the clock; default time.Now.
@@ -109,6 +117,9 @@ func New(o Options) (*Pipeline, error) {
 	}
 	if o.Version == "" {
 		o.Version = "dev"
+	}
+	if o.Tracer == nil {
+		o.Tracer = otel.GetTracerProvider().Tracer(telemetry.TracerName)
 	}
 	if o.RecordAttempts <= 0 {
 		o.RecordAttempts = 6
@@ -198,7 +209,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		}
 		if reason := inbox.BypassReason(p.o.EndpointID, id); reason != inbox.BypassNone {
 			r.Inbox, r.BypassReason = InboxBypassed, reason
-			p.o.Metrics.Inc(telemetry.InboxBypassed, "reason", reason)
+			p.o.Metrics.Inc(telemetry.InboxBypassed, telemetry.TagBypassReason, reason)
 			break
 		}
 		keys = append(keys, inbox.NewKey(p.o.EndpointID, *id))
@@ -210,10 +221,17 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		}
 		for _, k := range keys {
 			r.Checks++
-			seen, err := p.o.Inbox.HasProcessed(ctx, k)
+			cctx, span := p.o.Tracer.Start(ctx, spanInboxCheck)
+			seen, err := p.o.Inbox.HasProcessed(cctx, k)
 			if err != nil {
-				return p.storeFailed(&r, inbox.OpCheck, err)
+				failed := p.storeFailed(&r, inbox.OpCheck, err)
+				endSpan(span, failed.Err)
+				return failed
 			}
+			if span.IsRecording() {
+				span.SetAttributes(attribute.Bool("nimbus.inbox.duplicate", seen))
+			}
+			span.End()
 			if seen {
 				r.Inbox = InboxDuplicate
 				p.duplicate(ctx, in, k)
@@ -274,7 +292,12 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	if in.RetryCount != nil {
 		ev.RetryCount = int(*in.RetryCount)
 	}
-	res, err := p.invoke(ctx, h, ev, &r)
+	hctx, span := p.o.Tracer.Start(ctx, spanHandler)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(eventTypeID)))
+	}
+	res, err := p.invoke(hctx, h, ev, &r)
+	endSpan(span, err)
 	r.HandlerRan = true
 	if err != nil {
 		r.Outcome = OutcomeHandlerFailed
@@ -304,9 +327,13 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 
 	// Record the source id of a stand-in first, then its own.
 	for i := len(keys) - 1; i >= 0; i-- {
-		if err := p.record(sctx, &r, keys[i]); err != nil {
-			return p.storeFailed(&r, inbox.OpRecord, err)
+		rctx, span := p.o.Tracer.Start(sctx, spanInboxRecord)
+		if err := p.record(rctx, &r, keys[i]); err != nil {
+			failed := p.storeFailed(&r, inbox.OpRecord, err)
+			endSpan(span, failed.Err)
+			return failed
 		}
+		span.End()
 	}
 	out := message.NewResponse(in, message.Resolution, timings(), nil)
 	return p.respond(sctx, &r, out, OutcomeCompleted)
@@ -318,6 +345,9 @@ func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
 	wait := p.o.RecordBackoff
 	for attempt := 1; ; attempt++ {
 		r.Records++
+		if attempt > 1 {
+			r.RecordRetries++
+		}
 		err := p.o.Inbox.RecordProcessed(ctx, k)
 		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {
 			return err
@@ -363,7 +393,7 @@ func (p *Pipeline) respond(ctx context.Context, r *Report, out *message.Outgoing
 }
 
 func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
-	p.o.Metrics.Inc(telemetry.InboxOperationFailed, "operation", op)
+	p.o.Metrics.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, op)
 	r.StoreOp = op
 	r.Outcome = OutcomeTransientFailure
 	if errors.Is(err, context.Canceled) {
@@ -401,6 +431,23 @@ func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.K
 		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
 			Str("error", logsafe.Bound(err.Error())).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
 	}
+}
+
+// Span names of the steps of a delivery.
+const (
+	spanInboxCheck  = "nimbus.inbox.check"
+	spanHandler     = "nimbus.handler"
+	spanInboxRecord = "nimbus.inbox.record"
+	attrEventType   = "nimbus.event_type"
+)
+
+// endSpan ends span, marking it failed with err's text (bounded; store
+// errors are already free of provider details) when err is not nil.
+func endSpan(span oteltrace.Span, err error) {
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, logsafe.Bound(err.Error()))
+	}
+	span.End()
 }
 
 func deref(s *string) string {

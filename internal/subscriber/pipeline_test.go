@@ -360,7 +360,7 @@ func TestStoreCheckFailureIsSanitizedTransientFailure(t *testing.T) {
 	if !errors.Is(r.Err, secret) {
 		t.Fatal("cause not kept for errors.Is")
 	}
-	if f.metrics.Get(telemetry.InboxOperationFailed, "operation=check") != 1 {
+	if f.metrics.Get(telemetry.InboxOperationFailed, "nimbus.store.operation=check") != 1 {
 		t.Fatal("check failure not counted")
 	}
 }
@@ -380,7 +380,7 @@ func TestStoreRecordFailureAfterHandlerIsTransient(t *testing.T) {
 	if !reflect.DeepEqual(ev, want) || f.handled != 1 || r.Records != 6 || !r.HandlerRan {
 		t.Fatalf("order = %q (records %d), want %q", ev, r.Records, want)
 	}
-	if f.metrics.Get(telemetry.InboxOperationFailed, "operation=record") != 1 {
+	if f.metrics.Get(telemetry.InboxOperationFailed, "nimbus.store.operation=record") != 1 {
 		t.Fatal("record failure not counted")
 	}
 }
@@ -702,7 +702,7 @@ func TestMetricsUseOnlyBoundedTags(t *testing.T) {
 			}
 		}
 	}
-	if f.metrics.Get(telemetry.InboxBypassed, "reason=missing_or_blank") != 1 {
+	if f.metrics.Get(telemetry.InboxBypassed, "nimbus.inbox.bypass_reason=missing_or_blank") != 1 {
 		t.Errorf("bypass counter = %v", f.metrics.Snapshot())
 	}
 }

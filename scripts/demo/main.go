@@ -122,8 +122,8 @@ func run() error {
 	d.cloudEvent("13. The producer re-sends the same event; the broker assigns a new MessageId, but source and id match: a duplicate", "b81e0f4c2d6a4f1e8c07", order("O-6", 99, ""))
 
 	fmt.Println()
-	fmt.Println("Counters (GET /_nimbus/metrics):")
-	var counters map[string]int64
+	fmt.Println("Metrics (GET /_nimbus/metrics: counters, and count and sum of each histogram):")
+	var counters map[string]float64
 	if err := d.getJSON("/_nimbus/metrics", &counters); err != nil {
 		return err
 	}
@@ -133,7 +133,7 @@ func run() error {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Printf("   %-60s %d\n", k, counters[k])
+		fmt.Printf("   %-72s %g\n", k, counters[k])
 	}
 
 	if err := d.resolverSteps(ctx, bin); err != nil {

@@ -3,25 +3,29 @@ package cosmosstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 var benchSeq atomic.Int64
 
 // Cosmos HTTP requests per delivery, counted at the transport after the
 // store's one-time initialization: a fresh delivery is a check (point read,
-// 404) plus a record (create); a duplicate is a check only.
+// 404) plus a record (create); a duplicate is a check only. RU/delivery is
+// the request charge the server reported, summed as the handler sums it
+// per invocation (the local server charges a flat 1 RU per request, so it
+// equals the request count here; Cosmos DB charges by operation and size).
 func BenchmarkRequestsPerDelivery(b *testing.B) {
 	e := newEnv(b, "Strong")
 	s := e.store(b, cosmosstore.Options{})
-	ctx := context.Background()
+	ctx, charge := telemetry.WithCharge(context.Background())
 	dup := inbox.NewKey("bench", "duplicate")
 	if err := s.RecordProcessed(ctx, dup); err != nil {
 		b.Fatal(err)
@@ -39,17 +43,21 @@ func BenchmarkRequestsPerDelivery(b *testing.B) {
 	}
 	b.Run("fresh", func(b *testing.B) {
 		e.Rec.Reset()
+		ru := charge.RequestUnits()
 		for b.Loop() {
 			deliver(b, inbox.NewKey("bench", fmt.Sprint("fresh-", benchSeq.Add(1))))
 		}
 		b.ReportMetric(float64(e.Rec.Count(cosmostest.IsStoreTraffic))/float64(b.N), "requests/delivery")
+		b.ReportMetric((charge.RequestUnits()-ru)/float64(b.N), "RU/delivery")
 	})
 	b.Run("duplicate", func(b *testing.B) {
 		e.Rec.Reset()
+		ru := charge.RequestUnits()
 		for b.Loop() {
 			deliver(b, dup)
 		}
 		b.ReportMetric(float64(e.Rec.Count(cosmostest.IsStoreTraffic))/float64(b.N), "requests/delivery")
+		b.ReportMetric((charge.RequestUnits()-ru)/float64(b.N), "RU/delivery")
 	})
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 )
 
@@ -20,6 +22,30 @@ const (
 	// PartitionKeyPath is the inbox container's partition key path.
 	PartitionKeyPath = "/id"
 )
+
+// IndexedPaths are the only paths the inbox container indexes: the ones the
+// purge and oldest-record queries filter on (endpointId equality, createdAtUtc
+// range and IN). The duplicate check is a point read by id and the record a
+// create, neither of which uses the index; messageId is never queried.
+// Cosmos DB charges a write by the index terms it maintains, so leaving the
+// rest unindexed makes every record and purge delete cheaper.
+var IndexedPaths = []string{"/endpointId/?", "/createdAtUtc/?"}
+
+// IndexingPolicy returns the inbox container's indexing policy, used when
+// the store creates the container (the Bicep sets the same): consistent,
+// IndexedPaths included, everything else excluded. An existing container
+// keeps whatever policy it has; the queries are correct under any policy.
+func IndexingPolicy() *azcosmos.IndexingPolicy {
+	p := &azcosmos.IndexingPolicy{
+		Automatic:     true,
+		IndexingMode:  azcosmos.IndexingModeConsistent,
+		ExcludedPaths: []azcosmos.ExcludedPath{{Path: "/*"}},
+	}
+	for _, path := range IndexedPaths {
+		p.IncludedPaths = append(p.IncludedPaths, azcosmos.IncludedPath{Path: path})
+	}
+	return p
+}
 
 // Options configures a Store. Zero values mean the defaults.
 type Options struct {

@@ -81,6 +81,7 @@ func New(account *cosmos.Account, opts Options) (*Store, error) {
 			DatabaseID:       o.DatabaseID,
 			ContainerID:      o.ContainerID,
 			PartitionKeyPath: PartitionKeyPath,
+			IndexingPolicy:   IndexingPolicy(),
 			DefaultTTL:       cosmos.TTLOff,
 			AutoCreate:       *o.AutoCreateContainer,
 		},
