@@ -1,79 +1,13 @@
 package resolver
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
-	"net/http"
-	"path/filepath"
-	"strings"
 	"testing"
+
+	"github.com/nimbus-go/functions-subscriber/internal/outcome/outcometest"
 )
 
-// outcomeConstants reads the Outcome constants declared in this package's
-// source, so a constant added without a row in the table fails the test.
-func outcomeConstants(t *testing.T) map[Outcome]string {
-	t.Helper()
-	names, err := filepath.Glob("*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	consts := map[Outcome]string{}
-	fset := token.NewFileSet()
-	for _, name := range names {
-		if strings.HasSuffix(name, "_test.go") {
-			continue
-		}
-		f, err := parser.ParseFile(fset, name, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range f.Decls {
-			gd, ok := d.(*ast.GenDecl)
-			if !ok || gd.Tok != token.CONST {
-				continue
-			}
-			for _, spec := range gd.Specs {
-				vs := spec.(*ast.ValueSpec)
-				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != "Outcome" {
-					continue
-				}
-				for i, name := range vs.Names {
-					lit, ok := vs.Values[i].(*ast.BasicLit)
-					if !ok {
-						t.Fatalf("%s: not a literal", name.Name)
-					}
-					consts[Outcome(lit.Value[1:len(lit.Value)-1])] = name.Name
-				}
-			}
-		}
-	}
-	return consts
-}
-
 func TestEveryOutcomeHasARow(t *testing.T) {
-	consts := outcomeConstants(t)
-	if len(consts) < 8 {
-		t.Fatalf("found only %d Outcome constants; the parser missed some", len(consts))
-	}
-	for o, name := range consts {
-		spec, ok := outcomes[o]
-		if !ok {
-			t.Errorf("%s (%q) has no row in the outcomes table", name, o)
-			continue
-		}
-		if spec.Message == "" || http.StatusText(spec.Status) == "" {
-			t.Errorf("%s: incomplete row %+v", name, spec)
-		}
-		if o.Completes() && spec.Pause {
-			t.Errorf("%s completes the message but pauses", name)
-		}
-	}
-	for o := range outcomes {
-		if _, ok := consts[o]; !ok {
-			t.Errorf("table row %q has no constant", o)
-		}
-	}
+	outcometest.Check(t, outcomes, "Outcome", 8)
 	if Outcome("no such outcome").Completes() {
 		t.Error("an outcome without a row completes the message")
 	}

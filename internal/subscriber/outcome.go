@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/outcome"
 )
 
 // Outcome is what happened to a delivery. Its value is a bounded label used
@@ -36,47 +38,34 @@ const (
 )
 
 // OutcomeSpec is everything that follows from an outcome.
-type OutcomeSpec struct {
-	// Status is the HTTP status answered to the host: 2xx completes the
-	// message; anything else fails the invocation, so the host abandons it
-	// and the broker redelivers it (and dead-letters it after
-	// MaxDeliveryCount).
-	Status int
-	// Pause says the answer waits the redelivery pause first (a failure
-	// that may succeed later, so a short outage does not spend every
-	// delivery at once).
-	Pause bool
-	// Level and Message are the invocation log line's level and text.
-	Level   zerolog.Level
-	Message string
-}
+type OutcomeSpec = outcome.Spec
 
 // outcomes is the one table of outcomes. TestEveryOutcomeHasARow fails when
 // a constant above has no row here.
 var outcomes = map[Outcome]OutcomeSpec{
-	OutcomeCompleted:      {http.StatusOK, false, zerolog.InfoLevel, "invocation completed"},
-	OutcomeDuplicate:      {http.StatusOK, false, zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"},
-	OutcomeUnsupported:    {http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"},
-	OutcomePendingHandoff: {http.StatusOK, false, zerolog.InfoLevel, "handler handed the event off; PendingHandoffResponse sent, not recorded"},
-	OutcomeHeartbeat:      {http.StatusOK, false, zerolog.InfoLevel, "heartbeat answered"},
+	OutcomeCompleted:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "invocation completed"),
+	OutcomeDuplicate:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"),
+	OutcomeUnsupported:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"),
+	OutcomePendingHandoff: outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handler handed the event off; PendingHandoffResponse sent, not recorded"),
+	OutcomeHeartbeat:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "heartbeat answered"),
 
-	OutcomeTransientFailure: {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"},
-	OutcomeHandlerFailed:    {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"},
-	OutcomePublishFailed:    {http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"},
-	OutcomePermanentFailure: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"},
-	OutcomeInvalidMessage:   {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"},
-	OutcomeUnsupportedMessageType: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
-		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"},
-	OutcomeInvalidCloudEvent: {http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
-		"CloudEvent rejected (a required attribute is missing, the specversion is not 1.0, or its type maps to no handler); failing at once so the broker dead-letters it after its last delivery"},
-	OutcomeCanceled:   {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be retried"},
-	OutcomeMalformed:  {http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"},
-	OutcomeOverloaded: {http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be retried"},
+	OutcomeTransientFailure: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"),
+	OutcomeHandlerFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
+	OutcomePublishFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
+	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
+	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeInvalidCloudEvent: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"CloudEvent rejected (a required attribute is missing, the specversion is not 1.0, or its type maps to no handler); failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeCanceled:   outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be retried"),
+	OutcomeMalformed:  outcome.Row(http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"),
+	OutcomeOverloaded: outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be retried"),
 }
 
 // unknownOutcome is what an outcome without a row gets: fail and log an
 // error, so a missing row can never complete a message.
-var unknownOutcome = OutcomeSpec{http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome"}
+var unknownOutcome = outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome")
 
 // Spec returns what follows from o.
 func (o Outcome) Spec() OutcomeSpec {
@@ -87,10 +76,7 @@ func (o Outcome) Spec() OutcomeSpec {
 }
 
 // Completes reports whether the host completes the message (a 2xx answer).
-func (o Outcome) Completes() bool {
-	s := o.Spec().Status
-	return s >= 200 && s < 300
-}
+func (o Outcome) Completes() bool { return o.Spec().Completes() }
 
 // InboxState says what the inbox did for a delivery.
 type InboxState string

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -203,7 +202,7 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 	}
 	// Open the gate only when all 16 callers wait for the one attempt in
 	// flight, so a store that did not share it would have sent 16 reads.
-	testenv.WaitUntil(t, 10*time.Second, func() bool { return goroutinesInFunc("cosmos.(*Lazy).Do(") >= 16 },
+	testenv.WaitUntil(t, 10*time.Second, func() bool { return testenv.GoroutinesIn("cosmos.(*Lazy).Do(") >= 16 },
 		func() string { return "16 callers waiting for the initialization" })
 	close(gate)
 	wg.Wait()
@@ -332,23 +331,3 @@ func TestInvalidKeysAreRejected(t *testing.T) {
 	}
 }
 
-// goroutinesInFunc counts the goroutines whose stack has a frame starting with
-// fn (a package-qualified function name and its opening parenthesis).
-func goroutinesInFunc(fn string) int {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	count := 0
-	for _, g := range strings.Split(string(buf), "\n\n") {
-		if strings.Contains(g, fn) {
-			count++
-		}
-	}
-	return count
-}

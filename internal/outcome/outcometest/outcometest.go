@@ -1,0 +1,91 @@
+// Package outcometest checks an outcome table against the outcome constants
+// its package declares, so a constant added without a row fails a test.
+package outcometest
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nimbus-go/functions-subscriber/internal/outcome"
+)
+
+// Constants reads the constants of type typeName declared in the non-test
+// Go files of the current directory (a test's package directory): value →
+// constant name.
+func Constants(t testing.TB, typeName string) map[string]string {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	consts := map[string]string{}
+	fset := token.NewFileSet()
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			gd, ok := d.(*ast.GenDecl)
+			if !ok || gd.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range gd.Specs {
+				vs := spec.(*ast.ValueSpec)
+				if id, ok := vs.Type.(*ast.Ident); !ok || id.Name != typeName {
+					continue
+				}
+				for i, n := range vs.Names {
+					lit, ok := vs.Values[i].(*ast.BasicLit)
+					if !ok {
+						t.Fatalf("%s: not a literal", n.Name)
+					}
+					v, err := strconv.Unquote(lit.Value)
+					if err != nil {
+						t.Fatalf("%s: %v", n.Name, err)
+					}
+					consts[v] = n.Name
+				}
+			}
+		}
+	}
+	return consts
+}
+
+// Check fails t unless every constant of type typeName in the package has a
+// complete row in table and every row has a constant. minConsts guards
+// against a parser that silently finds nothing.
+func Check[O ~string](t *testing.T, table map[O]outcome.Spec, typeName string, minConsts int) {
+	t.Helper()
+	consts := Constants(t, typeName)
+	if len(consts) < minConsts {
+		t.Fatalf("found only %d %s constants; the parser missed some", len(consts), typeName)
+	}
+	for v, name := range consts {
+		spec, ok := table[O(v)]
+		if !ok {
+			t.Errorf("%s (%q) has no row in the outcomes table", name, v)
+			continue
+		}
+		if spec.Message == "" || http.StatusText(spec.Status) == "" {
+			t.Errorf("%s: incomplete row %+v", name, spec)
+		}
+		if spec.Completes() && spec.Pause {
+			t.Errorf("%s completes the message but pauses", name)
+		}
+	}
+	for o := range table {
+		if _, ok := consts[string(o)]; !ok {
+			t.Errorf("table row %q has no constant", o)
+		}
+	}
+}
