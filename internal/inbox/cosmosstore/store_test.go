@@ -330,4 +330,3 @@ func TestInvalidKeysAreRejected(t *testing.T) {
 		t.Fatalf("%d requests for invalid keys", n)
 	}
 }
-
