@@ -41,7 +41,7 @@ type ResolverDeps struct {
 func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 	a := newBase(cfg, d)
 	a.spanName = "process " + resolver.Topic
-	a.charged = d.Resolver.Tracking == nil && cfg.Tracking.Store == config.TrackingCosmos
+	a.charged = cfg.Tracking.Store == config.TrackingCosmos
 	a.stopping, a.stop = context.WithCancel(context.Background())
 
 	store := d.Resolver.Tracking
@@ -204,8 +204,33 @@ func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resol
 	a.writeFailureLine(inv, failedInvocation{
 		status: spec.Status, level: spec.Level, message: spec.Message, outcome: outcome,
 		endpoint: r.EndpointID, messageID: r.MessageID, sessionID: r.SessionID,
-		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: r.Err,
+		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: safeTrackingError(r),
 	})
+}
+
+// safeTrackingError is r.Err for Logs and stderr: a store failure is named
+// by its operation and kind only, never by the provider's text (which names
+// the account, and may echo ids); the JSON line on stdout keeps the
+// provider's text for diagnosis.
+func safeTrackingError(r *resolver.Report) error {
+	if r.StoreOp == "" || r.Err == nil {
+		return r.Err
+	}
+	kind := "unclassified"
+	var se *tracking.StoreError
+	switch {
+	case errors.Is(r.Err, context.Canceled):
+		kind = "canceled"
+	case errors.Is(r.Err, context.DeadlineExceeded):
+		kind = "timeout"
+	case errors.As(r.Err, &se):
+		kind = se.Kind.String()
+	}
+	msg := "tracking store operation " + r.StoreOp + " failed (" + kind + ")"
+	if r.Outcome == resolver.OutcomeRescheduleFailed {
+		msg += " and scheduling the re-send failed"
+	}
+	return errors.New(msg)
 }
 
 // logResolver writes the invocation's one line: bounded strings (the ids
@@ -288,13 +313,14 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliver
 		inv.Log("warning: stale copy of messageId=" + r.MessageID + " refused: the tracking row of eventId=" + r.EventID + " already holds a later state; its history was written")
 	case resolver.OutcomeRescheduled:
 		inv.Log("warning: the tracking store failed (" + r.StoreReason + ", operation=" + r.StoreOp + ", attempt=" + strconv.Itoa(r.Attempt) +
-			"): a copy of messageId=" + r.MessageID + " is scheduled on the Resolver topic in " + r.RetryIn.String() + ": " + newSafeError(r.StoreOp, r.Err))
+			"): a copy of messageId=" + r.MessageID + " is scheduled on the Resolver topic in " + r.RetryIn.String() + ": " + safeTrackingError(r).Error())
 	}
 	if r.QuickRetries > 0 {
 		inv.Log("warning: the tracking store write was retried " + strconv.Itoa(r.QuickRetries) + " time(s) within the invocation; the store was failing")
 	}
 	if r.AuditErr != nil {
-		inv.Log("warning: the Comment audit of the stale copy failed (best effort; the message completed): " + newSafeError("StoreMessageAudit", r.AuditErr))
+		inv.Log("warning: the Comment audit of the stale copy failed (best effort; the message completed): " +
+			safeTrackingError(&resolver.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error())
 	}
 }
 
