@@ -21,6 +21,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
@@ -361,6 +362,7 @@ func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 	ro := &resolverObs{App: a, logs: logs}
 	for i, env := range [][]byte{
 		resolverEnvelope("m-1", "EventId", "evt-1"),
+		resolverEnvelope("m-2", "EventId", "evt-2"),
 		resolverEnvelope("rsp-1", "EventId", "evt-1", "MessageType", "ResolutionResponse", "From", "BillingEndpoint"),
 		resolverEnvelope("m-1", "EventId", "evt-1"),
 	} {
@@ -372,7 +374,7 @@ func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 		}
 		lines := logs.lines(t)
 		line := lines[len(lines)-1]
-		wantOutcome := map[int]string{0: "written", 1: "written", 2: "stale"}[i]
+		wantOutcome := map[int]string{0: "written", 1: "written", 2: "written", 3: "stale"}[i]
 		if line["outcome"] != wantOutcome || line["cosmosRequests"] != float64(n) || line["requestCharge"] != 1.25*float64(n) {
 			t.Fatalf("invocation %d (%d requests through the proxy): line %v", i, n, line)
 		}
@@ -381,7 +383,56 @@ func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 		}
 		t.Logf("invocation %d, %s: %d Cosmos requests", i, wantOutcome, n)
 	}
-	if got := a.Metrics().Get(telemetry.RequestCharge+".count", "nimbus.outcome=written"); got != 2 {
+	if got := a.Metrics().Get(telemetry.RequestCharge+".count", "nimbus.outcome=written"); got != 3 {
 		t.Fatalf("RU histogram count %v", got)
+	}
+}
+
+// BenchmarkResolverInvocationTracing measures one Resolver invocation (an
+// EventRequest written to the in-memory tracking store: history write and
+// status upload, three spans) through the real HTTP handler, with no tracer
+// (the floor), with the provider main installs when nothing is exported,
+// and with the SDK recording every span into a discarding batch exporter.
+func BenchmarkResolverInvocationTracing(b *testing.B) {
+	b.Run("tracer=noop", func(b *testing.B) { runResolverBench(b, noop.NewTracerProvider()) })
+	b.Run("tracer=export-off", func(b *testing.B) { runResolverBench(b, telemetry.PropagatingTracerProvider()) })
+	b.Run("tracer=export-on", func(b *testing.B) {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
+		defer func() { _ = tp.Shutdown(context.Background()) }()
+		runResolverBench(b, tp)
+	})
+}
+
+func runResolverBench(b *testing.B, tp trace.TracerProvider) {
+	cfg, err := config.Load(config.FromMap(map[string]string{
+		config.KeyApp: "Resolver", config.KeyTrackingStore: "InMemory",
+		config.KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
+	}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := New(cfg, Deps{Log: zerolog.New(io.Discard), TracerProvider: tp,
+		Resolver: ResolverDeps{Tracking: &tracking.Memory{}, Scheduler: &spanScheduler{}}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := a.Handler()
+	// The same EventRequest each time: Pending over Pending is written, the
+	// history upserted by MessageId, so the store does not grow.
+	env := resolverEnvelope("m-bench", "traceparent", "00-"+inTrace+"-"+inSpan+"-01")
+	rec := &discardWriter{h: http.Header{}}
+	reader := bytes.NewReader(env)
+	req := httptest.NewRequest(http.MethodPost, "/"+FuncResolver, reader)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(env)))
+	for b.Loop() {
+		reader.Reset(env)
+		req.Body = io.NopCloser(reader)
+		req.ContentLength = int64(len(env))
+		rec.status = 0
+		h.ServeHTTP(rec, req)
+		if rec.status != 200 {
+			b.Fatalf("status %d", rec.status)
+		}
 	}
 }
