@@ -313,9 +313,9 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 
 // Against the local Cosmos server, every request the tracking store makes
 // for an invocation is counted on its line and in Logs, and the charges the
-// responses report are summed. The local server reports no charge, so a
-// proxy in front of it adds x-ms-request-charge: 1.25 to every response
-// and counts the requests.
+// responses report are summed. A proxy in front of the server counts the
+// requests and sets x-ms-request-charge: 1.25 on every response, so both
+// figures are known.
 func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	target, err := url.Parse(cos.Endpoint)
