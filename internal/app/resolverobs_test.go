@@ -169,6 +169,28 @@ func TestResolverInvocationContinuesTheMessageTrace(t *testing.T) {
 		}
 	}
 
+	// A response reads the event's history (handoff wall clock); the late
+	// request copy is refused and gets its Comment audit: each in a child
+	// span.
+	ro.post(t, context.Background(), resolverEnvelope("rsp-1", "MessageType", "ResolutionResponse", "From", "BillingEndpoint"))
+	ro.post(t, context.Background(), resolverEnvelope("m-1"))
+	children := map[string]int{}
+	roots := map[trace.SpanID]bool{}
+	for _, s := range ro.spans.Ended() {
+		if s.Name() == "process Resolver" {
+			roots[s.SpanContext().SpanID()] = true
+		}
+	}
+	for _, s := range ro.spans.Ended() {
+		if roots[s.Parent().SpanID()] {
+			children[s.Name()]++
+		}
+	}
+	if len(roots) != 3 || children["nimbus.tracking.history"] != 3 || children["nimbus.tracking.upload"] != 3 ||
+		children["nimbus.tracking.history.read"] != 1 || children["nimbus.tracking.audit"] != 1 {
+		t.Fatalf("%d invocation spans; their children %v", len(roots), children)
+	}
+
 	// Diagnostic-Id is the fallback; a failing history write is a failed
 	// child span, and the re-send it schedules carries the invocation's
 	// span (servicebus.Client.Schedule writes its traceparent).
