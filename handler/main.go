@@ -55,7 +55,11 @@ func run() int {
 	handlers := subscriber.NewRegistry()
 	registerHandlers(handlers)
 
-	tel, err := setupTelemetry(cfg.Endpoint)
+	service := cfg.Endpoint
+	if cfg.App == config.AppResolver {
+		service = "Resolver"
+	}
+	tel, err := setupTelemetry(service)
 	if err != nil {
 		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
 		fmt.Fprintln(os.Stderr, "error: start-up failed:", err)

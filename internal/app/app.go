@@ -89,8 +89,8 @@ type App struct {
 	closers  []func(context.Context) error
 	pause    func(ctx context.Context, d time.Duration)
 	tracer   trace.Tracer
-	// charged: the inbox is on Cosmos, whose request charges are summed
-	// per invocation.
+	// charged: the inbox (in the Resolver app, the tracking store) is on
+	// Cosmos, whose request charges are summed per invocation.
 	charged  bool
 	tp       trace.TracerProvider
 	spanName string
@@ -123,20 +123,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if d.Now == nil {
 		d.Now = time.Now
 	}
-	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr}
-	if a.pause == nil {
-		a.pause = sleepCtx
-	}
-	if a.metrics == nil {
-		a.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})
-	}
-	if a.tp == nil {
-		a.tp = otel.GetTracerProvider()
-	}
-	if a.stderr == nil {
-		a.stderr = io.Discard
-	}
-	a.tracer = a.tp.Tracer(telemetry.TracerName)
+	a := newBase(cfg, d)
 	a.spanName = "process " + cfg.Endpoint
 	a.cleanupSpanName = "nimbus.inbox.cleanup " + cfg.Endpoint
 	a.charged = cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos
@@ -196,6 +183,26 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
 	}
 	return a, nil
+}
+
+// newBase builds what both apps share: clock, pause, instruments, tracer
+// and stderr.
+func newBase(cfg *config.Config, d Deps) *App {
+	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr}
+	if a.pause == nil {
+		a.pause = sleepCtx
+	}
+	if a.metrics == nil {
+		a.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})
+	}
+	if a.tp == nil {
+		a.tp = otel.GetTracerProvider()
+	}
+	if a.stderr == nil {
+		a.stderr = io.Discard
+	}
+	a.tracer = a.tp.Tracer(telemetry.TracerName)
+	return a
 }
 
 // Handler is the HTTP handler the host talks to.

@@ -116,11 +116,7 @@ func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *sub
 	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
 	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
 	outcome := string(r.Outcome)
-	a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, outcome)
-	a.metrics.Record(telemetry.ProcessDuration, telemetry.TagOutcome, outcome, float64(r.Duration.Microseconds())/1000)
-	if a.charged {
-		a.metrics.Record(telemetry.RequestCharge, telemetry.TagOutcome, outcome, charge.RequestUnits())
-	}
+	a.recordInvocation(outcome, r.Duration, charge)
 	if span.IsRecording() {
 		span.SetAttributes(
 			attribute.String("messaging.system", "servicebus"),
@@ -220,12 +216,7 @@ func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, del
 	b = strconv.AppendBool(b, r.HandlerRan)
 	b = append(b, " durationMs="...)
 	b = appendMillis(b, r.Duration.Microseconds())
-	if a.charged {
-		b = append(b, " requestCharge="...)
-		b = strconv.AppendFloat(b, charge.RequestUnits(), 'f', -1, 64)
-		b = append(b, " cosmosRequests="...)
-		b = strconv.AppendInt(b, charge.Requests(), 10)
-	}
+	b = a.appendCharge(b, charge)
 	inv.Log(string(b))
 	switch r.Inbox {
 	case subscriber.InboxBypassed:
@@ -238,39 +229,81 @@ func (a *App) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, del
 	}
 }
 
-// failureLine writes one line for a failing invocation on stderr. The host
-// ignores the Logs of a non-2xx answer and guesses a stderr line's level
-// from its words: an error outcome's line starts with "error:", a warning
-// outcome's (a cancellation) with "warning:" and carries no error text, so
-// it is not raised to Error. Newlines are flattened: one line per failure.
+// failureLine writes one line for a failing invocation on stderr.
 func (a *App) failureLine(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int) {
 	spec := r.Outcome.Spec()
+	a.writeFailureLine(inv, failedInvocation{
+		status: spec.Status, level: spec.Level, message: spec.Message, outcome: string(r.Outcome),
+		endpoint: a.cfg.Endpoint, messageID: r.MessageID, sessionID: r.SessionID,
+		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: r.Err,
+	})
+}
+
+// failedInvocation is what a stderr failure line says; every string is
+// bounded by the caller.
+type failedInvocation struct {
+	status                                                    int
+	level                                                     zerolog.Level
+	message, outcome, endpoint, messageID, sessionID, storeOp string
+	deliveryCount                                             int
+	err                                                       error
+}
+
+// writeFailureLine writes one line for a failing invocation on stderr. The
+// host ignores the Logs of a non-2xx answer and guesses a stderr line's
+// level from its words: an error outcome's line starts with "error:", a
+// warning outcome's (a cancellation) with "warning:" and carries no error
+// text, so it is not raised to Error. Newlines are flattened: one line per
+// failure.
+func (a *App) writeFailureLine(inv *funchost.Invocation, f failedInvocation) {
 	prefix := "error: "
-	if spec.Level < zerolog.ErrorLevel {
+	if f.level < zerolog.ErrorLevel {
 		prefix = "warning: "
 	}
 	b := make([]byte, 0, 512)
 	b = append(b, prefix...)
 	b = append(b, logsafe.Bound(inv.Function)...)
 	b = append(b, " invocation answered "...)
-	b = strconv.AppendInt(b, int64(spec.Status), 10)
+	b = strconv.AppendInt(b, int64(f.status), 10)
 	b = append(b, ": "...)
-	b = append(b, spec.Message...)
+	b = append(b, f.message...)
 	b = append(b, ':')
 	b = appendField(b, "invocationId", logsafe.Bound(inv.InvocationID))
-	b = appendField(b, "endpoint", a.cfg.Endpoint)
-	b = appendField(b, "outcome", string(r.Outcome))
-	b = appendField(b, "messageId", r.MessageID)
-	b = appendField(b, "sessionId", r.SessionID)
+	b = appendField(b, "endpoint", f.endpoint)
+	b = appendField(b, "outcome", f.outcome)
+	b = appendField(b, "messageId", f.messageID)
+	b = appendField(b, "sessionId", f.sessionID)
 	b = append(b, " deliveryCount="...)
-	b = strconv.AppendInt(b, int64(deliveryCount), 10)
-	if r.StoreOp != "" {
-		b = appendField(b, "operation", r.StoreOp)
+	b = strconv.AppendInt(b, int64(f.deliveryCount), 10)
+	if f.storeOp != "" {
+		b = appendField(b, "operation", f.storeOp)
 	}
-	if r.Err != nil && prefix == "error: " {
-		b = appendField(b, "error", logsafe.Bound(r.Err.Error()))
+	if f.err != nil && prefix == "error: " {
+		b = appendField(b, "error", logsafe.Bound(f.err.Error()))
 	}
 	a.stderrLine(string(b))
+}
+
+// recordInvocation records an invocation's outcome, duration and, when the
+// app's store is on Cosmos, its request charge.
+func (a *App) recordInvocation(outcome string, d time.Duration, charge *telemetry.Charge) {
+	a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, outcome)
+	a.metrics.Record(telemetry.ProcessDuration, telemetry.TagOutcome, outcome, float64(d.Microseconds())/1000)
+	if a.charged {
+		a.metrics.Record(telemetry.RequestCharge, telemetry.TagOutcome, outcome, charge.RequestUnits())
+	}
+}
+
+// appendCharge appends the request charge and request count when the
+// app's store is on Cosmos.
+func (a *App) appendCharge(b []byte, charge *telemetry.Charge) []byte {
+	if !a.charged {
+		return b
+	}
+	b = append(b, " requestCharge="...)
+	b = strconv.AppendFloat(b, charge.RequestUnits(), 'f', -1, 64)
+	b = append(b, " cosmosRequests="...)
+	return strconv.AppendInt(b, charge.Requests(), 10)
 }
 
 // stderrLine writes line, bounded and flattened to one line, to stderr.

@@ -6,6 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
@@ -34,10 +39,9 @@ type ResolverDeps struct {
 // newResolverApp builds the Resolver app: one route, Resolver, handled by
 // resolver.Service over the tracking store. No request is sent here.
 func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
-	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: &telemetry.Metrics{}, pause: d.Pause}
-	if a.pause == nil {
-		a.pause = sleepCtx
-	}
+	a := newBase(cfg, d)
+	a.spanName = "process " + resolver.Topic
+	a.charged = cfg.Tracking.Store == config.TrackingCosmos
 	a.stopping, a.stop = context.WithCancel(context.Background())
 
 	store := d.Resolver.Tracking
@@ -57,7 +61,7 @@ func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 			return nil, err
 		}
 	}
-	svc, err := resolver.NewService(resolver.Options{Store: store, Scheduler: sched, Now: d.Now})
+	svc, err := resolver.NewService(resolver.Options{Store: store, Scheduler: sched, Now: d.Now, Tracer: a.tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -66,8 +70,9 @@ func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 	a.server = funchost.NewServer(d.Log, funchost.Options{
 		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
 		Stopping:         a.stopping,
-		OnOverload: func(string) {
-			a.metrics.Inc(telemetry.Invocations, "outcome", string(resolver.OutcomeOverloaded))
+		OnOverload: func(function string) {
+			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(resolver.OutcomeOverloaded))
+			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + resolver.OutcomeOverloaded.Spec().Message)
 		},
 	})
 	a.server.Handle(FuncResolver, a.invokeResolver)
@@ -97,6 +102,9 @@ func (a *App) buildScheduler() (resolver.Scheduler, error) {
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
 		ManagedIdentityClientID: r.ClientID,
 		Retry:                   servicebus.DefaultRetry,
+		// Each scheduled re-send gets a producer span and carries the
+		// invocation's trace.
+		TracerProvider: a.tp,
 	})
 	if err != nil {
 		return nil, err
@@ -111,13 +119,22 @@ func (a *App) buildScheduler() (resolver.Scheduler, error) {
 
 // invokeResolver handles one Resolver invocation and logs exactly one line
 // for it; the Resolver's outcome table decides the status, the pause and
-// the line.
+// the line. As for the endpoint, the invocation's span continues the
+// message's trace and the Cosmos request charge of its store work is
+// summed on ctx.
 func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
 	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
+	if err == nil {
+		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
+	}
+	hasParent := trace.SpanContextFromContext(ctx).IsValid()
+	ctx, span := a.tracer.Start(ctx, a.spanName, consumerSpan...)
+	defer span.End()
+	ctx, charge := telemetry.WithCharge(ctx)
 	if err != nil {
 		r := resolver.Report{Outcome: resolver.OutcomeMalformed, Err: err, Duration: a.now().Sub(start)}
-		a.logResolver(inv, &r, 0)
+		a.finishResolver(span, inv, &r, 0, charge, hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := resolver.Delivery{
@@ -134,7 +151,7 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 		Body:        m.Body,
 	}
 	r := a.resolverSvc.Handle(ctx, &d)
-	a.logResolver(inv, &r, m.DeliveryCount)
+	a.finishResolver(span, inv, &r, m.DeliveryCount, charge, hasParent)
 	if r.Outcome.Completes() {
 		return nil
 	}
@@ -149,10 +166,76 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 	return &failure{status: spec.Status, err: err}
 }
 
-// logResolver writes the invocation's one line: bounded strings, none from
-// the message body.
-func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, deliveryCount int) {
-	a.metrics.Inc(telemetry.Invocations, "outcome", string(r.Outcome))
+// finishResolver is finishInvocation for the Resolver: metrics, span
+// attributes, the JSON line, and the Logs summary (2xx) or the stderr line
+// (failure). Nothing on them comes from the message body or content.
+func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+	// Every id below is logged, in up to three places: bound them once.
+	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
+	r.EventID, r.EndpointID = logsafe.Bound(r.EventID), logsafe.Bound(r.EndpointID)
+	r.MessageType = logsafe.Bound(r.MessageType)
+	outcome := string(r.Outcome)
+	a.recordInvocation(outcome, r.Duration, charge)
+	if span.IsRecording() {
+		span.SetAttributes(
+			attribute.String("messaging.system", "servicebus"),
+			attribute.String("messaging.operation.type", "process"),
+			attribute.String("messaging.destination.name", resolver.Topic),
+			attribute.String("messaging.message.id", r.MessageID),
+			attribute.String("nimbus.session.key", r.SessionID),
+			attribute.String("nimbus.event.id", r.EventID),
+			attribute.String("nimbus.message.type", r.MessageType),
+			attribute.String("nimbus.endpoint", r.EndpointID),
+			attribute.Int("nimbus.delivery_count", deliveryCount),
+			attribute.Bool("nimbus.has_parent_trace", hasParent),
+			attribute.String(telemetry.TagOutcome, outcome),
+			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()),
+		)
+		if !r.Outcome.Completes() {
+			span.SetStatus(codes.Error, outcome)
+		}
+	}
+	a.logResolver(inv, r, deliveryCount, charge)
+	if r.Outcome.Completes() {
+		a.resolverLogs(inv, r, deliveryCount, charge)
+		return
+	}
+	spec := r.Outcome.Spec()
+	a.writeFailureLine(inv, failedInvocation{
+		status: spec.Status, level: spec.Level, message: spec.Message, outcome: outcome,
+		endpoint: r.EndpointID, messageID: r.MessageID, sessionID: r.SessionID,
+		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: safeTrackingError(r),
+	})
+}
+
+// safeTrackingError is r.Err for Logs and stderr: a store failure is named
+// by its operation and kind only, never by the provider's text (which names
+// the account, and may echo ids); the JSON line on stdout keeps the
+// provider's text for diagnosis.
+func safeTrackingError(r *resolver.Report) error {
+	if r.StoreOp == "" || r.Err == nil {
+		return r.Err
+	}
+	kind := "unclassified"
+	var se *tracking.StoreError
+	switch {
+	case errors.Is(r.Err, context.Canceled):
+		kind = "canceled"
+	case errors.Is(r.Err, context.DeadlineExceeded):
+		kind = "timeout"
+	case errors.As(r.Err, &se):
+		kind = se.Kind.String()
+	}
+	msg := "tracking store operation " + r.StoreOp + " failed (" + kind + ")"
+	if r.Outcome == resolver.OutcomeRescheduleFailed {
+		msg += " and scheduling the re-send failed"
+	}
+	return errors.New(msg)
+}
+
+// logResolver writes the invocation's one line: bounded strings (the ids
+// by finishResolver), none from the message body.
+func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
 	ev := a.log.WithLevel(spec.Level)
 	if ev == nil {
@@ -160,15 +243,18 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 	}
 	ev = ev.Str("function", logsafe.Bound(inv.Function)).
 		Str("invocationId", logsafe.Bound(inv.InvocationID)).
-		Str("messageId", logsafe.Bound(r.MessageID)).
-		Str("sessionId", logsafe.Bound(r.SessionID)).
-		Str("eventId", logsafe.Bound(r.EventID)).
-		Str("messageType", logsafe.Bound(r.MessageType)).
-		Str("endpoint", logsafe.Bound(r.EndpointID)).
+		Str("messageId", r.MessageID).
+		Str("sessionId", r.SessionID).
+		Str("eventId", r.EventID).
+		Str("messageType", r.MessageType).
+		Str("endpoint", r.EndpointID).
 		Int("deliveryCount", deliveryCount).
 		Int("throttleRetryCount", r.ThrottleRetryCount).
 		Str("outcome", string(r.Outcome)).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
+	if a.charged {
+		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
+	}
 	if r.Status != "" {
 		ev = ev.Str("status", r.Status)
 	}
@@ -194,6 +280,48 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 		ev = ev.Str("error", logsafe.Bound(r.Err.Error()))
 	}
 	ev.Msg(spec.Message)
+}
+
+// resolverLogs puts the summary of a completed Resolver invocation, and its
+// warnings, in the response's Logs: ids, labels and figures only, each
+// bounded, never the message body or content (tracking rows carry it).
+func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge) {
+	b := make([]byte, 0, 512)
+	b = append(b, r.Outcome.Spec().Message...)
+	b = append(b, ':')
+	b = appendField(b, "outcome", string(r.Outcome))
+	b = appendField(b, "messageId", r.MessageID)
+	b = appendField(b, "sessionId", r.SessionID)
+	if r.Outcome != resolver.OutcomeHeartbeat {
+		b = appendField(b, "eventId", r.EventID)
+		b = appendField(b, "messageType", r.MessageType)
+		b = appendField(b, "endpoint", r.EndpointID)
+	}
+	if r.Status != "" {
+		b = appendField(b, "status", r.Status)
+	}
+	b = append(b, " deliveryCount="...)
+	b = strconv.AppendInt(b, int64(deliveryCount), 10)
+	b = append(b, " throttleRetryCount="...)
+	b = strconv.AppendInt(b, int64(r.ThrottleRetryCount), 10)
+	b = append(b, " durationMs="...)
+	b = appendMillis(b, r.Duration.Microseconds())
+	b = a.appendCharge(b, charge)
+	inv.Log(string(b))
+	switch r.Outcome {
+	case resolver.OutcomeStale:
+		inv.Log("warning: stale copy of messageId=" + r.MessageID + " refused: the tracking row of eventId=" + r.EventID + " already holds a later state; its history was written")
+	case resolver.OutcomeRescheduled:
+		inv.Log("warning: the tracking store failed (" + r.StoreReason + ", operation=" + r.StoreOp + ", attempt=" + strconv.Itoa(r.Attempt) +
+			"): a copy of messageId=" + r.MessageID + " is scheduled on the Resolver topic in " + r.RetryIn.String() + ": " + safeTrackingError(r).Error())
+	}
+	if r.QuickRetries > 0 {
+		inv.Log("warning: the tracking store write was retried " + strconv.Itoa(r.QuickRetries) + " time(s) within the invocation; the store was failing")
+	}
+	if r.AuditErr != nil {
+		inv.Log("warning: the Comment audit of the stale copy failed (best effort; the message completed): " +
+			safeTrackingError(&resolver.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error())
+	}
 }
 
 // serveTracking shows one tracking row of the in-memory store (local demos
@@ -224,6 +352,7 @@ func (a *App) buildCosmosTracking() (tracking.Writer, error) {
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
 		Retry:                   cosmos.DefaultRetry,
+		ClientOptions:           a.cosmosClientOptions(),
 	})
 	if err != nil {
 		return nil, err

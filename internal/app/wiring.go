@@ -22,10 +22,7 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
 		Retry:                   cosmos.DefaultRetry,
-		// azcosmos's spans join the invocation's trace.
-		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-			TracingProvider: azotel.NewTracingProvider(a.tp, nil),
-		}},
+		ClientOptions:           a.cosmosClientOptions(),
 	})
 	if err != nil {
 		return nil, err
@@ -41,6 +38,15 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 		PurgeDeleteConcurrency:  a.cfg.Inbox.CleanupConcurrency,
 		Now:                     a.now,
 	})
+}
+
+// cosmosClientOptions are the Cosmos client options of every account the
+// app opens: azcosmos's spans join the invocation's trace. (The request
+// charge policy is added by cosmos.NewAccount to every account.)
+func (a *App) cosmosClientOptions() *azcosmos.ClientOptions {
+	return &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
+		TracingProvider: azotel.NewTracingProvider(a.tp, nil),
+	}}
 }
 
 // buildServiceBusPublisher creates the Resolver publisher on the same

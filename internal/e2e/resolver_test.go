@@ -105,6 +105,9 @@ type resolverStackConfig struct {
 	// that no Go endpoint serves: the test plays a NimBus (.NET) endpoint
 	// on them.
 	nimbusEndpoints []string
+	// resolverEnv are further settings of the Resolver process (e.g. the
+	// OTEL_* variables).
+	resolverEnv map[string]string
 }
 
 func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
@@ -143,6 +146,9 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 		"NimBus__LogLevel":         "info",
 	}
 	settings["NimBus__Cosmos__ConnectionString"] = trackingConn
+	for k, v := range cfg.resolverEnv {
+		settings[k] = v
+	}
 	s.resolver = startHandler(tb, settings, s.cosmos.Key, cosmosConn, trackingConn, s.sb.ConnectionString)
 	cred, err := azcosmos.NewKeyCredential(s.cosmos.Key)
 	if err != nil {

@@ -7,7 +7,14 @@ import (
 	"slices"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
@@ -71,6 +78,10 @@ type Options struct {
 	// Pause waits between the quick retries of a failed store write (see
 	// QuickRetries); default a timer that ctx ends.
 	Pause func(ctx context.Context, d time.Duration)
+	// Tracer starts the child spans of a message's store work (history
+	// write, history read, status upload, audit); default the global
+	// provider's telemetry.TracerName tracer.
+	Tracer trace.Tracer
 }
 
 // QuickRetries are the pauses before retrying a store write that failed
@@ -85,10 +96,11 @@ var QuickRetries = []time.Duration{100 * time.Millisecond, 400 * time.Millisecon
 // Service is the NimBus Resolver's handling of one message: NimBus's
 // ResolverService. It is safe for concurrent use.
 type Service struct {
-	store tracking.Writer
-	sched Scheduler
-	now   func() time.Time
-	pause func(ctx context.Context, d time.Duration)
+	store  tracking.Writer
+	sched  Scheduler
+	now    func() time.Time
+	pause  func(ctx context.Context, d time.Duration)
+	tracer trace.Tracer
 }
 
 // NewService checks o and returns the service.
@@ -102,7 +114,10 @@ func NewService(o Options) (*Service, error) {
 	if o.Pause == nil {
 		o.Pause = sleep
 	}
-	return &Service{store: o.Store, sched: o.Scheduler, now: o.Now, pause: o.Pause}, nil
+	if o.Tracer == nil {
+		o.Tracer = otel.GetTracerProvider().Tracer(telemetry.TracerName)
+	}
+	return &Service{store: o.Store, sched: o.Scheduler, now: o.Now, pause: o.Pause, tracer: o.Tracer}, nil
 }
 
 // Report describes one handled message for the invocation log line. Every
@@ -218,7 +233,9 @@ func (s *Service) Handle(ctx context.Context, d *Delivery) (rep Report) {
 		EndpointID:     tracking.Str(r.endpoint()),
 		Data:           tracking.Str(fmt.Sprintf("Ignored stale %s %s: the audit row already holds a later outcome.", r.typ, r.messageID)),
 	}
-	if err := s.store.StoreMessageAudit(wctx, r.eventID, audit, r.endpoint(), deref(r.eventTypeID)); err != nil {
+	if err := s.step(wctx, spanAudit, r.typ, func(ctx context.Context) error {
+		return s.store.StoreMessageAudit(ctx, r.eventID, audit, r.endpoint(), deref(r.eventTypeID))
+	}); err != nil {
 		if ctx.Err() != nil {
 			rep.Outcome, rep.Err = OutcomeCanceled, ctx.Err()
 			return rep
@@ -233,7 +250,7 @@ func (s *Service) Handle(ctx context.Context, d *Delivery) (rep Report) {
 // failure the store call that failed.
 func (s *Service) write(ctx context.Context, r *received, rep *Report) (bool, string, error) {
 	entity := s.entity(r)
-	if err := s.store.StoreMessage(ctx, entity); err != nil {
+	if err := s.step(ctx, spanHistory, r.typ, func(ctx context.Context) error { return s.store.StoreMessage(ctx, entity) }); err != nil {
 		return false, "StoreMessage", err
 	}
 	status, ok := resultingStatus(r)
@@ -243,7 +260,11 @@ func (s *Service) write(ctx context.Context, r *received, rep *Report) (bool, st
 	rep.Status = status.String()
 	row := s.row(r, &entity, status)
 	if r.typ == message.ResolutionResponse || r.typ == message.ErrorResponse {
-		ms, err := s.handoffWallClock(ctx, r.eventID)
+		var ms *int64
+		err := s.step(ctx, spanReadHistory, r.typ, func(ctx context.Context) (err error) {
+			ms, err = s.handoffWallClock(ctx, r.eventID)
+			return err
+		})
 		if err != nil {
 			return false, "GetEventHistory", err
 		}
@@ -252,17 +273,44 @@ func (s *Service) write(ctx context.Context, r *received, rep *Report) (bool, st
 			rep.WallClockOverride = true
 		}
 	}
-	applied, err := tracking.Upload(ctx, s.store, status, r.eventID, r.sessionID, r.endpoint(), row)
+	var applied bool
+	err := s.step(ctx, spanUpload, r.typ, func(ctx context.Context) (err error) {
+		applied, err = tracking.Upload(ctx, s.store, status, r.eventID, r.sessionID, r.endpoint(), row)
+		return err
+	})
 	if err != nil {
 		return false, "Upload" + status.String() + "Message", err
 	}
 	if r.typ == message.RetryRequest {
 		audit := tracking.MessageAudit{AuditorName: tracking.Str(auditorManager), AuditTimestamp: tracking.NormalizeTime(s.now()), AuditType: tracking.AuditRetry}
-		if err := s.store.StoreMessageAudit(ctx, r.eventID, audit, "", ""); err != nil {
+		if err := s.step(ctx, spanAudit, r.typ, func(ctx context.Context) error { return s.store.StoreMessageAudit(ctx, r.eventID, audit, "", "") }); err != nil {
 			return false, "StoreMessageAudit", err
 		}
 	}
 	return applied, "", nil
+}
+
+// Child spans of a Resolver invocation's store work.
+const (
+	spanHistory     = "nimbus.tracking.history"
+	spanReadHistory = "nimbus.tracking.history.read"
+	spanUpload      = "nimbus.tracking.upload"
+	spanAudit       = "nimbus.tracking.audit"
+)
+
+// step runs one store call in its own child span, marked failed with the
+// error's text (bounded; store errors carry no payload).
+func (s *Service) step(ctx context.Context, name string, typ message.Type, call func(context.Context) error) error {
+	ctx, span := s.tracer.Start(ctx, name)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("nimbus.message.type", typ.String()))
+	}
+	err := call(ctx)
+	if err != nil && span.IsRecording() {
+		span.SetStatus(codes.Error, logsafe.Bound(err.Error()))
+	}
+	span.End()
+	return err
 }
 
 // errNoProjection: the message type has no tracking status (Unknown,
