@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking/cosmostracking"
@@ -208,21 +209,24 @@ func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resol
 	})
 }
 
-// safeTrackingError is r.Err for Logs and stderr: a store failure is named
-// by its operation and kind only, never by the provider's text (which names
-// the account, and may echo ids); the JSON line on stdout keeps the
-// provider's text for diagnosis.
+// safeTrackingError is r.Err for every log line: a store failure is named
+// by its operation and kind only (plus an operator's guidance, such as a
+// relaxed account's fix), never by the provider's text, which names the
+// account and may echo ids.
 func safeTrackingError(r *resolver.Report) error {
 	if r.StoreOp == "" || r.Err == nil {
 		return r.Err
 	}
 	kind := "unclassified"
 	var se *tracking.StoreError
+	var oe subscriber.OperatorError
 	switch {
 	case errors.Is(r.Err, context.Canceled):
 		kind = "canceled"
 	case errors.Is(r.Err, context.DeadlineExceeded):
 		kind = "timeout"
+	case errors.As(r.Err, &oe):
+		kind = "misconfigured: " + oe.OperatorMessage()
 	case errors.As(r.Err, &se):
 		kind = se.Kind.String()
 	}
@@ -274,10 +278,10 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 		ev = ev.Bool("handoffWallClock", true)
 	}
 	if r.AuditErr != nil {
-		ev = ev.Str("auditError", logsafe.Bound(r.AuditErr.Error()))
+		ev = ev.Str("auditError", logsafe.Bound(safeTrackingError(&resolver.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error()))
 	}
-	if r.Err != nil {
-		ev = ev.Str("error", logsafe.Bound(r.Err.Error()))
+	if err := safeTrackingError(r); err != nil {
+		ev = ev.Str("error", logsafe.Bound(err.Error()))
 	}
 	ev.Msg(spec.Message)
 }

@@ -330,6 +330,10 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 		if strings.Contains(string(b), secretPayload) {
 			t.Fatalf("a log line carries the payload: %s", b)
 		}
+		// Store failures are named by operation and kind on stdout too.
+		if strings.Contains(string(b), providerDetail) {
+			t.Fatalf("a log line carries the store provider's text: %s", b)
+		}
 	}
 }
 
