@@ -16,6 +16,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/outcome"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
@@ -36,18 +37,11 @@ func (f *failure) HTTPStatus() int { return f.status }
 // continues the message's trace; the Cosmos request charge of everything
 // it does is summed on ctx.
 func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) error {
-	start := a.now()
-	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
-	if err == nil {
-		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
-	}
-	hasParent := trace.SpanContextFromContext(ctx).IsValid()
-	ctx, span := a.tracer.Start(ctx, a.spanName, consumerSpan...)
-	defer span.End()
-	ctx, charge := telemetry.WithCharge(ctx)
+	ctx, dl, m, err := a.beginDelivery(ctx, inv)
+	defer dl.span.End()
 	if err != nil {
-		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(start)}
-		a.finishInvocation(span, inv, &r, 0, charge, hasParent)
+		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(dl.start)}
+		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := subscriber.Delivery{
@@ -63,22 +57,53 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		Body:       m.Body,
 	}
 	r := a.pipeline.Process(ctx, &d)
-	a.finishInvocation(span, inv, &r, m.DeliveryCount, charge, hasParent)
-	spec := r.Outcome.Spec()
-	if r.Outcome.Completes() {
-		return nil
-	}
-	if spec.Pause {
-		a.pauseUnlessStopping(ctx, a.cfg.Retry.Delay(m.DeliveryCount))
-	}
-	err = r.Err
-	if err == nil {
-		err = errors.New(string(r.Outcome))
-	}
-	return &failure{status: spec.Status, err: err}
+	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
+	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
 }
 
 var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+
+// delivery is what both Service Bus functions (Subscriber and Resolver)
+// carry through one invocation: its start, its span and the Cosmos request
+// charge summed on its context.
+type delivery struct {
+	start     time.Time
+	span      trace.Span
+	charge    *telemetry.Charge
+	hasParent bool
+}
+
+// beginDelivery decodes a Service Bus invocation and starts its span, which
+// continues the message's trace (when the envelope could be decoded), with
+// the Cosmos request charge summed on the returned context. The caller ends
+// the span; a decode error is returned with everything else set.
+func (a *App) beginDelivery(ctx context.Context, inv *funchost.Invocation) (context.Context, delivery, *funchost.ServiceBusMessage, error) {
+	dl := delivery{start: a.now()}
+	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
+	if err == nil {
+		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
+	}
+	dl.hasParent = trace.SpanContextFromContext(ctx).IsValid()
+	ctx, dl.span = a.tracer.Start(ctx, a.spanName, consumerSpan...)
+	ctx, dl.charge = telemetry.WithCharge(ctx)
+	return ctx, dl, m, err
+}
+
+// answer turns an outcome's row into the answer to the host: nil (2xx) when
+// it completes the message; otherwise, after the redelivery pause when the
+// row asks for it, a failure with the row's status.
+func (a *App) answer(ctx context.Context, spec outcome.Spec, label string, err error, deliveryCount int) error {
+	if spec.Completes() {
+		return nil
+	}
+	if spec.Pause {
+		a.pauseUnlessStopping(ctx, a.cfg.Retry.Delay(deliveryCount))
+	}
+	if err == nil {
+		err = errors.New(label)
+	}
+	return &failure{status: spec.Status, err: err}
+}
 
 // pauseUnlessStopping waits d before a transient failure is answered. The
 // host cancelling the invocation, or the process shutting down, ends the

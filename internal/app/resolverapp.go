@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
@@ -124,18 +123,11 @@ func (a *App) buildScheduler() (resolver.Scheduler, error) {
 // message's trace and the Cosmos request charge of its store work is
 // summed on ctx.
 func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) error {
-	start := a.now()
-	m, err := funchost.DecodeServiceBus(inv.Body, bindingMessage)
-	if err == nil {
-		ctx = telemetry.Extract(ctx, m.ApplicationProperties)
-	}
-	hasParent := trace.SpanContextFromContext(ctx).IsValid()
-	ctx, span := a.tracer.Start(ctx, a.spanName, consumerSpan...)
-	defer span.End()
-	ctx, charge := telemetry.WithCharge(ctx)
+	ctx, dl, m, err := a.beginDelivery(ctx, inv)
+	defer dl.span.End()
 	if err != nil {
-		r := resolver.Report{Outcome: resolver.OutcomeMalformed, Err: err, Duration: a.now().Sub(start)}
-		a.finishResolver(span, inv, &r, 0, charge, hasParent)
+		r := resolver.Report{Outcome: resolver.OutcomeMalformed, Err: err, Duration: a.now().Sub(dl.start)}
+		a.finishResolver(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := resolver.Delivery{
@@ -152,19 +144,8 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 		Body:        m.Body,
 	}
 	r := a.resolverSvc.Handle(ctx, &d)
-	a.finishResolver(span, inv, &r, m.DeliveryCount, charge, hasParent)
-	if r.Outcome.Completes() {
-		return nil
-	}
-	spec := r.Outcome.Spec()
-	if spec.Pause {
-		a.pauseUnlessStopping(ctx, a.cfg.Retry.Delay(m.DeliveryCount))
-	}
-	err = r.Err
-	if err == nil {
-		err = errors.New(string(r.Outcome))
-	}
-	return &failure{status: spec.Status, err: err}
+	a.finishResolver(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
+	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
 }
 
 // finishResolver is finishInvocation for the Resolver: metrics, span
@@ -351,13 +332,7 @@ func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
 // first use.
 func (a *App) buildCosmosTracking() (tracking.Writer, error) {
 	c := a.cfg.Tracking.Cosmos
-	account, err := cosmos.NewAccount(cosmos.Config{
-		ConnectionString:        c.ConnectionString,
-		Endpoint:                c.AccountEndpoint,
-		ManagedIdentityClientID: c.ClientID,
-		Retry:                   cosmos.DefaultRetry,
-		ClientOptions:           a.cosmosClientOptions(),
-	})
+	account, err := a.cosmosAccount(c)
 	if err != nil {
 		return nil, err
 	}

@@ -17,13 +17,7 @@ import (
 // consistency check and container ensure run on first use.
 func (a *App) buildCosmosStore() (inbox.Store, error) {
 	c := a.cfg.Inbox.Cosmos
-	account, err := cosmos.NewAccount(cosmos.Config{
-		ConnectionString:        c.ConnectionString,
-		Endpoint:                c.AccountEndpoint,
-		ManagedIdentityClientID: c.ClientID,
-		Retry:                   cosmos.DefaultRetry,
-		ClientOptions:           a.cosmosClientOptions(),
-	})
+	account, err := a.cosmosAccount(c)
 	if err != nil {
 		return nil, err
 	}
@@ -40,13 +34,20 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 	})
 }
 
-// cosmosClientOptions are the Cosmos client options of every account the
-// app opens: azcosmos's spans join the invocation's trace. (The request
-// charge policy is added by cosmos.NewAccount to every account.)
-func (a *App) cosmosClientOptions() *azcosmos.ClientOptions {
-	return &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-		TracingProvider: azotel.NewTracingProvider(a.tp, nil),
-	}}
+// cosmosAccount opens the account c names (no request is sent), the way
+// every account of the app is opened: the SDK retries set explicitly
+// (cosmos.DefaultRetry) and azcosmos's spans joining the invocation's
+// trace. cosmos.NewAccount adds the request-charge policy.
+func (a *App) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
+	return cosmos.NewAccount(cosmos.Config{
+		ConnectionString:        c.ConnectionString,
+		Endpoint:                c.AccountEndpoint,
+		ManagedIdentityClientID: c.ClientID,
+		Retry:                   cosmos.DefaultRetry,
+		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
+			TracingProvider: azotel.NewTracingProvider(a.tp, nil),
+		}},
+	})
 }
 
 // buildServiceBusPublisher creates the Resolver publisher on the same
