@@ -378,3 +378,42 @@ func appendValue(b []byte, v any) ([]byte, error) {
 		return nil, fmt.Errorf("type %T has no Functions host JSON form", v)
 	}
 }
+
+// MetadataKeys returns the keys of an envelope's Metadata in wire order
+// (the host writes them in a fixed order that fixtures pin).
+func MetadataKeys(envelope []byte) ([]string, error) {
+	var top struct{ Metadata json.RawMessage }
+	if err := json.Unmarshal(envelope, &top); err != nil {
+		return nil, fmt.Errorf("envelope is not JSON: %w", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(top.Metadata))
+	if _, err := dec.Token(); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for dec.More() {
+		k, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return nil, err
+		}
+	}
+	return keys, nil
+}
+
+// DecodeTwice reads a host Metadata string value: a JSON string holding a
+// JSON text that is itself a string.
+func DecodeTwice(raw json.RawMessage) (string, error) {
+	var inner, s string
+	if err := json.Unmarshal(raw, &inner); err != nil {
+		return "", err
+	}
+	if err := json.Unmarshal([]byte(inner), &s); err != nil {
+		return "", fmt.Errorf("inner %q: %w", inner, err)
+	}
+	return s, nil
+}

@@ -168,25 +168,9 @@ func TestServiceBusConventions(t *testing.T) {
 // metadataKeys returns Metadata's keys in wire order.
 func metadataKeys(t *testing.T, envelope []byte) []string {
 	t.Helper()
-	var top struct{ Metadata json.RawMessage }
-	if err := json.Unmarshal(envelope, &top); err != nil {
-		t.Fatalf("envelope is not JSON: %v\n%s", err, envelope)
-	}
-	dec := json.NewDecoder(bytes.NewReader(top.Metadata))
-	if _, err := dec.Token(); err != nil {
-		t.Fatal(err)
-	}
-	var keys []string
-	for dec.More() {
-		k, err := dec.Token()
-		if err != nil {
-			t.Fatal(err)
-		}
-		keys = append(keys, k.(string))
-		var skip json.RawMessage
-		if err := dec.Decode(&skip); err != nil {
-			t.Fatal(err)
-		}
+	keys, err := MetadataKeys(envelope)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, envelope)
 	}
 	return keys
 }
@@ -194,12 +178,9 @@ func metadataKeys(t *testing.T, envelope []byte) []string {
 // decodeTwice reads a host string value: a JSON string holding a JSON text.
 func decodeTwice(t *testing.T, raw json.RawMessage) string {
 	t.Helper()
-	var inner, s string
-	if err := json.Unmarshal(raw, &inner); err != nil {
+	s, err := DecodeTwice(raw)
+	if err != nil {
 		t.Fatalf("%s: %v", raw, err)
-	}
-	if err := json.Unmarshal([]byte(inner), &s); err != nil {
-		t.Fatalf("inner %q: %v", inner, err)
 	}
 	return s
 }
