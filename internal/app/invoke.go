@@ -44,18 +44,7 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
-	d := subscriber.Delivery{
-		Broker: message.Broker{
-			MessageID:     m.MessageID,
-			SessionID:     m.SessionID,
-			CorrelationID: m.CorrelationID,
-			EnqueuedTime:  m.EnqueuedTime,
-			DeliveryCount: m.DeliveryCount,
-			ContentType:   m.ContentType,
-		},
-		Properties: m.ApplicationProperties,
-		Body:       m.Body,
-	}
+	d := subscriber.Delivery{Broker: brokerOf(m), Properties: m.ApplicationProperties, Body: m.Body}
 	r := a.pipeline.Process(ctx, &d)
 	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
 	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
@@ -87,6 +76,18 @@ func (a *App) beginDelivery(ctx context.Context, inv *funchost.Invocation) (cont
 	ctx, dl.span = a.tracer.Start(ctx, a.spanName, consumerSpan...)
 	ctx, dl.charge = telemetry.WithCharge(ctx)
 	return ctx, dl, m, err
+}
+
+// brokerOf is the broker properties NimBus reads of a delivered message.
+func brokerOf(m *funchost.ServiceBusMessage) message.Broker {
+	return message.Broker{
+		MessageID:     m.MessageID,
+		SessionID:     m.SessionID,
+		CorrelationID: m.CorrelationID,
+		EnqueuedTime:  m.EnqueuedTime,
+		DeliveryCount: m.DeliveryCount,
+		ContentType:   m.ContentType,
+	}
 }
 
 // answer turns an outcome's row into the answer to the host: nil (2xx) when

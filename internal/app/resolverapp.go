@@ -15,7 +15,6 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
-	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -96,16 +95,7 @@ func (a *App) buildTracking() (tracking.Writer, error) {
 // buildScheduler creates the Service Bus client of scheduled re-sends on
 // the connection the Resolver trigger uses. No connection is made here.
 func (a *App) buildScheduler() (resolver.Scheduler, error) {
-	r := a.cfg.Resolver
-	c, err := servicebus.New(servicebus.Options{
-		ConnectionString:        r.ConnectionString,
-		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
-		ManagedIdentityClientID: r.ClientID,
-		Retry:                   servicebus.DefaultRetry,
-		// Each scheduled re-send gets a producer span and carries the
-		// invocation's trace.
-		TracerProvider: a.tp,
-	})
+	c, err := a.serviceBusClient()
 	if err != nil {
 		return nil, err
 	}
@@ -131,13 +121,7 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := resolver.Delivery{
-		Broker: message.Broker{
-			MessageID:     m.MessageID,
-			SessionID:     m.SessionID,
-			CorrelationID: m.CorrelationID,
-			EnqueuedTime:  m.EnqueuedTime,
-			DeliveryCount: m.DeliveryCount,
-		},
+		Broker:      brokerOf(m),
 		ContentType: m.ContentType,
 		Subject:     m.Subject,
 		Properties:  m.ApplicationProperties,

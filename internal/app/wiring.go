@@ -50,18 +50,27 @@ func (a *App) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 	})
 }
 
-// buildServiceBusPublisher creates the Resolver publisher on the same
-// connection setting the Subscriber trigger uses. The Service Bus client and
-// its sender are created on the first publish.
-func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
+// serviceBusClient returns a client on the connection the Service Bus
+// triggers use (ServiceBusConnection), the way every client of the app is
+// made: the SDK retries set explicitly (servicebus.DefaultRetry) and a
+// producer span per send or schedule that carries the invocation's trace.
+// No connection is made here.
+func (a *App) serviceBusClient() (*servicebus.Client, error) {
 	r := a.cfg.Resolver
-	c, err := servicebus.New(servicebus.Options{
+	return servicebus.New(servicebus.Options{
 		ConnectionString:        r.ConnectionString,
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
 		ManagedIdentityClientID: r.ClientID,
 		Retry:                   servicebus.DefaultRetry,
 		TracerProvider:          a.tp,
 	})
+}
+
+// buildServiceBusPublisher creates the Resolver publisher on the same
+// connection setting the Subscriber trigger uses. The Service Bus client and
+// its sender are created on the first publish.
+func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
+	c, err := a.serviceBusClient()
 	if err != nil {
 		return nil, err
 	}
