@@ -322,11 +322,13 @@ func (a *App) buildCosmosTracking() (tracking.Writer, error) {
 	}
 	auto := c.AutoCreateContainer
 	return cosmostracking.New(account, cosmostracking.Options{
-		DatabaseID:              c.DatabaseID,
-		AutoCreateContainers:    &auto,
-		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
-		RelaxAs:                 config.KeyTrackingRelaxed,
+		StoreOptions: cosmos.StoreOptions{
+			DatabaseID:              c.DatabaseID,
+			AutoCreateContainer:     &auto,
+			AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+			RelaxAs:                 config.KeyTrackingRelaxed,
+			Now:                     a.now,
+		},
 		UnresolvedRetentionDays: a.cfg.Tracking.UnresolvedRetentionDays,
-		Now:                     a.now,
 	})
 }

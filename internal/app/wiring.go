@@ -23,14 +23,16 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 	}
 	auto := c.AutoCreateContainer
 	return cosmosstore.New(account, cosmosstore.Options{
-		DatabaseID:              c.DatabaseID,
-		ContainerID:             c.ContainerID,
-		AutoCreateContainer:     &auto,
-		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
-		RelaxAs:                 config.KeyCosmosRelaxed,
-		PurgeBatchSize:          a.cfg.Inbox.PurgeBatchSize,
-		PurgeDeleteConcurrency:  a.cfg.Inbox.CleanupConcurrency,
-		Now:                     a.now,
+		StoreOptions: cosmos.StoreOptions{
+			DatabaseID:              c.DatabaseID,
+			AutoCreateContainer:     &auto,
+			AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+			RelaxAs:                 config.KeyCosmosRelaxed,
+			Now:                     a.now,
+		},
+		ContainerID:            c.ContainerID,
+		PurgeBatchSize:         a.cfg.Inbox.PurgeBatchSize,
+		PurgeDeleteConcurrency: a.cfg.Inbox.CleanupConcurrency,
 	})
 }
 

@@ -18,19 +18,24 @@
 //   - error classification (Classify, IsNotFound, StatusCode) and the
 //     operator-error type (OperatorError);
 //   - the resource-id rule (CheckID), which configuration validation also
-//     uses.
+//     uses;
+//   - the options every store shares (StoreOptions: database, auto-create,
+//     relaxed consistency, init timeout, clock), their defaults and checks
+//     (ApplyDefaults), and the ContainerOptions built from them.
 //
 // It never reads or names app settings: options are typed fields, and
 // errors name those fields.
 //
-// A new store needs only its own documents and queries. Build it on an
-// *Account the application creates once per process:
+// A new store needs only its own documents and queries. Its Options embed
+// StoreOptions next to its own fields; its New applies the defaults and
+// builds the container on an *Account the application creates once per
+// process:
 //
-//	c, err := account.Container(cosmos.ContainerOptions{
-//		Spec: cosmos.ContainerSpec{DatabaseID: db, ContainerID: "sessions",
-//			PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault, AutoCreate: true},
-//		Strong: cosmos.StrongReason{Store: "the session store", Why: "…", Accepting: "…"},
-//	})
+//	errs := o.ApplyDefaults("MessageDatabase") // then the store's own checks
+//	…
+//	c, err := account.Container(o.ContainerOptions(cosmos.ContainerSpec{
+//		ContainerID: "sessions", PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault},
+//		cosmos.StrongReason{Store: "the session store", Why: "…", Accepting: "…"}))
 //	…
 //	if err := c.Ready(ctx); err != nil { // first use: Strong check, container
 //		return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
@@ -69,7 +70,7 @@ func BenchmarkPurge10k(b *testing.B) {
 		b.Run(fmt.Sprintf("cleaner-drain/batch=%d", batch), func(b *testing.B) {
 			e := newEnv(b, "Session")
 			clock := inboxtest.NewClock(inboxtest.Epoch)
-			s := e.store(b, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now, PurgeBatchSize: batch})
+			s := e.store(b, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: batch})
 			var purged, batches int
 			var elapsed time.Duration
 			for b.Loop() {
@@ -94,7 +95,7 @@ func BenchmarkPurge10k(b *testing.B) {
 	b.Run("one-batch-per-tick/batch=100", func(b *testing.B) {
 		e := newEnv(b, "Session")
 		clock := inboxtest.NewClock(inboxtest.Epoch)
-		s := e.store(b, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now})
+		s := e.store(b, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 		var purged, ticks int
 		var work time.Duration
 		for b.Loop() {

@@ -48,7 +48,7 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	}
 	t.Cleanup(acct.Client.Close)
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s, err := cosmosstore.New(acct, cosmosstore.Options{Now: clock.Now})
+	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -185,7 +185,7 @@ func TestResponseFailuresAreErrors(t *testing.T) {
 	}
 	e := newEnv(t, "Strong")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s := e.store(t, cosmosstore.Options{Now: clock.Now})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: clock.Now}})
 	ctx := context.Background()
 	seen := inbox.NewKey("billing", "seen")
 	if err := s.RecordProcessed(ctx, seen); err != nil {
@@ -222,7 +222,7 @@ func TestResponseFailuresAreErrors(t *testing.T) {
 func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
 	e := newEnv(t, "Strong")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s := e.store(t, cosmosstore.Options{Now: clock.Now, PurgeDeleteConcurrency: 1})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: clock.Now}, PurgeDeleteConcurrency: 1})
 	ctx := context.Background()
 	recordMany(t, s, "billing", "m", 5)
 	clock.Advance(time.Hour)

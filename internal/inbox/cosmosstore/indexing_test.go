@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 )
@@ -18,7 +19,7 @@ import (
 func TestQueriesFilterOnlyOnIndexedPaths(t *testing.T) {
 	e := newEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	s := e.store(t, cosmosstore.Options{DatabaseID: "idxdb", ContainerID: "idx", Now: fixedClock(now.Add(-time.Hour))})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "idxdb", Now: fixedClock(now.Add(-time.Hour))}, ContainerID: "idx"})
 	ctx := context.Background()
 	for _, id := range []string{"a", "b"} {
 		if err := s.RecordProcessed(ctx, inbox.NewKey("ep", id)); err != nil {

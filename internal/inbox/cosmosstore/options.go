@@ -3,7 +3,6 @@ package cosmosstore
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
@@ -49,35 +48,22 @@ func IndexingPolicy() *azcosmos.IndexingPolicy {
 
 // Options configures a Store. Zero values mean the defaults.
 type Options struct {
-	// DatabaseID is the database; default "MessageDatabase".
-	DatabaseID string
+	// StoreOptions holds the options every Cosmos store shares: DatabaseID
+	// (default "MessageDatabase"), AutoCreateContainer (nil means true:
+	// the database and the container, partition key /id, no default TTL,
+	// are created when absent), AllowRelaxedConsistency (accepting that a
+	// duplicate check on one process may miss a record another process
+	// just wrote), RelaxAs, InitTimeout (default 30s) and Now (the clock
+	// for createdAtUtc).
+	cosmos.StoreOptions
 	// ContainerID is the container; default "inbox".
 	ContainerID string
-	// AutoCreateContainer creates the database and container (partition key
-	// /id, no default TTL) when absent; nil means true. Set false when the
-	// identity cannot create them (Entra data-plane RBAC): the first use
-	// then fails if the container is missing.
-	AutoCreateContainer *bool
-	// AllowRelaxedConsistency skips the check that the account's default
-	// consistency is Strong, accepting that a duplicate check on one
-	// process may miss a record another process just wrote.
-	AllowRelaxedConsistency bool
-	// RelaxAs names, in the operator error of a relaxed account, how the
-	// operator sets AllowRelaxedConsistency (the app passes its setting
-	// name); default "AllowRelaxedConsistency".
-	RelaxAs string
 	// PurgeBatchSize bounds one purge (rows per query page), 1..1000;
 	// default 100.
 	PurgeBatchSize int
 	// PurgeDeleteConcurrency bounds the deletes one purge runs at once,
 	// 1..64; default 8.
 	PurgeDeleteConcurrency int
-	// InitTimeout bounds the first-use initialization (consistency check and
-	// container ensure), which runs detached from any one caller's context;
-	// default 30s.
-	InitTimeout time.Duration
-	// Now is the clock for createdAtUtc; default time.Now.
-	Now func() time.Time
 }
 
 // ErrInvalidOptions reports Options that fail validation.
@@ -86,18 +72,9 @@ var ErrInvalidOptions = errors.New("cosmosstore: invalid inbox options")
 // withDefaults returns a validated copy of o with defaults applied. The
 // error lists every problem, each naming its option field.
 func (o Options) withDefaults() (Options, error) {
-	if o.DatabaseID == "" {
-		o.DatabaseID = DefaultDatabaseID
-	}
+	errs := o.ApplyDefaults(DefaultDatabaseID)
 	if o.ContainerID == "" {
 		o.ContainerID = DefaultContainerID
-	}
-	if o.AutoCreateContainer == nil {
-		t := true
-		o.AutoCreateContainer = &t
-	} else {
-		v := *o.AutoCreateContainer
-		o.AutoCreateContainer = &v
 	}
 	if o.PurgeBatchSize == 0 {
 		o.PurgeBatchSize = DefaultPurgeBatchSize
@@ -105,28 +82,14 @@ func (o Options) withDefaults() (Options, error) {
 	if o.PurgeDeleteConcurrency == 0 {
 		o.PurgeDeleteConcurrency = DefaultPurgeDeleteConcurrency
 	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-
-	var errs []error
-	if err := cosmos.CheckID(o.DatabaseID); err != nil {
-		errs = append(errs, fmt.Errorf("DatabaseID %q: %w", o.DatabaseID, err))
-	}
-	if err := cosmos.CheckID(o.ContainerID); err != nil {
-		errs = append(errs, fmt.Errorf("ContainerID %q: %w", o.ContainerID, err))
+	if err := cosmos.CheckContainerID(o.ContainerID); err != nil {
+		errs = append(errs, err)
 	}
 	if o.PurgeBatchSize < 1 || o.PurgeBatchSize > MaxPurgeBatchSize {
 		errs = append(errs, fmt.Errorf("PurgeBatchSize: %d is outside 1..%d", o.PurgeBatchSize, MaxPurgeBatchSize))
 	}
 	if o.PurgeDeleteConcurrency < 1 || o.PurgeDeleteConcurrency > MaxPurgeDeleteConcurrency {
 		errs = append(errs, fmt.Errorf("PurgeDeleteConcurrency: %d is outside 1..%d", o.PurgeDeleteConcurrency, MaxPurgeDeleteConcurrency))
-	}
-	if o.InitTimeout < 0 {
-		errs = append(errs, fmt.Errorf("InitTimeout: %v is negative", o.InitTimeout))
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))

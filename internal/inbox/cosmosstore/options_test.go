@@ -24,16 +24,16 @@ func TestOptionsValidation(t *testing.T) {
 		wants []string // option fields the error names; none: valid
 	}{
 		{"defaults", cosmosstore.Options{}, nil},
-		{"bounds", cosmosstore.Options{PurgeBatchSize: 1000, PurgeDeleteConcurrency: 64, DatabaseID: strings.Repeat("d", 255)}, nil},
+		{"bounds", cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: strings.Repeat("d", 255)}, PurgeBatchSize: 1000, PurgeDeleteConcurrency: 64}, nil},
 		{"batch 1001", cosmosstore.Options{PurgeBatchSize: 1001}, []string{"PurgeBatchSize"}},
 		{"batch -1", cosmosstore.Options{PurgeBatchSize: -1}, []string{"PurgeBatchSize"}},
 		{"concurrency 65", cosmosstore.Options{PurgeDeleteConcurrency: 65}, []string{"PurgeDeleteConcurrency"}},
-		{"database with /", cosmosstore.Options{DatabaseID: "a/b"}, []string{"DatabaseID"}},
-		{"database too long", cosmosstore.Options{DatabaseID: strings.Repeat("d", 256)}, []string{"DatabaseID"}},
+		{"database with /", cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "a/b"}}, []string{"DatabaseID"}},
+		{"database too long", cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: strings.Repeat("d", 256)}}, []string{"DatabaseID"}},
 		{"container ending in a space", cosmosstore.Options{ContainerID: "inbox "}, []string{"ContainerID"}},
 		{"container blank", cosmosstore.Options{ContainerID: "   "}, []string{"ContainerID"}},
 		{"container with #", cosmosstore.Options{ContainerID: "in#box"}, []string{"ContainerID"}},
-		{"every problem at once", cosmosstore.Options{DatabaseID: `a\b`, ContainerID: "x?", PurgeBatchSize: 5000, PurgeDeleteConcurrency: -2},
+		{"every problem at once", cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: `a\b`}, ContainerID: "x?", PurgeBatchSize: 5000, PurgeDeleteConcurrency: -2},
 			[]string{"DatabaseID", "ContainerID", "PurgeBatchSize", "PurgeDeleteConcurrency"}},
 	}
 	for _, tc := range cases {

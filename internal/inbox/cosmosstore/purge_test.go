@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
@@ -69,7 +70,7 @@ func recordMany(t testing.TB, s inbox.Store, endpoint, prefix string, n int) []i
 func TestPurgeReadsOneBoundedPageWithAGatewayServableQuery(t *testing.T) {
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch.Add(123 * time.Millisecond))
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now, PurgeBatchSize: 3})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 3})
 	recordMany(t, s, "billing", "old", 7)
 	recordMany(t, s, "shipping", "old", 2)
 	clock.Advance(time.Hour)
@@ -133,7 +134,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, "Session")
 			clock := inboxtest.NewClock(inboxtest.Epoch)
-			s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now})
+			s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 			keys := recordMany(t, s, "billing", "m", 3)
 			clock.Advance(time.Hour)
 			raw := e.raw(t, cosmosstore.DefaultDatabaseID, cosmosstore.DefaultContainerID)
@@ -186,7 +187,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 // exactly, including in the cutoff's own second.
 func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
 	e := newEnv(t, "Session")
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	ctx := context.Background()
 	if _, err := s.HasProcessed(ctx, inbox.NewKey("init", "m")); err != nil { // creates the container
 		t.Fatal(err)
@@ -248,7 +249,7 @@ func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
 func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 	recordMany(t, s, "billing", "old", 2500)
 	recordMany(t, s, "shipping", "old", 300)
 	recordMany(t, s, "billing ", "old", 10)
@@ -284,7 +285,7 @@ func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 func TestCleanerBudgetStopReportsLagFromCosmos(t *testing.T) {
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now, PurgeBatchSize: 10})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 10})
 	var created []time.Time
 	for i := range 6 {
 		recordMany(t, s, "billing", fmt.Sprintf("t%d", i), 10)
@@ -335,7 +336,7 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 	e := newEnv(t, "Session")
 	first := inboxtest.Epoch.Add(1234567 * time.Microsecond)
 	clock := inboxtest.NewClock(first)
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 	for i := range 12 {
 		recordMany(t, s, "billing", fmt.Sprint(i), 3)
 		clock.Advance(time.Duration(i+1) * 41 * time.Minute)
@@ -373,7 +374,7 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 func TestPurgeReadsPastEmptyCrossPartitionPages(t *testing.T) {
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now, PurgeBatchSize: 5})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 5})
 	recordMany(t, s, "billing", "m", 3)
 	clock.Advance(time.Hour)
 	var queries atomic.Int32

@@ -27,7 +27,7 @@ func TestConformance(t *testing.T) {
 	// and its purges would see other cases' records in a shared container.
 	var n atomic.Int32
 	inboxtest.Run(t, func(t *testing.T, now func() time.Time) inbox.Store {
-		return e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: now, ContainerID: fmt.Sprintf("conf%d", n.Add(1))})
+		return e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: now}, ContainerID: fmt.Sprintf("conf%d", n.Add(1))})
 	})
 }
 
@@ -35,7 +35,7 @@ func TestConformanceOnStrongAccount(t *testing.T) {
 	e := newEnv(t, "Strong")
 	var n atomic.Int32
 	inboxtest.Run(t, func(t *testing.T, now func() time.Time) inbox.Store {
-		return e.store(t, cosmosstore.Options{Now: now, DatabaseID: "strongdb", ContainerID: fmt.Sprintf("box%d", n.Add(1))})
+		return e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: now, DatabaseID: "strongdb"}, ContainerID: fmt.Sprintf("box%d", n.Add(1))})
 	})
 }
 
@@ -44,7 +44,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 	e := newEnv(t, "Session")
 	first := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := inboxtest.NewClock(first)
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock.Now})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 	ctx := context.Background()
 	vectors := inboxtest.HashVectors
 	for _, v := range vectors {
@@ -75,7 +75,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 
 	// Sub-second times keep seven fraction digits, truncated to 100 ns.
 	clock2 := fixedClock(time.Date(2030, 6, 1, 12, 30, 45, 123456789, time.FixedZone("X", 3600)))
-	s2 := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, Now: clock2})
+	s2 := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock2}})
 	k := inbox.NewKey("billing", "fraction")
 	if err := s2.RecordProcessed(ctx, k); err != nil {
 		t.Fatal(err)
@@ -117,7 +117,7 @@ func TestConsistencyValidation(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(fmt.Sprintf("%s relaxed=%v", tc.account, tc.relaxed), func(t *testing.T) {
 			e := newEnv(t, tc.account)
-			s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: tc.relaxed})
+			s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: tc.relaxed}})
 			ctx := context.Background()
 			k := inbox.NewKey("billing", "m-1")
 			_, errCheck := s.HasProcessed(ctx, k)
@@ -259,7 +259,7 @@ func TestContainerProvisioning(t *testing.T) {
 	k := inbox.NewKey("billing", "m")
 
 	// Off: a missing container fails every use, naming the option...
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, AutoCreateContainer: boolPtr(false), DatabaseID: "pre", ContainerID: "provisioned"})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, AutoCreateContainer: boolPtr(false), DatabaseID: "pre"}, ContainerID: "provisioned"})
 	_, err := s.HasProcessed(ctx, k)
 	if !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "AutoCreateContainer is false") {
 		t.Fatalf("err %v", err)
@@ -284,7 +284,7 @@ func TestContainerProvisioning(t *testing.T) {
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "wrongpk", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/endpointId"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true, DatabaseID: "pre", ContainerID: "wrongpk"})
+	w := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, DatabaseID: "pre"}, ContainerID: "wrongpk"})
 	if _, err := w.HasProcessed(ctx, k); !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "/endpointId") {
 		t.Fatalf("err %v", err)
 	}
@@ -313,7 +313,7 @@ func TestPreCancelledOperationsSendNothing(t *testing.T) {
 
 func TestInvalidKeysAreRejected(t *testing.T) {
 	e := newEnv(t, "Session")
-	s := e.store(t, cosmosstore.Options{AllowRelaxedConsistency: true})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	ctx := context.Background()
 	for _, k := range []inbox.Key{inbox.NewKey("", "m"), inbox.NewKey("billing", " "), {EndpointID: "billing", MessageID: "m"}} {
 		if _, err := s.HasProcessed(ctx, k); !errors.Is(err, inbox.ErrInvalidKey) {

@@ -3,7 +3,6 @@ package cosmossession
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 )
@@ -24,27 +23,15 @@ const (
 
 // Options configures a Store. Zero values mean the defaults.
 type Options struct {
-	// DatabaseID is the database; default "MessageDatabase".
-	DatabaseID string
+	// StoreOptions holds the options every Cosmos store shares: DatabaseID
+	// (default "MessageDatabase"), AutoCreateContainer (nil means true:
+	// the database and the container, partition key /id, no TTL, are
+	// created when absent), AllowRelaxedConsistency, RelaxAs, InitTimeout
+	// (default 30s) and Now (the clock for updatedAtUtc).
+	cosmos.StoreOptions
 	// ContainerID is the container; default "sessionstate". It must not be
 	// the inbox's container: both key documents by the same identity hash.
 	ContainerID string
-	// AutoCreateContainer creates the database and container (partition key
-	// /id, no TTL) when absent; nil means true. Set false when the identity
-	// cannot create them (Entra data-plane RBAC).
-	AutoCreateContainer *bool
-	// AllowRelaxedConsistency skips the check that the account's default
-	// consistency is Strong.
-	AllowRelaxedConsistency bool
-	// RelaxAs names, in the operator error of a relaxed account, how the
-	// operator sets AllowRelaxedConsistency; default
-	// "AllowRelaxedConsistency".
-	RelaxAs string
-	// InitTimeout bounds the first-use initialization (consistency check
-	// and container ensure); default 30s.
-	InitTimeout time.Duration
-	// Now is the clock for updatedAtUtc; default time.Now.
-	Now func() time.Time
 }
 
 // ErrInvalidOptions reports Options that fail validation.
@@ -53,34 +40,12 @@ var ErrInvalidOptions = errors.New("cosmossession: invalid session-state options
 // withDefaults returns a validated copy of o with defaults applied; the
 // error lists every problem, each naming its option field.
 func (o Options) withDefaults() (Options, error) {
-	if o.DatabaseID == "" {
-		o.DatabaseID = DefaultDatabaseID
-	}
+	errs := o.ApplyDefaults(DefaultDatabaseID)
 	if o.ContainerID == "" {
 		o.ContainerID = DefaultContainerID
 	}
-	if o.AutoCreateContainer == nil {
-		t := true
-		o.AutoCreateContainer = &t
-	} else {
-		v := *o.AutoCreateContainer
-		o.AutoCreateContainer = &v
-	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = DefaultInitTimeout
-	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
-	var errs []error
-	if err := cosmos.CheckID(o.DatabaseID); err != nil {
-		errs = append(errs, fmt.Errorf("DatabaseID %q: %w", o.DatabaseID, err))
-	}
-	if err := cosmos.CheckID(o.ContainerID); err != nil {
-		errs = append(errs, fmt.Errorf("ContainerID %q: %w", o.ContainerID, err))
-	}
-	if o.InitTimeout < 0 {
-		errs = append(errs, fmt.Errorf("InitTimeout: %v is negative", o.InitTimeout))
+	if err := cosmos.CheckContainerID(o.ContainerID); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return o, fmt.Errorf("%w: %w", ErrInvalidOptions, errors.Join(errs...))

@@ -71,20 +71,11 @@ func New(account *cosmos.Account, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	reason := strongReason
-	reason.RelaxAs = o.RelaxAs
-	box, err := account.Container(cosmos.ContainerOptions{
-		Spec: cosmos.ContainerSpec{
-			DatabaseID:       o.DatabaseID,
-			ContainerID:      o.ContainerID,
-			PartitionKeyPath: PartitionKeyPath,
-			DefaultTTL:       cosmos.TTLOff,
-			AutoCreate:       *o.AutoCreateContainer,
-		},
-		AllowRelaxedConsistency: o.AllowRelaxedConsistency,
-		Strong:                  reason,
-		InitTimeout:             o.InitTimeout,
-	})
+	box, err := account.Container(o.ContainerOptions(cosmos.ContainerSpec{
+		ContainerID:      o.ContainerID,
+		PartitionKeyPath: PartitionKeyPath,
+		DefaultTTL:       cosmos.TTLOff,
+	}, strongReason))
 	if err != nil {
 		return nil, fmt.Errorf("cosmossession: %w", err)
 	}

@@ -235,7 +235,7 @@ func keys(m map[string]any) string {
 func TestDocumentShape(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 13, 45, 1, 123456789, time.UTC)
-	s := newStore(t, e, cosmossession.Options{Now: func() time.Time { return now }})
+	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{Now: func() time.Time { return now }}})
 	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "customer-1")
 	cur := block(t, s, k, session.State{}, "event-2", "msg-2")
@@ -320,7 +320,7 @@ func TestContainerHasPartitionKeyIDAndNoTTL(t *testing.T) {
 
 func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Session")
-	s := newStore(t, e, cosmossession.Options{RelaxAs: "NimBus__Inbox__Cosmos__AllowRelaxedConsistency"})
+	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{RelaxAs: "NimBus__Inbox__Cosmos__AllowRelaxedConsistency"}})
 	k := session.NewKey("billing", "s1")
 	_, err := s.Read(ctx, k)
 	var oe *cosmos.OperatorError
@@ -334,7 +334,7 @@ func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 	if n := e.Rec.Count(cosmostest.IsDocRequest); n != 0 {
 		t.Errorf("%d document requests on a relaxed account", n)
 	}
-	r := newStore(t, e, cosmossession.Options{AllowRelaxedConsistency: true})
+	r := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	if _, err := r.Write(ctx, k, fresh); err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 func TestAMissingContainerWithoutAutoCreateIsAnOperatorError(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	off := false
-	s := newStore(t, e, cosmossession.Options{ContainerID: "absent", AutoCreateContainer: &off})
+	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{AutoCreateContainer: &off}, ContainerID: "absent"})
 	_, err := s.Read(ctx, session.NewKey("billing", "s1"))
 	var oe *cosmos.OperatorError
 	if !errors.As(err, &oe) || !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "/id") {
@@ -353,7 +353,7 @@ func TestAMissingContainerWithoutAutoCreateIsAnOperatorError(t *testing.T) {
 
 func TestInvalidOptionsAreRejected(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
-	_, err := cosmossession.New(e.Account, cosmossession.Options{DatabaseID: "a/b", ContainerID: "c#", InitTimeout: -1})
+	_, err := cosmossession.New(e.Account, cosmossession.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "a/b", InitTimeout: -1}, ContainerID: "c#"})
 	if !errors.Is(err, cosmossession.ErrInvalidOptions) {
 		t.Fatalf("%v", err)
 	}

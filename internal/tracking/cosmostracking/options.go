@@ -3,7 +3,6 @@ package cosmostracking
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 )
@@ -42,36 +41,26 @@ const (
 
 // Options configures a Store. Zero values mean the defaults.
 type Options struct {
-	// DatabaseID is the database; default "MessageDatabase".
-	DatabaseID string
+	// StoreOptions holds the options every Cosmos store shares: DatabaseID
+	// (default "MessageDatabase"), AutoCreateContainer (nil means true:
+	// the database, the endpoint containers, partition key /id, and the
+	// messages and audits containers, partition key /eventId, all with TTL
+	// on without a default, are created when absent; set false and
+	// provision them beforehand when the identity cannot create them),
+	// AllowRelaxedConsistency, RelaxAs, InitTimeout (one container's
+	// first-use initialization, default 30s) and Now (the clock for the
+	// audits' createdAt).
+	cosmos.StoreOptions
 	// UnresolvedRetentionDays is how long a Pending, Deferred, Failed,
 	// DeadLettered or Unsupported row lives after its last write:
 	// UnlimitedRetentionDays (-1) or 1..365 whole days. Zero means the
 	// default, unlimited. The window slides: every rewrite stamps it
 	// again. It applies to rows written from now on.
 	UnresolvedRetentionDays int
-	// AutoCreateContainers creates the database, the endpoint containers
-	// (partition key /id, TTL on without a default) and the messages and
-	// audits containers (partition key /eventId, TTL on without a default)
-	// when absent; nil means true. Set false when the identity cannot
-	// create them (Entra data-plane RBAC): provision them beforehand.
-	AutoCreateContainers *bool
-	// AllowRelaxedConsistency skips the check that the account's default
-	// consistency is Strong.
-	AllowRelaxedConsistency bool
-	// RelaxAs names, in the operator error of a relaxed account, how the
-	// operator sets AllowRelaxedConsistency; default
-	// "AllowRelaxedConsistency".
-	RelaxAs string
-	// InitTimeout bounds one container's first-use initialization;
-	// default 30s.
-	InitTimeout time.Duration
 	// MaxGuardAttempts bounds the read + conditional replace rounds of a
 	// guarded write that keeps losing its compare-and-swap; default 3, as
 	// NimBus.
 	MaxGuardAttempts int
-	// Now is the clock for the audits' createdAt; default time.Now.
-	Now func() time.Time
 	// NewID returns a fresh audit document id; default a random GUID.
 	NewID func() string
 }
@@ -98,40 +87,18 @@ func RetentionTTL(days int) int {
 }
 
 func (o Options) withDefaults() (Options, error) {
-	if o.DatabaseID == "" {
-		o.DatabaseID = DefaultDatabaseID
-	}
+	errs := o.ApplyDefaults(DefaultDatabaseID)
 	if o.UnresolvedRetentionDays == 0 {
 		o.UnresolvedRetentionDays = UnlimitedRetentionDays
-	}
-	if o.AutoCreateContainers == nil {
-		t := true
-		o.AutoCreateContainers = &t
-	} else {
-		v := *o.AutoCreateContainers
-		o.AutoCreateContainers = &v
-	}
-	if o.InitTimeout == 0 {
-		o.InitTimeout = cosmos.DefaultInitTimeout
 	}
 	if o.MaxGuardAttempts == 0 {
 		o.MaxGuardAttempts = 3
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
 	if o.NewID == nil {
 		o.NewID = newGUID
 	}
-	var errs []error
-	if err := cosmos.CheckID(o.DatabaseID); err != nil {
-		errs = append(errs, fmt.Errorf("DatabaseID %q: %w", o.DatabaseID, err))
-	}
 	if err := CheckRetentionDays(o.UnresolvedRetentionDays); err != nil {
 		errs = append(errs, err)
-	}
-	if o.InitTimeout < 0 {
-		errs = append(errs, fmt.Errorf("InitTimeout: %v is negative", o.InitTimeout))
 	}
 	if o.MaxGuardAttempts < 1 {
 		errs = append(errs, fmt.Errorf("MaxGuardAttempts: %d is below 1", o.MaxGuardAttempts))

@@ -71,7 +71,7 @@ var strongReason = cosmos.StrongReason{
 }
 
 // New returns a store on account. It validates a copy of opts and does no
-// I/O: each container is checked (and created when AutoCreateContainers)
+// I/O: each container is checked (and created when AutoCreateContainer)
 // on first use, after a once-per-store Strong check unless
 // AllowRelaxedConsistency.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
@@ -95,22 +95,24 @@ func New(account *cosmos.Account, opts Options) (*Store, error) {
 }
 
 func (s *Store) container(id, pk string) (*cosmos.Container, error) {
-	c, err := s.account.Container(cosmos.ContainerOptions{
-		Spec: cosmos.ContainerSpec{
-			DatabaseID:       s.opts.DatabaseID,
-			ContainerID:      id,
-			PartitionKeyPath: pk,
-			DefaultTTL:       cosmos.TTLOnNoDefault,
-			AutoCreate:       *s.opts.AutoCreateContainers,
-		},
-		// The Strong check runs once per store (ready), not per container.
-		AllowRelaxedConsistency: true,
-		InitTimeout:             s.opts.InitTimeout,
-	})
+	c, err := s.account.Container(s.containerOptions(id, pk))
 	if err != nil {
 		return nil, fmt.Errorf("cosmostracking: %w", err)
 	}
 	return c, nil
+}
+
+// containerOptions returns the options of container id, partitioned on
+// pk, with TTL on without a default. The Strong check runs once per store
+// (ready), not per container.
+func (s *Store) containerOptions(id, pk string) cosmos.ContainerOptions {
+	o := s.opts.ContainerOptions(cosmos.ContainerSpec{
+		ContainerID:      id,
+		PartitionKeyPath: pk,
+		DefaultTTL:       cosmos.TTLOnNoDefault,
+	}, strongReason)
+	o.AllowRelaxedConsistency = true
+	return o
 }
 
 // ready runs the once-per-store Strong check, then c's first-use
@@ -137,17 +139,7 @@ func (s *Store) endpoint(ctx context.Context, op, endpointID string) (*azcosmos.
 	c := s.endpoints[endpointID]
 	if c == nil {
 		var err error
-		c, err = s.account.Container(cosmos.ContainerOptions{
-			Spec: cosmos.ContainerSpec{
-				DatabaseID:       s.opts.DatabaseID,
-				ContainerID:      endpointID,
-				PartitionKeyPath: "/id",
-				DefaultTTL:       cosmos.TTLOnNoDefault,
-				AutoCreate:       *s.opts.AutoCreateContainers,
-			},
-			AllowRelaxedConsistency: true,
-			InitTimeout:             s.opts.InitTimeout,
-		})
+		c, err = s.account.Container(s.containerOptions(endpointID, "/id"))
 		if err != nil {
 			s.mu.Unlock()
 			return nil, fmt.Errorf("cosmostracking: %s: endpoint %q: %w: %w", op, endpointID, tracking.ErrInvalidArgument, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
@@ -618,7 +619,7 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 			t.Errorf("days %d: %v", days, err)
 		}
 	}
-	if _, err := cosmostracking.New(e.Account, cosmostracking.Options{DatabaseID: "a/b"}); !errors.Is(err, cosmostracking.ErrInvalidOptions) {
+	if _, err := cosmostracking.New(e.Account, cosmostracking.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "a/b"}}); !errors.Is(err, cosmostracking.ErrInvalidOptions) {
 		t.Errorf("database id: %v", err)
 	}
 }
@@ -629,6 +630,6 @@ func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 	if _, err := s.UploadFailedMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m", "")); err == nil || !strings.Contains(err.Error(), "Strong") {
 		t.Fatalf("relaxed account: %v", err)
 	}
-	r := newStore(t, e, cosmostracking.Options{AllowRelaxedConsistency: true})
+	r := newStore(t, e, cosmostracking.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	mustUpload(t, r, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m", ""), true)
 }
