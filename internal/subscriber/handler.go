@@ -35,7 +35,23 @@ type Event struct {
 	// CloudEvent holds the attributes of an event that arrived as a
 	// CloudEvent; nil for a native NimBus message. JSON is then its data.
 	CloudEvent *CloudEventAttributes
+	// Attempt says how the event reached the handler: its original
+	// delivery (a redelivery of it included), a RetryRequest, an operator's
+	// resubmission, or the replay of a copy parked while its session was
+	// blocked.
+	Attempt Attempt
 }
+
+// Attempt is how an event reached the handler.
+type Attempt string
+
+// Attempts.
+const (
+	AttemptOriginal     Attempt = "original"
+	AttemptRetry        Attempt = "retry"
+	AttemptResubmission Attempt = "resubmission"
+	AttemptReplay       Attempt = "replay"
+)
 
 // CloudEventAttributes are the context attributes of a CloudEvent; "" where
 // an optional attribute was absent.
@@ -168,41 +184,77 @@ func (r *Registry) lookup(id string) (HandlerFunc, bool) {
 	return h, ok
 }
 
-// HandlerError marks a handler failure as transient or permanent.
+// A handler's error decides what happens to the event, as NimBus's
+// failure kinds do:
 //
-// A transient failure (an unmarked error, Transient, or a panic) fails the
-// invocation after the redelivery pause, so the broker redelivers it with
-// DeliveryCount+1. A permanent failure fails the invocation at once, without
-// the pause: the broker redelivers it immediately and dead-letters it after
-// the subscription's MaxDeliveryCount, within about a second.
+//   - a plain error (or a panic) means the event failed: an ErrorResponse
+//     goes to the Resolver with the error's text and type, the session is
+//     blocked by this EventId (later messages of the session are parked
+//     behind it), the delivery completes, and a RetryRequest is scheduled
+//     when a retry policy applies; operators resubmit or skip the event
+//     from the Manager;
+//   - Transient(err) means "try this delivery again": the invocation fails
+//     after the redelivery pause and the broker redelivers it (NimBus's
+//     TransientException); nothing is reported until the last delivery;
+//   - Permanent(err) means a retry cannot help: the invocation fails at
+//     once, the broker dead-letters the message after its last delivery,
+//     and that last delivery reports an ErrorResponse with the dead-letter
+//     reason;
+//   - Discard(err) means the event is dropped on purpose: a SkipResponse
+//     with the error's text, the delivery completes, the session is not
+//     blocked.
 type HandlerError struct {
-	Err       error
-	Permanent bool
+	Err  error
+	Kind FailureKind
 }
+
+// FailureKind classifies a handler error.
+type FailureKind int
+
+// Failure kinds. The zero value is a plain failure.
+const (
+	KindFailed FailureKind = iota
+	KindTransient
+	KindPermanent
+	KindDiscard
+)
 
 func (e *HandlerError) Error() string { return e.Err.Error() }
 func (e *HandlerError) Unwrap() error { return e.Err }
 
-// Transient marks err as worth retrying (the default for unmarked errors).
-func Transient(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &HandlerError{Err: err}
-}
+// Transient marks err as worth trying again on the same delivery: the
+// broker redelivers the message after the redelivery pause.
+func Transient(err error) error { return mark(err, KindTransient) }
 
 // Permanent marks err as one a retry cannot fix (bad data, a broken
 // invariant): the delivery fails without the redelivery pause, so the
-// message reaches the dead-letter queue within about a second.
-func Permanent(err error) error {
+// message reaches the dead-letter queue within about a second, and the
+// Resolver is told on its last delivery.
+func Permanent(err error) error { return mark(err, KindPermanent) }
+
+// Discard marks err as a reason to drop the event: a SkipResponse is sent
+// and the session is not blocked.
+func Discard(err error) error { return mark(err, KindDiscard) }
+
+func mark(err error, k FailureKind) error {
 	if err == nil {
 		return nil
 	}
-	return &HandlerError{Err: err, Permanent: true}
+	return &HandlerError{Err: err, Kind: k}
+}
+
+// KindOf returns the failure kind of err: the kind of the outermost
+// HandlerError in its chain, KindFailed for any other error.
+func KindOf(err error) FailureKind {
+	var he *HandlerError
+	if errors.As(err, &he) {
+		return he.Kind
+	}
+	return KindFailed
 }
 
 // IsPermanent reports whether err was marked Permanent.
-func IsPermanent(err error) bool {
-	var he *HandlerError
-	return errors.As(err, &he) && he.Permanent
-}
+func IsPermanent(err error) bool { return KindOf(err) == KindPermanent }
+
+// IsTransient reports whether err was marked Transient.
+func IsTransient(err error) bool { return KindOf(err) == KindTransient }
