@@ -150,7 +150,7 @@ func TestCloudEventIdentityTooLongBypassesTheInbox(t *testing.T) {
 	if r.Outcome != OutcomeCompleted || r.Inbox != InboxBypassed || r.BypassReason != inbox.BypassTooLong || f.store.checks != 0 || f.store.records != 0 {
 		t.Fatalf("report %+v, store %d/%d", r, f.store.checks, f.store.records)
 	}
-	if got := f.metrics.Get(telemetry.InboxBypassed, "reason="+inbox.BypassTooLong); got != 1 {
+	if got := f.metrics.Get(telemetry.InboxBypassed, telemetry.TagBypassReason+"="+inbox.BypassTooLong); got != 1 {
 		t.Fatalf("bypass counter %v", got)
 	}
 }

@@ -24,6 +24,28 @@ const (
 	OutcomeUnsupported    Outcome = "unsupported"
 	OutcomePendingHandoff Outcome = "pending_handoff"
 	OutcomeHeartbeat      Outcome = "heartbeat"
+	// OutcomeEventFailed: the handler failed; ErrorResponse sent, the
+	// session blocked by the event, a RetryRequest scheduled when a policy
+	// applies; the message completes.
+	OutcomeEventFailed Outcome = "event_failed"
+	// OutcomeDeferred: the session is blocked (or its parked messages are
+	// being replayed); the message was parked and DeferralResponse sent.
+	OutcomeDeferred Outcome = "deferred"
+	// OutcomeDiscarded: the handler discarded the event; SkipResponse sent.
+	OutcomeDiscarded Outcome = "discarded"
+	// OutcomeSkipped: the Manager's SkipRequest; SkipResponse sent and the
+	// session unblocked when this event blocked it.
+	OutcomeSkipped          Outcome = "skipped"
+	OutcomeHandoffCompleted Outcome = "handoff_completed"
+	OutcomeHandoffFailed    Outcome = "handoff_failed"
+	// OutcomeHandoffUnmatched: a HandoffFailedRequest for an event that does
+	// not block its session; completed without a response, as NimBus does.
+	OutcomeHandoffUnmatched Outcome = "handoff_unmatched"
+	// OutcomeRetryObsolete: a RetryRequest for an event that no longer
+	// blocks its session; ResolutionResponse sent, the handler not run.
+	OutcomeRetryObsolete Outcome = "retry_obsolete"
+	// OutcomeDrained: a replay request was handled (see Report.DrainStop).
+	OutcomeDrained Outcome = "drained"
 
 	OutcomeTransientFailure       Outcome = "transient_failure"
 	OutcomeHandlerFailed          Outcome = "handler_failed"
@@ -35,6 +57,12 @@ const (
 	OutcomeCanceled               Outcome = "canceled"
 	OutcomeMalformed              Outcome = "malformed_invocation"
 	OutcomeOverloaded             Outcome = "overloaded"
+	// OutcomeUnauthorized: a Manager request not from the Manager.
+	OutcomeUnauthorized Outcome = "unauthorized"
+	// OutcomeDrainBusy: another replay holds the session's parked messages.
+	OutcomeDrainBusy Outcome = "drain_busy"
+	// OutcomeReplayFailed: the replay of parked messages failed.
+	OutcomeReplayFailed Outcome = "replay_failed"
 )
 
 // OutcomeSpec is everything that follows from an outcome.
@@ -48,6 +76,16 @@ var outcomes = map[Outcome]OutcomeSpec{
 	OutcomeUnsupported:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"),
 	OutcomePendingHandoff: outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handler handed the event off; PendingHandoffResponse sent, not recorded"),
 	OutcomeHeartbeat:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "heartbeat answered"),
+	OutcomeEventFailed: outcome.Row(http.StatusOK, false, zerolog.WarnLevel,
+		"handler failed; ErrorResponse sent, the session is blocked by this event (RetryRequest scheduled when a retry policy applies)"),
+	OutcomeDeferred:         outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "session is blocked; the message was parked and DeferralResponse sent"),
+	OutcomeDiscarded:        outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handler discarded the event; SkipResponse sent, the session is not blocked"),
+	OutcomeSkipped:          outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "Manager skipped the event; SkipResponse sent and its block lifted"),
+	OutcomeHandoffCompleted: outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handoff completed; ResolutionResponse sent and the block lifted"),
+	OutcomeHandoffFailed:    outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handoff failed; ErrorResponse sent, the session stays blocked"),
+	OutcomeHandoffUnmatched: outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffFailedRequest for an event that does not block its session; completed without a response"),
+	OutcomeRetryObsolete:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "RetryRequest for an event that no longer blocks its session; ResolutionResponse sent, handler not run"),
+	OutcomeDrained:          outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "parked messages replayed"),
 
 	OutcomeTransientFailure: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"),
 	OutcomeHandlerFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
@@ -61,6 +99,10 @@ var outcomes = map[Outcome]OutcomeSpec{
 	OutcomeCanceled:   outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be retried"),
 	OutcomeMalformed:  outcome.Row(http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"),
 	OutcomeOverloaded: outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be retried"),
+	OutcomeUnauthorized: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"Manager request not sent by the Manager; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeDrainBusy:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel, "another replay holds the session's parked messages; the replay request will be retried"),
+	OutcomeReplayFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "replay of parked messages failed; the replay request will be retried"),
 }
 
 // unknownOutcome is what an outcome without a row gets: fail and log an
@@ -121,6 +163,32 @@ type Report struct {
 	HandlerRan bool
 	// Published is true when a Resolver response was sent.
 	Published bool
+	// DeliveryCount is the broker's delivery count of the message.
+	DeliveryCount int
+	// Parked: the message was parked behind its session's block, under
+	// DeferralSequence.
+	Parked           bool
+	DeferralSequence int64
+	// Blocked and Unblocked: this delivery blocked its session, or lifted
+	// its event's block.
+	Blocked, Unblocked bool
+	// DrainRequested: a replay request (ProcessDeferredRequest) was sent.
+	DrainRequested bool
+	// RetryScheduled: a RetryRequest was scheduled RetryDelay from now.
+	RetryScheduled bool
+	RetryDelay     time.Duration
+	// DeadLetterNotice: the dead-letter ErrorResponse was sent (last
+	// delivery); NoticeErr is why it could not be.
+	DeadLetterNotice bool
+	NoticeErr        error
+	// StateReads, StateWrites and Sends count session-state reads and
+	// writes and broker sends; RoundTrips counts the sequential store and
+	// broker round trips (concurrent requests count once).
+	StateReads, StateWrites, Sends, RoundTrips int
+	// Replays are the parked copies a Drain replayed, and DrainStop why it
+	// stopped.
+	Replays   []Report
+	DrainStop string
 	// Err is why the delivery did not complete (nil when it did).
 	Err error
 	// Stack is the goroutine stack of a handler panic.

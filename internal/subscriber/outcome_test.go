@@ -34,6 +34,18 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeCanceled:               {503, false},
 		OutcomeMalformed:              {400, false},
 		OutcomeOverloaded:             {503, false},
+		OutcomeEventFailed:            {200, false},
+		OutcomeDeferred:               {200, false},
+		OutcomeDiscarded:              {200, false},
+		OutcomeSkipped:                {200, false},
+		OutcomeHandoffCompleted:       {200, false},
+		OutcomeHandoffFailed:          {200, false},
+		OutcomeHandoffUnmatched:       {200, false},
+		OutcomeRetryObsolete:          {200, false},
+		OutcomeDrained:                {200, false},
+		OutcomeUnauthorized:           {422, false},
+		OutcomeDrainBusy:              {503, true},
+		OutcomeReplayFailed:           {503, true},
 	}
 	for o, want := range cases {
 		if s := o.Spec(); s.Status != want.status || s.Pause != want.pause {

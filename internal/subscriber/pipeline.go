@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime/debug"
 	"time"
 
 	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
@@ -17,6 +17,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
@@ -48,8 +49,35 @@ type Options struct {
 	// Inbox is the deduplication store; nil turns the inbox off (nothing is
 	// checked or recorded).
 	Inbox inbox.Store
-	// Publisher sends Resolver responses. Required.
+	// Publisher sends everything this endpoint sends to its own topic: the
+	// Resolver responses, parked copies (To=Deferred) and replay requests
+	// (To=DeferredProcessor). Required.
 	Publisher resolver.Publisher
+	// Scheduler schedules RetryRequests on the endpoint topic; nil means no
+	// RetryRequest is ever scheduled.
+	Scheduler Scheduler
+	// Sessions keeps the per-session state (the block, parked copies);
+	// nil turns session blocking off: a failed event is reported but
+	// blocks nothing, and nothing is parked.
+	Sessions session.Store
+	// RetryPolicies decides whether and when a failed event is retried with
+	// a RetryRequest; nil means never (NimBus without a policy).
+	RetryPolicies RetryPolicies
+	// Deferred reaches the parked copies for Drain; nil makes Drain fail.
+	Deferred Deferred
+	// MaxDeliveryCount is the subscriptions' maximum delivery count: a
+	// delivery that does not complete on this delivery is dead-lettered by
+	// the broker, so the Resolver is told then; default 10 (NimBus's
+	// topology).
+	MaxDeliveryCount int
+	// ReplayBudget bounds the time one Drain spends replaying; what is left
+	// is handed to a new replay request. Default 4 minutes.
+	ReplayBudget time.Duration
+	// ReplayWait is how long Drain waits for the next parked copy before it
+	// decides that nothing more has arrived; default 2s.
+	ReplayWait time.Duration
+	// Rand returns a number in [0,1) for retry jitter; default math/rand.
+	Rand func() float64
 	// Handlers maps event types to handlers. Required.
 	Handlers *Registry
 	// OnDuplicateDetected is called for every duplicate. Its error or panic
@@ -57,11 +85,12 @@ type Options struct {
 	OnDuplicateDetected func(ctx context.Context, d DuplicateInfo) error
 	// Metrics receives the counters; nil discards them.
 	Metrics *telemetry.Metrics
-	// Tracer starts the child spans of a delivery (inbox check, handler,
-	// record) under the span in Process's ctx; nil means the global
-	// provider's telemetry.TracerName tracer.
+	// Tracer starts the child spans of a delivery (inbox check, session
+	// state, handler, record) under the span in Process's ctx; nil means
+	// the global provider's telemetry.TracerName tracer.
 	Tracer oteltrace.Tracer
-	// Log receives hook failures; the per-invocation line is the caller's.
+	// Log receives hook failures and replay lines; the per-invocation line
+	// is the caller's.
 	Log zerolog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
@@ -87,6 +116,19 @@ type Options struct {
 	// inbox.CloudEventMessageID) instead of the broker MessageId, so a
 	// producer's re-send with a fresh broker MessageId is a duplicate.
 	DeduplicateCloudEventsBySource bool
+}
+
+// Scheduler schedules a message on the endpoint topic.
+type Scheduler interface {
+	Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error
+}
+
+// RetryPolicies decides the RetryRequest after a failed event.
+type RetryPolicies interface {
+	// RetryDelay returns the wait before the next RetryRequest for an
+	// event of eventTypeID that failed with errText after retryCount
+	// retries, and false when no policy applies or its retries are spent.
+	RetryDelay(eventTypeID, errText, endpoint string, retryCount int, rnd float64) (time.Duration, bool)
 }
 
 // Pipeline processes deliveries. It is safe for concurrent use.
@@ -127,6 +169,18 @@ func New(o Options) (*Pipeline, error) {
 	if o.RecordBackoff <= 0 {
 		o.RecordBackoff = 100 * time.Millisecond
 	}
+	if o.MaxDeliveryCount <= 0 {
+		o.MaxDeliveryCount = 10
+	}
+	if o.ReplayBudget <= 0 {
+		o.ReplayBudget = 4 * time.Minute
+	}
+	if o.ReplayWait <= 0 {
+		o.ReplayWait = 2 * time.Second
+	}
+	if o.Rand == nil {
+		o.Rand = rand.Float64
+	}
 	return &Pipeline{o: o}, nil
 }
 
@@ -137,206 +191,44 @@ func (p *Pipeline) InboxEnabled() bool { return p.o.Inbox != nil }
 // r.Outcome.Completes() tells the caller how to answer the host.
 func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	start := p.o.Now()
-	defer func() { r.Duration = p.o.Now().Sub(start) }()
+	j := &job{p: p, r: &r, d: d, start: start}
+	defer func() {
+		p.lastDeliveryNotice(ctx, j)
+		r.Duration = p.o.Now().Sub(start)
+	}()
 	r.Inbox = InboxNotReached
 	r.MessageID = deref(d.Broker.MessageID)
 	r.SessionID = deref(d.Broker.SessionID)
+	r.DeliveryCount = d.Broker.DeliveryCount
 
 	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, p.o.CloudEvents)
 	if err != nil {
 		r.Outcome, r.Err = OutcomeInvalidMessage, err
 		return r
 	}
-	ce := in.CloudEvent
-	// A structured CloudEvent's attributes were read from the body: payload,
-	// never logged.
-	fromBody := ce != nil && ce.Mode == message.ModeStructured
-	r.MessageType = in.Type.String()
-	eventTypeID := deref(in.EventTypeID)
-	if _, ok := in.Property(message.PropEventTypeID); ok || (ce != nil && !fromBody) {
-		r.EventTypeID = eventTypeID
-	} else {
-		// From the body: payload, never logged.
-		r.EventTypeFromBody = eventTypeID != ""
-	}
-	if _, ok := in.Property(message.PropEventID); ok || !fromBody {
-		r.EventID = deref(in.EventID)
-	}
-	if ce != nil {
-		r.CloudEvent = string(ce.Mode)
-	}
+	j.setInbound(in)
 
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
+		j.attempt = AttemptOriginal
+		j.eventRequest(ctx)
+	case message.RetryRequest:
+		j.attempt = AttemptRetry
+		j.retryRequest(ctx)
+	case message.ResubmissionRequest:
+		j.attempt = AttemptResubmission
+		j.resubmission(ctx)
+	case message.SkipRequest:
+		j.skipRequest(ctx)
+	case message.HandoffCompletedRequest:
+		j.handoffCompleted(ctx)
+	case message.HandoffFailedRequest:
+		j.handoffFailed(ctx)
 	default:
 		r.Outcome = OutcomeUnsupportedMessageType
-		r.Err = fmt.Errorf("message type %s is not handled by this subscriber", in.Type)
-		return r
+		r.Err = &UnsupportedTypeError{Type: in.Type.String()}
 	}
-
-	queueMs := int64(-1)
-	if !in.EnqueuedTime.IsZero() {
-		queueMs = max(start.Sub(in.EnqueuedTime).Milliseconds(), 0)
-	}
-	timings := func() message.Timings {
-		return message.Timings{QueueTimeMs: queueMs, ProcessingTimeMs: p.o.Now().Sub(start).Milliseconds()}
-	}
-
-	if in.IsHeartbeat() {
-		out := message.NewHeartbeatResponse(in, timings(), p.o.Now(), p.o.Version)
-		return p.respond(ctx, &r, out, OutcomeHeartbeat)
-	}
-
-	// The inbox check runs before anything else looks at the event, so a
-	// recorded redelivery is skipped whatever else has changed since.
-	var keys []inbox.Key
-	switch {
-	case p.o.Inbox == nil:
-		r.Inbox = InboxOff
-	default:
-		id := in.MessageID
-		if ce != nil && p.o.DeduplicateCloudEventsBySource {
-			s, reason := inbox.CloudEventMessageID(ce.Source, ce.ID)
-			if reason == inbox.BypassNone {
-				reason = inbox.BypassReason(p.o.EndpointID, &s)
-			}
-			if reason != inbox.BypassNone {
-				r.Inbox, r.BypassReason = InboxBypassed, reason
-				p.o.Metrics.Inc(telemetry.InboxBypassed, "reason", reason)
-				break
-			}
-			id = &s
-		}
-		if reason := inbox.BypassReason(p.o.EndpointID, id); reason != inbox.BypassNone {
-			r.Inbox, r.BypassReason = InboxBypassed, reason
-			p.o.Metrics.Inc(telemetry.InboxBypassed, telemetry.TagBypassReason, reason)
-			break
-		}
-		keys = append(keys, inbox.NewKey(p.o.EndpointID, *id))
-		// A stand-in (a replayed parked copy or a retry) also carries the
-		// MessageId the source delivered the event with.
-		if src := in.InboxMessageID; src != nil && *src != *id &&
-			inbox.BypassReason(p.o.EndpointID, src) == inbox.BypassNone {
-			keys = append(keys, inbox.NewKey(p.o.EndpointID, *src))
-		}
-		for _, k := range keys {
-			r.Checks++
-			cctx, span := p.o.Tracer.Start(ctx, spanInboxCheck)
-			seen, err := p.o.Inbox.HasProcessed(cctx, k)
-			if err != nil {
-				failed := p.storeFailed(&r, inbox.OpCheck, err)
-				endSpan(span, failed.Err)
-				return failed
-			}
-			if span.IsRecording() {
-				span.SetAttributes(attribute.Bool("nimbus.inbox.duplicate", seen))
-			}
-			span.End()
-			if seen {
-				r.Inbox = InboxDuplicate
-				p.duplicate(ctx, in, k)
-				out := message.NewResponse(in, message.Duplicate, timings(), nil)
-				return p.respond(ctx, &r, out, OutcomeDuplicate)
-			}
-		}
-		r.Inbox = InboxNew
-	}
-
-	// A CloudEvent is validated after the inbox, as NimBus's validating
-	// handler sits below its inbox middleware: a missing attribute, another
-	// specversion or a type with no handler fail at once (the broker
-	// dead-letters the message), never an UnsupportedResponse.
-	h, ok := p.o.Handlers.lookup(eventTypeID)
-	if ce != nil {
-		err := ce.Validate(fromBody)
-		if err == nil && (eventTypeID == "" || !ok) {
-			err = ce.NoHandlerError(fromBody)
-		}
-		if err != nil {
-			r.Outcome, r.Err = OutcomeInvalidCloudEvent, Permanent(err)
-			return r
-		}
-	}
-
-	// Dispatch, as NimBus's EventHandlerProvider: no type or no handler is
-	// Unsupported; an unreadable body or a body that names another type is
-	// a permanent failure.
-	if eventTypeID == "" || !ok {
-		out := message.NewResponse(in, message.Unsupported, timings(), nil)
-		return p.respond(ctx, &r, out, OutcomeUnsupported)
-	}
-	if in.Content == nil || in.Content.EventContent == nil {
-		r.Outcome = OutcomeInvalidMessage
-		r.Err = Permanent(errors.New("message body has no readable EventContent"))
-		return r
-	}
-	if bt := in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != eventTypeID {
-		r.Outcome = OutcomeInvalidMessage
-		// The body's value is payload: say only that it differs.
-		r.Err = Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
-		return r
-	}
-
-	ev := &Event{
-		EventTypeID:   eventTypeID,
-		JSON:          deref(in.Content.EventContent.EventJSON),
-		MessageID:     r.MessageID,
-		SessionID:     deref(in.SessionID),
-		CorrelationID: deref(in.CorrelationID),
-		EventID:       r.EventID,
-		From:          in.From,
-		DeliveryCount: in.DeliveryCount,
-		EnqueuedTime:  in.EnqueuedTime,
-		CloudEvent:    cloudEventAttributes(ce),
-	}
-	if in.RetryCount != nil {
-		ev.RetryCount = int(*in.RetryCount)
-	}
-	hctx, span := p.o.Tracer.Start(ctx, spanHandler)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(eventTypeID)))
-	}
-	res, err := p.invoke(hctx, h, ev, &r)
-	endSpan(span, err)
-	r.HandlerRan = true
-	if err != nil {
-		r.Outcome = OutcomeHandlerFailed
-		switch {
-		case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-			r.Outcome = OutcomeCanceled
-		case IsPermanent(err):
-			r.Outcome = OutcomePermanentFailure
-		}
-		r.Err = err
-		return r
-	}
-
-	// The handler succeeded: the record and the response run to the end
-	// even if the invocation is cancelled meanwhile.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-	defer cancel()
-
-	if res.handoff != nil {
-		h := &message.Handoff{Reason: res.handoff.Reason, ExternalJobID: res.handoff.ExternalJobID}
-		if res.handoff.ExpectedIn > 0 {
-			h.ExpectedBy = p.o.Now().Add(res.handoff.ExpectedIn)
-		}
-		out := message.NewResponse(in, message.PendingHandoff, timings(), h)
-		return p.respond(sctx, &r, out, OutcomePendingHandoff)
-	}
-
-	// Record the source id of a stand-in first, then its own.
-	for i := len(keys) - 1; i >= 0; i-- {
-		rctx, span := p.o.Tracer.Start(sctx, spanInboxRecord)
-		if err := p.record(rctx, &r, keys[i]); err != nil {
-			failed := p.storeFailed(&r, inbox.OpRecord, err)
-			endSpan(span, failed.Err)
-			return failed
-		}
-		span.End()
-	}
-	out := message.NewResponse(in, message.Resolution, timings(), nil)
-	return p.respond(sctx, &r, out, OutcomeCompleted)
+	return r
 }
 
 // record writes k, retrying a failure a few times: once the handler has
@@ -367,29 +259,11 @@ func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event, r *Repo
 	defer func() {
 		if v := recover(); v != nil {
 			r.Stack = debug.Stack()
-			err = Transient(fmt.Errorf("handler panicked: %v", v))
+			err = &PanicError{Value: v}
 		}
 	}()
 	res, err = h(ctx, ev)
 	return res, err
-}
-
-// respond publishes out, bounded by the settle timeout on every path (the
-// Service Bus SDK has no per-try timeout of its own).
-func (p *Pipeline) respond(ctx context.Context, r *Report, out *message.Outgoing, o Outcome) Report {
-	ctx, cancel := context.WithTimeout(ctx, p.o.SettleTimeout)
-	defer cancel()
-	if err := p.o.Publisher.Publish(ctx, out); err != nil {
-		r.Outcome = OutcomePublishFailed
-		if ctx.Err() != nil {
-			r.Outcome = OutcomeCanceled
-		}
-		r.Err = fmt.Errorf("publish %s to the Resolver: %w", out.Type(), err)
-		return *r
-	}
-	r.Published = true
-	r.Outcome = o
-	return *r
 }
 
 func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
@@ -435,10 +309,12 @@ func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.K
 
 // Span names of the steps of a delivery.
 const (
-	spanInboxCheck  = "nimbus.inbox.check"
-	spanHandler     = "nimbus.handler"
-	spanInboxRecord = "nimbus.inbox.record"
-	attrEventType   = "nimbus.event_type"
+	spanInboxCheck   = "nimbus.inbox.check"
+	spanHandler      = "nimbus.handler"
+	spanInboxRecord  = "nimbus.inbox.record"
+	spanSessionRead  = "nimbus.session.read"
+	spanSessionWrite = "nimbus.session.write"
+	attrEventType    = "nimbus.event_type"
 )
 
 // endSpan ends span, marking it failed with err's text (bounded; store

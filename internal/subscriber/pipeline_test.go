@@ -303,7 +303,6 @@ func TestHandlerFailureIsNotRecordedAndFails(t *testing.T) {
 	for name, herr := range map[string]error{
 		"transient": Transient(errors.New("db busy")),
 		"permanent": Permanent(errors.New("bad data")),
-		"plain":     errors.New("plain"),
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := newFixture(t, "billing", nil)
@@ -335,12 +334,35 @@ func TestHandlerFailureIsNotRecordedAndFails(t *testing.T) {
 	}
 }
 
-func TestHandlerPanicFailsTheDelivery(t *testing.T) {
-	f := newFixture(t, "billing", nil)
-	f.handler = func(ctx context.Context, ev *Event) (Result, error) { panic("nil map") }
-	r := f.process(delivery(str("message-1")))
-	if r.Outcome != OutcomeHandlerFailed || f.store.records != 0 {
-		t.Fatalf("report = %+v", r)
+// A plain error and a panic are failed events: ErrorResponse with the
+// error's text and type, nothing recorded, the message completed.
+func TestPlainErrorOrPanicIsAFailedEvent(t *testing.T) {
+	for name, c := range map[string]struct {
+		h              HandlerFunc
+		text, typeName string
+	}{
+		"plain": {func(context.Context, *Event) (Result, error) { return Result{}, errors.New("plain") }, "plain", "Error"},
+		"panic": {func(context.Context, *Event) (Result, error) { panic("nil map") }, "handler panicked: nil map", "Panic"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := newFixture(t, "billing", nil)
+			f.handler = c.h
+			r := f.process(delivery(str("message-1")))
+			if r.Outcome != OutcomeEventFailed || !r.Outcome.Completes() || f.store.records != 0 || !r.Published {
+				t.Fatalf("report = %+v", r)
+			}
+			sent := f.pub.Sent()
+			if len(sent) != 1 || sent[0].Type() != "ErrorResponse" {
+				t.Fatalf("sent %d messages", len(sent))
+			}
+			body, err := message.ParseContent(sent[0].Body)
+			if err != nil || body.ErrorContent == nil || deref(body.ErrorContent.ErrorText) != c.text || deref(body.ErrorContent.ErrorType) != c.typeName {
+				t.Fatalf("ErrorResponse body = %s", sent[0].Body)
+			}
+			if name == "panic" && len(r.Stack) == 0 {
+				t.Fatal("no stack kept for the panic")
+			}
+		})
 	}
 }
 
@@ -588,12 +610,14 @@ func TestUnreadableBodyOrMismatchedTypeIsPermanent(t *testing.T) {
 
 func TestNonEventMessageTypesAreNotAcknowledged(t *testing.T) {
 	f := newFixture(t, "billing", nil)
-	r := f.process(delivery(str("m"), func(p map[string]any, d *Delivery) { p["MessageType"] = "RetryRequest" }))
-	if r.Outcome != OutcomeUnsupportedMessageType || r.Outcome.Completes() || f.handled != 0 {
-		t.Fatalf("report = %+v", r)
+	for _, mt := range []string{"ResolutionResponse", "ErrorResponse", "DeferralResponse", "ProcessDeferredRequest", "ContinuationRequest", "11"} {
+		r := f.process(delivery(str("m-"+mt), func(p map[string]any, d *Delivery) { p["MessageType"] = mt }))
+		if r.Outcome != OutcomeUnsupportedMessageType || r.Outcome.Completes() || f.handled != 0 {
+			t.Fatalf("%s: report = %+v", mt, r)
+		}
 	}
 	// An inbound UnsupportedResponse is handled like an EventRequest (NimBus).
-	r = f.process(delivery(str("m2"), func(p map[string]any, d *Delivery) { p["MessageType"] = "UnsupportedResponse" }))
+	r := f.process(delivery(str("m2"), func(p map[string]any, d *Delivery) { p["MessageType"] = "UnsupportedResponse" }))
 	if r.Outcome != OutcomeCompleted {
 		t.Fatalf("UnsupportedResponse inbound: %+v", r)
 	}
@@ -641,30 +665,21 @@ func TestHeartbeatIsAnsweredBeforeTheInboxAndNeverRecorded(t *testing.T) {
 	}
 }
 
-func TestStandInRecordsSourceThenOwnIDAndReplayOfRecordedSourceIsDuplicate(t *testing.T) {
+// A plain EventRequest that happens to carry InboxMessageId is checked
+// and recorded on its own MessageId only: InboxMessageId is honoured on
+// retries and replayed copies.
+func TestInboxMessageIDIsIgnoredOnAPlainEventRequest(t *testing.T) {
 	f := newFixture(t, "billing", nil)
-	standIn := func(id string) *Delivery {
-		return delivery(str(id), func(p map[string]any, d *Delivery) { p["InboxMessageId"] = "original-1" })
-	}
-	r := f.process(standIn("replay-1"))
-	if r.Outcome != OutcomeCompleted || r.Checks != 2 || r.Records != 2 {
+	r := f.process(delivery(str("m-1"), func(p map[string]any, d *Delivery) { p["InboxMessageId"] = "original-1" }))
+	if r.Outcome != OutcomeCompleted || r.Checks != 1 || r.Records != 1 {
 		t.Fatalf("report = %+v", r)
 	}
-	want := []string{"check billing/replay-1", "check billing/original-1", "handler-start", "handler-end",
-		"record billing/original-1", "record billing/replay-1", "publish ResolutionResponse"}
+	want := []string{"check billing/m-1", "handler-start", "handler-end", "record billing/m-1", "publish ResolutionResponse"}
 	if got := f.tr.get(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("order = %q\nwant %q", got, want)
 	}
-	// A second parked copy of the same source (another stand-in id) is a
-	// duplicate, and so is the original itself.
-	if r := f.process(standIn("replay-2")); r.Outcome != OutcomeDuplicate {
-		t.Fatalf("second replay: %+v", r)
-	}
-	if r := f.process(delivery(str("original-1"))); r.Outcome != OutcomeDuplicate {
+	if r := f.process(delivery(str("original-1"))); r.Outcome != OutcomeCompleted {
 		t.Fatalf("original: %+v", r)
-	}
-	if f.handled != 1 {
-		t.Fatalf("handled %d", f.handled)
 	}
 }
 
@@ -770,10 +785,13 @@ func TestEveryPublishIsBoundedByTheSettleTimeout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()                                                                                  // no deadline of its own
-	p.Process(ctx, delivery(str("m-1")))                                                                         // completed
-	p.Process(ctx, delivery(str("m-1")))                                                                         // duplicate
-	p.Process(ctx, delivery(str("m-2"), func(pr map[string]any, d *Delivery) { pr["EventTypeId"] = "Unknown" })) // unsupported
+	ctx := context.Background()                                                // no deadline of its own
+	p.Process(ctx, delivery(str("m-1")))                                       // completed
+	p.Process(ctx, delivery(str("m-1")))                                       // duplicate
+	p.Process(ctx, delivery(str("m-2"), func(pr map[string]any, d *Delivery) { // unsupported
+		pr["EventTypeId"] = "Unknown"
+		d.Body = []byte(`{"EventContent":{"EventTypeId":"Unknown","EventJson":"{}"},"ErrorContent":null}`)
+	}))
 	if len(pub.deadlines) != 3 {
 		t.Fatalf("%d publishes, want 3", len(pub.deadlines))
 	}

@@ -1,0 +1,312 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// Deferred reaches the parked copies of a session: the endpoint topic's
+// Deferred session subscription.
+type Deferred interface {
+	// Accept locks the session's parked copies for this replay. It returns
+	// an error wrapping ErrSessionLocked when another replay holds them.
+	Accept(ctx context.Context, sessionID string) (DeferredSession, error)
+}
+
+// DeferredSession is one locked session of parked copies.
+type DeferredSession interface {
+	// Next returns the next parked copy, locked. It returns an error
+	// wrapping ErrNoParked when ctx ends before one arrives.
+	Next(ctx context.Context) (*Parked, error)
+	// Complete removes p.
+	Complete(ctx context.Context, p *Parked) error
+	// Abandon returns p for a later replay (its delivery count goes up).
+	Abandon(ctx context.Context, p *Parked) error
+	// DeadLetter moves p to the dead-letter queue.
+	DeadLetter(ctx context.Context, p *Parked, reason, description string) error
+	// RenewLock extends the session lock.
+	RenewLock(ctx context.Context) error
+	// Close releases the session; unsettled copies return to it.
+	Close(ctx context.Context) error
+}
+
+// Parked is a parked copy as received from the Deferred subscription.
+type Parked struct {
+	Delivery
+	// Handle is the transport's message, for settlement.
+	Handle any
+}
+
+// ErrSessionLocked: another replay holds the session's parked copies.
+var ErrSessionLocked = errors.New("the session's parked messages are locked by another replay")
+
+// ErrNoParked: no parked copy arrived before the wait ended.
+var ErrNoParked = errors.New("no parked message arrived")
+
+// Why a replay stopped (Report.DrainStop).
+const (
+	DrainCaughtUp      = "caught_up"
+	DrainBlocked       = "blocked"
+	DrainNothingWaits  = "nothing_waiting"
+	DrainWaiting       = "waiting_for_parked_copies"
+	DrainBudgetSpent   = "budget_spent"
+	DrainReplayFailure = "replay_failure"
+)
+
+// renewEvery is how often the session lock is renewed during a replay
+// (the Deferred subscription's lock lasts 30 s in NimBus's topology).
+const renewEvery = 10 * time.Second
+
+// Drain handles a ProcessDeferredRequest from the DeferredProcessor
+// subscription: it locks the session's parked copies and replays them in
+// order, each through the subscriber contract (inbox check of the copy and
+// of the source MessageId it carries, handler, record, response), until
+// none is left, the session is blocked again, or the replay budget is
+// spent (then a new replay request continues it).
+//
+// The invariant it keeps with the park path: while any parked copy of a
+// session has not been replayed (DeferredCount > 0), a new message of that
+// session is parked behind it, so nothing overtakes a parked copy; the
+// count drops only after a copy is settled, and a park that loses the race
+// with the last decrement handles its message instead of parking it.
+func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
+	start := p.o.Now()
+	defer func() { r.Duration = p.o.Now().Sub(start) }()
+	r.Inbox = InboxNotReached
+	r.MessageID = deref(d.Broker.MessageID)
+	r.DeliveryCount = d.Broker.DeliveryCount
+	r.MessageType = message.ProcessDeferredRequest.String()
+	if s, ok := message.PropertyString(d.Properties, message.PropMessageType); ok {
+		r.MessageType = s
+	}
+	sid := deref(d.Broker.SessionID)
+	if sid == "" {
+		sid, _ = message.PropertyString(d.Properties, message.PropSessionID)
+	}
+	r.SessionID = sid
+	if sid == "" {
+		r.Outcome, r.Err = OutcomeInvalidMessage, errors.New("the replay request has no SessionId")
+		return r
+	}
+	if p.o.Sessions == nil || p.o.Deferred == nil {
+		r.Outcome, r.Err = OutcomeReplayFailed, errors.New("replay is not configured (no session store or Deferred subscription)")
+		return r
+	}
+	key := session.NewKey(p.o.EndpointID, sid)
+	if err := key.Check(); err != nil {
+		r.Outcome, r.Err = OutcomeInvalidMessage, err
+		return r
+	}
+	trigger := &message.Inbound{Broker: message.Broker{SessionID: &sid}}
+
+	r.RoundTrips++
+	r.StateReads++
+	st, err := p.o.Sessions.Read(ctx, key)
+	if err != nil {
+		p.replayFailed(&r, "read the session state", err)
+		return r
+	}
+	switch {
+	case st.Blocked():
+		r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
+		return r
+	case st.DeferredCount == 0:
+		r.Outcome, r.DrainStop = OutcomeDrained, DrainNothingWaits
+		return r
+	}
+	r.RoundTrips++
+	sess, err := p.o.Deferred.Accept(ctx, sid)
+	if err != nil {
+		if errors.Is(err, ErrSessionLocked) {
+			r.Outcome, r.Err = OutcomeDrainBusy, err
+			return r
+		}
+		p.replayFailed(&r, "lock the parked messages", err)
+		return r
+	}
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
+		defer cancel()
+		_ = sess.Close(cctx)
+	}()
+	renewCtx, stopRenew := context.WithCancel(ctx)
+	defer stopRenew()
+	go func() {
+		t := time.NewTicker(renewEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-renewCtx.Done():
+				return
+			case <-t.C:
+				_ = sess.RenewLock(renewCtx)
+			}
+		}
+	}()
+
+	deadline := start.Add(p.o.ReplayBudget)
+	for {
+		if !p.o.Now().Before(deadline) {
+			// Hand what is left to a new replay.
+			j := &job{p: p, r: &r, in: trigger, hasSession: true}
+			if j.send(ctx, message.NewProcessDeferredRequest(trigger), func() { r.DrainRequested = true }) {
+				r.Outcome, r.DrainStop = OutcomeDrained, DrainBudgetSpent
+			}
+			return r
+		}
+		wctx, cancel := context.WithTimeout(ctx, p.o.ReplayWait)
+		r.RoundTrips++
+		pc, err := sess.Next(wctx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				r.Outcome, r.Err = OutcomeCanceled, ctx.Err()
+				return r
+			}
+			if !errors.Is(err, ErrNoParked) {
+				p.replayFailed(&r, "receive a parked message", err)
+				return r
+			}
+			// Nothing more arrived. A copy whose park is still being sent
+			// is followed by its own replay request.
+			r.RoundTrips++
+			r.StateReads++
+			if st, err = p.o.Sessions.Read(ctx, key); err != nil {
+				p.replayFailed(&r, "read the session state", err)
+				return r
+			}
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainCaughtUp
+			if st.DeferredCount > 0 && !st.Blocked() {
+				r.DrainStop = DrainWaiting
+			}
+			return r
+		}
+		seq, _ := message.DeferralSequenceOf(pc.Properties)
+		rr := p.replayOne(ctx, sid, pc, &st)
+		r.Replays = append(r.Replays, rr)
+		r.RoundTrips += rr.RoundTrips
+		r.StateReads += rr.StateReads
+		r.StateWrites += rr.StateWrites
+		r.Checks += rr.Checks
+		r.Records += rr.Records
+		r.Sends += rr.Sends
+
+		spec := rr.Outcome.Spec()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
+		switch {
+		case spec.Completes():
+			r.RoundTrips++
+			if err := sess.Complete(sctx, pc); err != nil {
+				cancel()
+				p.replayFailed(&r, "complete a replayed message", err)
+				return r
+			}
+		case !spec.Pause && rr.Outcome != OutcomeCanceled:
+			// A permanent failure: tell the Resolver, then dead-letter the
+			// copy (the replay holds it, so it can).
+			p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
+			r.RoundTrips += 2
+			reason, desc := deadLetterTexts(&rr)
+			if err := sess.DeadLetter(sctx, pc, reason, desc); err != nil {
+				cancel()
+				p.replayFailed(&r, "dead-letter a replayed message", err)
+				return r
+			}
+		default:
+			// Transient: give the copy back and let the replay request be
+			// redelivered after the pause.
+			if pc.Broker.DeliveryCount >= p.o.MaxDeliveryCount {
+				p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
+			}
+			_ = sess.Abandon(sctx, pc)
+			cancel()
+			r.Outcome, r.Err, r.DrainStop = OutcomeReplayFailed, rr.Err, DrainReplayFailure
+			if rr.Outcome == OutcomeCanceled {
+				r.Outcome = OutcomeCanceled
+			}
+			return r
+		}
+		p.o.Metrics.Inc(telemetry.DeferredReplayed, "", "")
+		j := &job{p: p, r: &r, sk: key, hasSession: true, st: st}
+		ok := j.change(sctx, "replayed", func(s session.State) (session.State, bool, error) {
+			n, changed := s.Replayed(seq)
+			return n, changed, nil
+		})
+		cancel()
+		if !ok {
+			r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
+			return r
+		}
+		st = j.st
+		if st.Blocked() {
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
+			return r
+		}
+	}
+}
+
+// replayOne runs one parked copy through the subscriber contract as the
+// message NimBus's replay would republish: the copy's properties without
+// OriginalSessionId, DeferralSequence and To, To = the endpoint.
+func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *session.State) (rr Report) {
+	start := p.o.Now()
+	defer func() { rr.Duration = p.o.Now().Sub(start) }()
+	b := pc.Broker
+	b.SessionID = &sid
+	d := &Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}
+	j := &job{p: p, r: &rr, d: d, start: start, attempt: AttemptReplay, replaying: true}
+	rr.Inbox = InboxNotReached
+	rr.MessageID = deref(b.MessageID)
+	rr.SessionID = sid
+	rr.DeliveryCount = b.DeliveryCount
+	rr.DeferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
+	in, err := message.ReadWith(b, d.Properties, d.Body, p.o.CloudEvents)
+	if err != nil {
+		rr.Outcome, rr.Err = OutcomeInvalidMessage, err
+		return rr
+	}
+	j.setInbound(in)
+	j.st = *st
+	defer func() { *st = j.st }()
+	if in.Type != message.EventRequest && in.Type != message.UnsupportedResponse {
+		rr.Outcome, rr.Err = OutcomeUnsupportedMessageType, &UnsupportedTypeError{Type: in.Type.String()}
+		return rr
+	}
+	if src := in.InboxMessageID; src != nil && *src != "" {
+		j.source = *src
+	}
+	j.ownKey()
+	src := j.sourceKey()
+	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, false)
+	if failed {
+		return rr
+	}
+	if dup != nil {
+		j.duplicate(ctx, *dup)
+		return rr
+	}
+	j.handleEvent(ctx, []*inbox.Key{src, j.own})
+	return rr
+}
+
+// replayInbound reads a parked copy leniently, for its dead-letter notice.
+func replayInbound(p *Pipeline, sid string, pc *Parked) *message.Inbound {
+	b := pc.Broker
+	b.SessionID = &sid
+	return message.ReadLenient(b, message.ReplayedProperties(pc.Properties, p.o.EndpointID), pc.Body)
+}
+
+func (p *Pipeline) replayFailed(r *Report, what string, err error) {
+	r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
+	if errors.Is(err, context.Canceled) {
+		r.Outcome = OutcomeCanceled
+	}
+	r.Err = fmt.Errorf("%s: %w", what, err)
+}
