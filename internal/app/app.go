@@ -18,11 +18,14 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
@@ -55,6 +58,12 @@ type Deps struct {
 	Store inbox.Store
 	// Publisher, when set, replaces the configured Resolver sink (tests).
 	Publisher resolver.Publisher
+	// Sessions, when set, replaces the configured session-state store
+	// (tests).
+	Sessions session.Store
+	// Deferred, when set, replaces the Deferred subscription the
+	// DeferredProcessor replays from (tests).
+	Deferred subscriber.Deferred
 	// OnDuplicateDetected is the application's duplicate hook.
 	OnDuplicateDetected func(ctx context.Context, d subscriber.DuplicateInfo) error
 	// Version is reported in heartbeats and logs.
@@ -102,6 +111,10 @@ type App struct {
 	// cleanup run stops at once, while in-flight deliveries finish.
 	stopping context.Context
 	stop     context.CancelFunc
+	// account is the inbox's Cosmos account, shared by the endpoint app's
+	// stores; sbClient the Service Bus client of the Resolver publisher.
+	account  *cosmos.Account
+	sbClient *servicebus.Client
 	// The Resolver app (resolverapp.go).
 	resolverSvc    *resolver.Service
 	trackingReader tracking.Reader
@@ -148,10 +161,30 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if m, ok := pub.(*resolver.Memory); ok {
 		a.memory = m
 	}
+	sessions := d.Sessions
+	if sessions == nil {
+		if sessions, err = a.buildSessions(); err != nil {
+			return nil, err
+		}
+	}
+	deferred := d.Deferred
+	switch {
+	case deferred != nil:
+	case a.memory != nil:
+		deferred = newMemDeferred(a.memory)
+	case a.sbClient != nil:
+		deferred = &sbDeferred{c: a.sbClient, topic: cfg.Endpoint}
+	}
+	scheduler, _ := pub.(subscriber.Scheduler)
 	a.pipeline, err = subscriber.New(subscriber.Options{
 		EndpointID:          cfg.Endpoint,
 		Inbox:               a.store,
 		Publisher:           pub,
+		Scheduler:           scheduler,
+		Sessions:            sessions,
+		Deferred:            deferred,
+		MaxDeliveryCount:    cfg.Session.MaxDeliveryCount,
+		ReplayBudget:        cfg.Session.ReplayBudget,
 		Handlers:            d.Handlers,
 		OnDuplicateDetected: d.OnDuplicateDetected,
 		Metrics:             a.metrics,
@@ -178,6 +211,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
 	a.server.Handle(FuncCloudEventsIngress, a.invokeSubscriber)
+	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
 	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.memory != nil {
 		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))

@@ -150,7 +150,7 @@ func (ta *testApp) post(t testing.TB, fn string, body []byte) (int, string) {
 func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 	ta := newTestApp(t, nil, func(n int) error {
 		if n == 2 {
-			return errors.New("billing system busy")
+			return subscriber.Transient(errors.New("billing system busy"))
 		}
 		return nil
 	})
@@ -338,7 +338,7 @@ func TestMemorySinkShowsTypedProperties(t *testing.T) {
 // at once; a message that can never succeed is answered at once.
 func TestTransientFailuresArePacedByDeliveryCount(t *testing.T) {
 	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:00:02", config.KeyRetryMaxDelay: "00:00:10"}, func(int) error {
-		return errors.New("downstream unavailable")
+		return subscriber.Transient(errors.New("downstream unavailable"))
 	})
 	var got []time.Duration
 	ta.App.pause = func(ctx context.Context, d time.Duration) { got = append(got, d) }
@@ -373,7 +373,7 @@ func TestPauseEndsWhenTheHostCancels(t *testing.T) {
 // process for the rest of its pause.
 func TestShutdownEndsAPauseAndAnswers503(t *testing.T) {
 	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:01:00", config.KeyRetryMaxDelay: "00:01:00"}, func(int) error {
-		return errors.New("downstream unavailable")
+		return subscriber.Transient(errors.New("downstream unavailable"))
 	})
 	paused := make(chan struct{})
 	ta.App.pause = func(ctx context.Context, d time.Duration) {

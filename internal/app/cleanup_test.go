@@ -144,7 +144,7 @@ func TestAzureBackedAppStartsWithoutNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(context.Background())
-	if got := a.Functions(); len(got) != 3 {
+	if got := a.Functions(); len(got) != 4 {
 		t.Fatalf("functions = %v", got)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
@@ -77,7 +78,13 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Store: store, Publisher: pub})
+	// The session state lives behind the same faulty proxy: every delivery
+	// reads it alongside the inbox check.
+	sessions, err := cosmossession.New(account, cosmossession.Options{ContainerID: "sessions-faults"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Store: store, Sessions: sessions, Publisher: pub})
 	if err != nil {
 		t.Fatal(err)
 	}

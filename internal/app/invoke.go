@@ -210,6 +210,30 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 	if r.StoreOp != "" {
 		ev = ev.Str("operation", r.StoreOp)
 	}
+	if r.Parked {
+		ev = ev.Int64("deferralSequence", r.DeferralSequence)
+	}
+	if r.Blocked {
+		ev = ev.Bool("sessionBlocked", true)
+	}
+	if r.Unblocked {
+		ev = ev.Bool("sessionUnblocked", true)
+	}
+	if r.DrainRequested {
+		ev = ev.Bool("replayRequested", true)
+	}
+	if r.RetryScheduled {
+		ev = ev.Float64("retryDelayMs", float64(r.RetryDelay.Microseconds())/1000)
+	}
+	if r.DeadLetterNotice {
+		ev = ev.Bool("deadLetterReported", true)
+	}
+	if r.NoticeErr != nil {
+		ev = ev.Str("deadLetterReportError", logsafe.Bound(r.NoticeErr.Error()))
+	}
+	if r.DrainStop != "" {
+		ev = ev.Str("replayStop", r.DrainStop).Int("replayed", len(r.Replays))
+	}
 	if r.Err != nil {
 		ev = ev.Str("error", logsafe.Bound(r.Err.Error()))
 	}

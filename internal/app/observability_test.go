@@ -20,6 +20,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
@@ -86,6 +87,7 @@ func newObsApp(t *testing.T, handler func(ctx context.Context) error) *obsApp {
 	})
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(oa.spans))
 	oa.App, err = New(cfg, Deps{Handlers: reg, Log: zerolog.New(oa.logs), Version: "test", Store: oa.store,
+		Sessions:       session.NewMemory(session.MemoryOptions{}),
 		TracerProvider: tp, Stderr: oa.stderr})
 	if err != nil {
 		t.Fatal(err)
@@ -249,7 +251,7 @@ func TestFailingInvocationsWriteOneStderrLine(t *testing.T) {
 			cancel()
 			return ctx.Err()
 		}
-		return errors.New("downstream said no\nsecond line")
+		return subscriber.Transient(errors.New("downstream said no\nsecond line"))
 	})
 	a := oa.post(t, context.Background(), tracedEnvelope("m-1"))
 	if a.status != 503 || a.body != funchost.ResponseBody {

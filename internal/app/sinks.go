@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 )
 
@@ -16,6 +17,8 @@ type SentResponse struct {
 	CorrelationID *string               `json:"correlationId"`
 	Properties    map[string]TypedValue `json:"applicationProperties"`
 	Body          string                `json:"body"`
+	// ScheduledEnqueueTime is set for a scheduled message (a RetryRequest).
+	ScheduledEnqueueTime string `json:"scheduledEnqueueTime,omitempty"`
 }
 
 // TypedValue is a property value and its AMQP type name.
@@ -44,7 +47,11 @@ func (a *App) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 			}
 			props[k] = TypedValue{Type: t, Value: v}
 		}
-		out = append(out, SentResponse{SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)})
+		sr := SentResponse{SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)}
+		if at, ok := a.memory.ScheduledAt(m); ok {
+			sr.ScheduledEnqueueTime = message.FormatRoundTrip(at)
+		}
+		out = append(out, sr)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(out)

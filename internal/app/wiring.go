@@ -17,7 +17,7 @@ import (
 // consistency check and container ensure run on first use.
 func (a *App) buildCosmosStore() (inbox.Store, error) {
 	c := a.cfg.Inbox.Cosmos
-	account, err := a.cosmosAccount(c)
+	account, err := a.sharedCosmosAccount(c)
 	if err != nil {
 		return nil, err
 	}
@@ -81,5 +81,6 @@ func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
 		return nil, err
 	}
 	a.closers = append(a.closers, c.Close)
+	a.sbClient = c
 	return p, nil
 }

@@ -93,6 +93,7 @@ func TestCloudEventsWarningsAndPlaceholder(t *testing.T) {
 	m[KeyCloudEventsDeduplication] = "SourceAndId"
 	m[KeyCloudEventsIngressTopic] = "BillingEndpoint"
 	m[KeyCloudEventsIngressSubscription] = "BillingEndpoint"
+	m[KeySessionStore] = "InMemory"
 	c, err := Load(FromMap(m))
 	if err != nil {
 		t.Fatal(err)

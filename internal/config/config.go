@@ -149,6 +149,8 @@ type Config struct {
 	Resolver Resolver
 	Retry    Retry
 	Host     Host
+	// Session configures session blocking (endpoint app).
+	Session Session
 	// Tracking configures the Resolver app's tracking store; zero for the
 	// endpoint app.
 	Tracking Tracking
@@ -303,6 +305,8 @@ func Load(lookup Lookup) (*Config, error) {
 			c.Warnings = append(c.Warnings, fmt.Sprintf("%s is not set: the Functions host resolves the InboxCleanup timer schedule from it, so set it (default %q) in the app settings", KeyCleanupSchedule, DefaultCleanupSchedule))
 		}
 	}
+
+	l.session(c)
 
 	c.Retry.BaseDelay = l.duration(KeyRetryBaseDelay, DefaultRetryBaseDelay, 0, MaxRetryDelay)
 	c.Retry.MaxDelay = l.duration(KeyRetryMaxDelay, DefaultRetryMaxDelay, 0, MaxRetryDelay)

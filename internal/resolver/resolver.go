@@ -17,6 +17,7 @@ package resolver
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
@@ -33,6 +34,7 @@ type Publisher interface {
 type Memory struct {
 	mu   sync.Mutex
 	sent []*message.Outgoing
+	at   map[*message.Outgoing]time.Time
 	// Fail, when set, is called before each publish; a non-nil result is
 	// returned and nothing is kept.
 	Fail func(m *message.Outgoing) error
@@ -66,6 +68,30 @@ func (p *Memory) Sent() []*message.Outgoing {
 // Reset forgets everything published so far.
 func (p *Memory) Reset() {
 	p.mu.Lock()
-	p.sent = nil
+	p.sent, p.at = nil, nil
 	p.mu.Unlock()
+}
+
+// Schedule keeps m as Publish does, with the time it is to be enqueued at
+// (a scheduled RetryRequest); ScheduledAt tells it.
+func (p *Memory) Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error {
+	if err := p.Publish(ctx, m); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	if p.at == nil {
+		p.at = map[*message.Outgoing]time.Time{}
+	}
+	p.at[m] = at
+	p.mu.Unlock()
+	return nil
+}
+
+// ScheduledAt returns when m, kept by Schedule, is to be enqueued, and
+// false for a message that was published at once.
+func (p *Memory) ScheduledAt(m *message.Outgoing) (time.Time, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	at, ok := p.at[m]
+	return at, ok
 }

@@ -91,3 +91,21 @@ func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolver.
 	}
 	return nil
 }
+
+// Schedule sends m to the endpoint topic to be enqueued at the time at (a
+// RetryRequest), with the same property typing as Publish.
+func (p *ResolverPublisher) Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error {
+	if m == nil {
+		return errors.New("servicebus: schedule of a nil message")
+	}
+	msg := Message{
+		Body:                  m.Body,
+		ApplicationProperties: m.ApplicationProperties,
+		SessionID:             m.SessionID,
+		CorrelationID:         m.CorrelationID,
+	}
+	if _, err := p.c.Schedule(ctx, p.topic, &msg, at); err != nil {
+		return fmt.Errorf("servicebus: scheduling %s on topic %q: %w", m.Type(), p.topic, err)
+	}
+	return nil
+}

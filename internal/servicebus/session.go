@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 )
 
 // SessionReceiver holds the lock of one session on a topic subscription
@@ -128,4 +129,52 @@ func (r *SessionReceiver) Close(ctx context.Context) error {
 		return fmt.Errorf("servicebus: closing the receiver of session %q on %q: %w", r.SessionID(), r.where, err)
 	}
 	return nil
+}
+
+// DeadLetter moves m to the subscription's dead-letter queue with reason
+// and description (each cut to the broker's limit of 4,096 characters).
+func (r *SessionReceiver) DeadLetter(ctx context.Context, m *Received, reason, description string) error {
+	if m == nil || m.raw == nil {
+		return errors.New("servicebus: dead-letter of a message not received by this package")
+	}
+	reason, description = cutUTF16(reason, maxDeadLetterText), cutUTF16(description, maxDeadLetterText)
+	if err := r.r.DeadLetterMessage(ctx, m.raw, &azservicebus.DeadLetterOptions{Reason: &reason, ErrorDescription: &description}); err != nil {
+		return fmt.Errorf("servicebus: dead-letter message %d of session %q on %q: %w", m.SequenceNumber, r.SessionID(), r.where, err)
+	}
+	return nil
+}
+
+// maxDeadLetterText is the broker's limit on a dead-letter reason and
+// description, in characters (UTF-16 code units).
+const maxDeadLetterText = 4096
+
+func cutUTF16(s string, n int) string {
+	units := 0
+	for i, c := range s {
+		w := 1
+		if c >= 0x10000 {
+			w = 2
+		}
+		if units+w > n {
+			return s[:i]
+		}
+		units += w
+	}
+	return s
+}
+
+// RenewLock extends the session lock (and with it the locks of the
+// session's received messages).
+func (r *SessionReceiver) RenewLock(ctx context.Context) error {
+	if err := r.r.RenewSessionLock(ctx, nil); err != nil {
+		return fmt.Errorf("servicebus: renew the lock of session %q on %q: %w", r.SessionID(), r.where, err)
+	}
+	return nil
+}
+
+// IsSessionLocked reports whether err says that the session is locked by
+// another receiver (AMQP condition com.microsoft:session-cannot-be-locked).
+func IsSessionLocked(err error) bool {
+	var ae *amqp.Error
+	return errors.As(err, &ae) && ae.Condition == "com.microsoft:session-cannot-be-locked"
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -208,6 +209,9 @@ type StoreError struct {
 }
 
 func (e *StoreError) Error() string {
+	if strings.HasPrefix(e.Op, "session state ") {
+		return e.Op + " failed (" + e.Class + "); the message will be retried"
+	}
 	return "inbox store operation " + e.Op + " failed (" + e.Class + "); the message will be retried"
 }
 

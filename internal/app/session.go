@@ -1,0 +1,277 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+)
+
+// FuncDeferredProcessor replays the parked messages of a session: its
+// trigger is the endpoint topic's DeferredProcessor subscription.
+const FuncDeferredProcessor = "DeferredProcessor"
+
+// deferredSubscription is the endpoint topic's session subscription that
+// holds parked copies (NimBus's topology).
+const deferredSubscription = "Deferred"
+
+// buildSessions creates the session-state store the settings select. No
+// request is sent here.
+func (a *App) buildSessions() (session.Store, error) {
+	switch a.cfg.Session.Store {
+	case config.StoreInMemory, "":
+		return session.NewMemory(session.MemoryOptions{Now: a.now}), nil
+	case config.StoreCosmos:
+		c := a.cfg.Inbox.Cosmos
+		account, err := a.sharedCosmosAccount(c)
+		if err != nil {
+			return nil, err
+		}
+		auto := c.AutoCreateContainer
+		return cosmossession.New(account, cosmossession.Options{
+			StoreOptions: cosmos.StoreOptions{
+				DatabaseID:              c.DatabaseID,
+				AutoCreateContainer:     &auto,
+				AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+				RelaxAs:                 config.KeyCosmosRelaxed,
+				Now:                     a.now,
+			},
+			ContainerID: c.SessionContainerID,
+		})
+	}
+	return nil, fmt.Errorf("app: session-state store %q is not available", a.cfg.Session.Store)
+}
+
+// sharedCosmosAccount opens the inbox's account once for every store of
+// the endpoint app (inbox and session state share one client).
+func (a *App) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
+	if a.account != nil {
+		return a.account, nil
+	}
+	acct, err := a.cosmosAccount(c)
+	if err != nil {
+		return nil, err
+	}
+	a.account = acct
+	return acct, nil
+}
+
+// invokeDeferredProcessor handles a replay request: it replays the
+// session's parked messages in order and logs one line for the request and
+// one per replayed message.
+func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocation) error {
+	ctx, dl, m, err := a.beginDelivery(ctx, inv)
+	defer dl.span.End()
+	if err != nil {
+		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(dl.start)}
+		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
+		return &failure{status: r.Outcome.Spec().Status, err: err}
+	}
+	d := subscriber.Delivery{Broker: brokerOf(m), Properties: m.ApplicationProperties, Body: m.Body}
+	r := a.pipeline.Drain(ctx, &d)
+	for i := range r.Replays {
+		rr := &r.Replays[i]
+		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, dl.charge)
+	}
+	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
+	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
+}
+
+func boundReport(r *subscriber.Report) *subscriber.Report {
+	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
+	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
+	return r
+}
+
+// sbDeferred reaches parked copies on the endpoint topic's Deferred
+// subscription through the Service Bus SDK.
+type sbDeferred struct {
+	c     *servicebus.Client
+	topic string
+}
+
+func (s *sbDeferred) Accept(ctx context.Context, sessionID string) (subscriber.DeferredSession, error) {
+	r, err := s.c.AcceptSession(ctx, s.topic, deferredSubscription, sessionID)
+	if err != nil {
+		if servicebus.IsSessionLocked(err) {
+			return nil, fmt.Errorf("%w: %w", subscriber.ErrSessionLocked, err)
+		}
+		return nil, err
+	}
+	return &sbDeferredSession{r: r}, nil
+}
+
+type sbDeferredSession struct {
+	r *servicebus.SessionReceiver
+}
+
+func (s *sbDeferredSession) Next(ctx context.Context) (*subscriber.Parked, error) {
+	m, err := s.r.Receive(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%w: %w", subscriber.ErrNoParked, err)
+		}
+		return nil, err
+	}
+	b := message.Broker{
+		SessionID:     &m.SessionID,
+		CorrelationID: m.CorrelationID,
+		EnqueuedTime:  m.EnqueuedTime,
+		DeliveryCount: int(m.DeliveryCount),
+	}
+	if m.MessageID != "" {
+		id := m.MessageID
+		b.MessageID = &id
+	}
+	return &subscriber.Parked{
+		Delivery: subscriber.Delivery{Broker: b, Properties: m.ApplicationProperties, Body: m.Body},
+		Handle:   m,
+	}, nil
+}
+
+func received(p *subscriber.Parked) (*servicebus.Received, error) {
+	m, ok := p.Handle.(*servicebus.Received)
+	if !ok {
+		return nil, errors.New("app: a parked message not received from Service Bus")
+	}
+	return m, nil
+}
+
+func (s *sbDeferredSession) Complete(ctx context.Context, p *subscriber.Parked) error {
+	m, err := received(p)
+	if err != nil {
+		return err
+	}
+	return s.r.Complete(ctx, m)
+}
+
+func (s *sbDeferredSession) Abandon(ctx context.Context, p *subscriber.Parked) error {
+	m, err := received(p)
+	if err != nil {
+		return err
+	}
+	return s.r.Abandon(ctx, m)
+}
+
+func (s *sbDeferredSession) DeadLetter(ctx context.Context, p *subscriber.Parked, reason, description string) error {
+	m, err := received(p)
+	if err != nil {
+		return err
+	}
+	return s.r.DeadLetter(ctx, m, reason, description)
+}
+
+func (s *sbDeferredSession) RenewLock(ctx context.Context) error { return s.r.RenewLock(ctx) }
+func (s *sbDeferredSession) Close(ctx context.Context) error     { return s.r.Close(ctx) }
+
+// memDeferred serves parked copies from the in-memory sink (local demos):
+// every message kept with To=Deferred, in the order it was sent, until it
+// is completed or dead-lettered.
+type memDeferred struct {
+	sink *resolver.Memory
+
+	mu      sync.Mutex
+	done    map[*message.Outgoing]bool
+	locked  map[string]bool
+	counts  map[*message.Outgoing]int
+	letters []*message.Outgoing
+}
+
+func newMemDeferred(sink *resolver.Memory) *memDeferred {
+	return &memDeferred{sink: sink, done: map[*message.Outgoing]bool{}, locked: map[string]bool{}, counts: map[*message.Outgoing]int{}}
+}
+
+func (m *memDeferred) Accept(_ context.Context, sessionID string) (subscriber.DeferredSession, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.locked[sessionID] {
+		return nil, subscriber.ErrSessionLocked
+	}
+	m.locked[sessionID] = true
+	return &memDeferredSession{m: m, sid: sessionID, held: map[*message.Outgoing]bool{}}, nil
+}
+
+type memDeferredSession struct {
+	m    *memDeferred
+	sid  string
+	held map[*message.Outgoing]bool
+}
+
+func (s *memDeferredSession) Next(ctx context.Context) (*subscriber.Parked, error) {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	for i, o := range s.m.sink.Sent() {
+		if o.SessionID != s.sid || s.m.done[o] || s.held[o] {
+			continue
+		}
+		if to, _ := o.ApplicationProperties[message.PropTo].(string); to != message.DeferredAddress {
+			continue
+		}
+		s.held[o] = true
+		s.m.counts[o]++
+		id := fmt.Sprintf("parked-%d", i)
+		sid := s.sid
+		return &subscriber.Parked{
+			Delivery: subscriber.Delivery{
+				Broker:     message.Broker{MessageID: &id, SessionID: &sid, CorrelationID: o.CorrelationID, DeliveryCount: s.m.counts[o]},
+				Properties: o.ApplicationProperties,
+				Body:       o.Body,
+			},
+			Handle: o,
+		}, nil
+	}
+	return nil, fmt.Errorf("%w in session %q", subscriber.ErrNoParked, s.sid)
+}
+
+func (s *memDeferredSession) settle(p *subscriber.Parked, done bool) error {
+	o, ok := p.Handle.(*message.Outgoing)
+	if !ok {
+		return errors.New("app: a parked message not from the in-memory sink")
+	}
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	delete(s.held, o)
+	if done {
+		s.m.done[o] = true
+	}
+	return nil
+}
+
+func (s *memDeferredSession) Complete(_ context.Context, p *subscriber.Parked) error {
+	return s.settle(p, true)
+}
+
+func (s *memDeferredSession) Abandon(_ context.Context, p *subscriber.Parked) error {
+	return s.settle(p, false)
+}
+
+func (s *memDeferredSession) DeadLetter(_ context.Context, p *subscriber.Parked, _, _ string) error {
+	if err := s.settle(p, true); err != nil {
+		return err
+	}
+	s.m.mu.Lock()
+	s.m.letters = append(s.m.letters, p.Handle.(*message.Outgoing))
+	s.m.mu.Unlock()
+	return nil
+}
+
+func (s *memDeferredSession) RenewLock(context.Context) error { return nil }
+
+func (s *memDeferredSession) Close(context.Context) error {
+	s.m.mu.Lock()
+	defer s.m.mu.Unlock()
+	delete(s.m.locked, s.sid)
+	s.held = map[*message.Outgoing]bool{}
+	return nil
+}
