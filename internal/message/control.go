@@ -3,7 +3,6 @@ package message
 import (
 	"strconv"
 	"strings"
-	"unicode/utf16"
 )
 
 // MaxDeadLetterDescription is NimBus's bound on a dead-letter description,
@@ -207,41 +206,49 @@ func DeadLetterTypeMismatch(property, body string) DeadLetter {
 // the cut leaves a lone surrogate in .NET, which its UTF-8 encoder writes as
 // U+FFFD; so does this function.
 func TruncateDeadLetterDescription(s string) string {
-	// Fast path: a string of at most 4,096 bytes has at most 4,096 units.
+	// A string of at most 4,096 bytes has at most 4,096 units.
 	if len(s) <= MaxDeadLetterDescription {
 		return s
 	}
-	u := utf16.Encode([]rune(s))
-	if len(u) <= MaxDeadLetterDescription {
+	n := 0
+	for _, r := range s {
+		n += utf16Units(r)
+	}
+	if n <= MaxDeadLetterDescription {
 		return s
 	}
 	avail := MaxDeadLetterDescription - len(TruncationMarker)
-	first := indexUnit(u, '\n')
-	cut := u[:avail]
-	if first > 0 && first < avail {
-		if last := lastIndexUnit(cut, '\n'); last > first {
-			cut = cut[:last]
+	units, firstNL, lastNL, lastNLByte := 0, -1, -1, 0
+	cut, split := len(s), false
+	for i, r := range s {
+		w := utf16Units(r)
+		if units+w > avail {
+			cut, split = i, units < avail
+			break
 		}
+		if r == '\n' {
+			if firstNL < 0 {
+				firstNL = units
+			}
+			lastNL, lastNLByte = units, i
+		}
+		units += w
 	}
-	return string(utf16.Decode(cut)) + TruncationMarker
+	if firstNL > 0 && lastNL > firstNL {
+		return s[:lastNLByte] + TruncationMarker
+	}
+	if split {
+		return s[:cut] + "\uFFFD" + TruncationMarker
+	}
+	return s[:cut] + TruncationMarker
 }
 
-func indexUnit(u []uint16, c uint16) int {
-	for i, v := range u {
-		if v == c {
-			return i
-		}
+// utf16Units is the number of UTF-16 code units of r in a .NET string.
+func utf16Units(r rune) int {
+	if r >= 0x10000 {
+		return 2
 	}
-	return -1
-}
-
-func lastIndexUnit(u []uint16, c uint16) int {
-	for i := len(u) - 1; i >= 0; i-- {
-		if u[i] == c {
-			return i
-		}
-	}
-	return -1
+	return 1
 }
 
 // errorContent is ResponseService.CreateErrorContent: ErrorText, ErrorType

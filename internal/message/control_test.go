@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 const testBody = `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\"}"},"ErrorContent":null}`
@@ -423,4 +424,80 @@ func TestHandoffError(t *testing.T) {
 	if text, _ := HandoffError(in); text != "Handoff failed." {
 		t.Fatalf("got %q", text)
 	}
+}
+
+func BenchmarkFailureBuilders(b *testing.B) {
+	in, err := Read(Broker{MessageID: Ptr("m-1"), SessionID: Ptr("s-1"), CorrelationID: Ptr("c-1")}, map[string]any{
+		"To": "billing", "From": "shop", "MessageType": "EventRequest", "EventId": "ev-1", "EventTypeId": "OrderPlaced"}, []byte(testBody))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(testBody)
+	long := strings.Repeat("at Frame.Method() in File.cs:line 42\n", 200)
+	for _, c := range []struct {
+		name string
+		f    func() *Outgoing
+	}{
+		{"ErrorResponse", func() *Outgoing { return NewErrorResponse(in, "boom", "X", tm) }},
+		{"DeferralResponse", func() *Outgoing { return NewDeferralResponse(in, "ev-0", tm) }},
+		{"ParkedCopy", func() *Outgoing { return NewParkedCopy(in, body, 3, "m-1") }},
+		{"RetryRequest", func() *Outgoing { return NewRetryRequest(in, body, "m-1") }},
+		{"DeadLetterResponse7KB", func() *Outgoing { return NewDeadLetterResponse(in, "r", long, "boom", "X", tm) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if c.f() == nil {
+					b.Fatal("nil")
+				}
+			}
+		})
+	}
+}
+
+// truncateReference is NimBus's FormatExceptionForDeadLetter written over
+// UTF-16 units, line by line, to check the allocation-free version.
+func truncateReference(s string) string {
+	u := utf16.Encode([]rune(s))
+	if len(u) <= MaxDeadLetterDescription {
+		return s
+	}
+	avail := MaxDeadLetterDescription - utf16Len(TruncationMarker)
+	first := -1
+	for i, v := range u {
+		if v == '\n' {
+			first = i
+			break
+		}
+	}
+	if first > 0 && first < avail {
+		t := u[:avail]
+		last := -1
+		for i := len(t) - 1; i >= 0; i-- {
+			if t[i] == '\n' {
+				last = i
+				break
+			}
+		}
+		if last > first {
+			t = t[:last]
+		}
+		return string(utf16.Decode(t)) + TruncationMarker
+	}
+	return string(utf16.Decode(u[:avail])) + TruncationMarker
+}
+
+func FuzzTruncateDeadLetterDescription(f *testing.F) {
+	f.Add("ab\ncd", 2100, 3)
+	f.Add("😀\n", 1400, 1)
+	f.Add("é", 4097, 0)
+	f.Fuzz(func(t *testing.T, unit string, repeat, prefix int) {
+		if !utf8.ValidString(unit) || repeat < 0 || repeat > 6000 || prefix < 0 || prefix > 8 {
+			t.Skip()
+		}
+		s := strings.Repeat("x", prefix) + strings.Repeat(unit, repeat)
+		if got, want := TruncateDeadLetterDescription(s), truncateReference(s); got != want {
+			t.Fatalf("len %d: got %d units, reference %d units", utf16Len(s), utf16Len(got), utf16Len(want))
+		}
+	})
 }
