@@ -132,7 +132,7 @@ func TestErrorResponseWithoutContentHasNullEvent(t *testing.T) {
 	checkProps(t, out.ApplicationProperties, map[string]any{
 		"To": "Resolver", "MessageType": "ErrorResponse", "EventId": nil, "OriginatingMessageId": "m-1",
 		"ParentMessageId": "m-1", "RetryCount": int32(0), "OriginatingFrom": "shop", "EventTypeId": nil,
-		"ProcessingTimeMs": int64(0),
+		"ProcessingTimeMs":           int64(0),
 		"DeadLetterReason":           "Permanent failure: InvalidMessageException: MessageContent is null.",
 		"DeadLetterErrorDescription": "NimBus.Core.Messages.Exceptions.InvalidMessageException: MessageContent is null.",
 	})
