@@ -133,3 +133,24 @@ func trimSpace(s string) string {
 	}
 	return s
 }
+
+// Addresses NimBus's subscriber writes in the To property of the control
+// messages it sends to its own endpoint topic, and the tolerance property
+// a deferred-processor trigger falls back to.
+const (
+	// DeferredAddress routes a parked copy to the endpoint topic's
+	// session-enabled Deferred subscription.
+	DeferredAddress = "Deferred"
+	// DeferredProcessorAddress routes a ProcessDeferredRequest to the
+	// DeferredProcessor subscription (the replay trigger).
+	DeferredProcessorAddress = "DeferredProcessor"
+	// RetryAddress routes a scheduled RetryRequest; the endpoint
+	// subscription's retry rule rewrites To to the endpoint and From to
+	// Retry.
+	RetryAddress = "Retry"
+	// ContinuationAddress is the legacy ContinuationRequest address.
+	ContinuationAddress = "Continuation"
+	// PropSessionID is an application property NimBus never writes but its
+	// deferred dispatcher reads when a trigger's broker SessionId is empty.
+	PropSessionID = "SessionId"
+)
