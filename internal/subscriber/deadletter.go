@@ -36,9 +36,7 @@ func (p *Pipeline) lastDeliveryNotice(ctx context.Context, j *job) {
 // recorded in r.NoticeErr and changes nothing else: the message is
 // dead-lettered either way.
 func (p *Pipeline) sendNotice(ctx context.Context, r *Report, in *message.Inbound) {
-	reason, desc := deadLetterTexts(r)
-	text, typ := noticeError(r)
-	out := message.NewDeadLetterResponse(in, reason, desc, text, typ, message.Timings{QueueTimeMs: -1})
+	out := message.NewDeadLetterResponseFor(in, deadLetterOf(r), message.Timings{QueueTimeMs: -1})
 	r.Sends++
 	if err := p.o.Publisher.Publish(ctx, out); err != nil {
 		r.NoticeErr = err
@@ -47,42 +45,43 @@ func (p *Pipeline) sendNotice(ctx context.Context, r *Report, in *message.Inboun
 	r.DeadLetterNotice = true
 }
 
-// deadLetterTexts are NimBus's DeadLetterReason and
-// DeadLetterErrorDescription for r's outcome: "Permanent failure: {type}:
-// {message}" for a permanent failure, "Failed to handle message." for a
-// message NimBus rejects with an exception (invalid, unsupported type,
-// unauthorized), and the broker's own reason, MaxDeliveryCountExceeded, for
-// a transient failure on its last delivery.
+// deadLetterTexts are the DeadLetterReason and DeadLetterErrorDescription
+// of r's outcome (the broker's dead-letter call takes the same texts).
 func deadLetterTexts(r *Report) (reason, description string) {
-	text, typ := noticeError(r)
-	switch {
-	case r.Outcome == OutcomePermanentFailure || r.Outcome == OutcomeInvalidCloudEvent ||
-		(r.Outcome == OutcomeInvalidMessage && IsPermanent(r.Err)):
-		return message.DeadLetterReasonPermanent(typ, text), typ + ": " + text
-	case r.Outcome == OutcomeInvalidMessage || r.Outcome == OutcomeUnsupportedMessageType || r.Outcome == OutcomeUnauthorized:
-		return message.DeadLetterReasonUnexpected, typ + ": " + text
-	}
-	return "MaxDeliveryCountExceeded", "the message failed on its last delivery (" + string(r.Outcome) + "): " + text
+	dl := deadLetterOf(r)
+	return dl.Reason, dl.Description
 }
 
-// noticeError is the ErrorText and ErrorType of the notice's ErrorContent.
-func noticeError(r *Report) (text, typ string) {
-	if r.Err == nil {
-		return string(r.Outcome), ""
+// deadLetterOf is what NimBus reports when it dead-letters a message for
+// r's outcome: the case recorded where the delivery failed (an invalid
+// message, an unsupported type, an unauthorized request, an unreadable body
+// or a type mismatch, with NimBus's exception texts), a permanent handler
+// failure ("Permanent failure: {type}: {message}"), and, beyond NimBus, a
+// transient failure on its last delivery with the broker's own reason,
+// MaxDeliveryCountExceeded.
+func deadLetterOf(r *Report) message.DeadLetter {
+	if r.deadLetter != nil {
+		return *r.deadLetter
 	}
-	text = errorText(r.Err)
 	var ute *UnsupportedTypeError
 	var ue *UnauthorizedError
-	var ime *message.InvalidMessageError
 	switch {
+	case r.Err == nil:
+		return message.DeadLetter{Reason: "MaxDeliveryCountExceeded", Description: string(r.Outcome)}
 	case errors.As(r.Err, &ute):
-		typ = "UnsupportedMessageTypeException"
+		return message.UnexpectedDeadLetter(message.TypeUnsupportedMessageTypeException, r.Err.Error())
 	case errors.As(r.Err, &ue):
-		typ = "UnauthorizedAccessException"
-	case errors.As(r.Err, &ime) || r.Outcome == OutcomeInvalidMessage:
-		typ = "InvalidMessageException"
-	default:
-		typ = ErrorType(r.Err)
+		return message.UnexpectedDeadLetter(message.TypeUnauthorizedAccessException, r.Err.Error())
+	case r.Outcome == OutcomeInvalidMessage && !IsPermanent(r.Err):
+		return message.DeadLetterInvalidMessage(r.Err.Error())
+	case IsPermanent(r.Err):
+		return message.PermanentDeadLetter(ErrorType(r.Err), errorText(r.Err))
 	}
-	return text, typ
+	text, typ := errorText(r.Err), ErrorType(r.Err)
+	return message.DeadLetter{
+		Reason:      "MaxDeliveryCountExceeded",
+		Description: "the message failed on its last delivery (" + string(r.Outcome) + "): " + message.ExceptionString(typ, text),
+		ErrText:     text,
+		ErrType:     typ,
+	}
 }

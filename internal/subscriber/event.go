@@ -23,6 +23,11 @@ func (j *job) eventRequest(ctx context.Context) {
 		return
 	}
 	j.ownKey()
+	if j.own != nil {
+		// The id the inbox knows the event by (for a CloudEvent
+		// deduplicated by source and id, that pair's key).
+		j.source = j.own.MessageID
+	}
 	// The inbox check runs before anything else looks at the event, so a
 	// recorded redelivery is skipped whatever the session's state.
 	dup, failed := j.lookup(ctx, []*inbox.Key{j.own}, true)
@@ -154,7 +159,12 @@ func (j *job) park(ctx context.Context) bool {
 		return false
 	}
 	r.DeferralSequence = seq
-	copyMsg := message.NewParkedCopy(j.in, j.d.Body, int32(seq), src)
+	body := j.d.Body
+	if j.ce != nil && j.in.Content != nil {
+		// NimBus parks a MessageContent: the copy is a native message.
+		body = j.in.Content.AppendJSON(nil)
+	}
+	copyMsg := message.NewParkedCopy(j.in, body, int32(seq), src)
 	var resp *message.Outgoing
 	if j.st.Blocked() {
 		resp = message.NewDeferralResponse(j.in, j.st.BlockedByEventID, j.timings())

@@ -430,12 +430,17 @@ func (j *job) dispatch(ctx context.Context) HandlerFunc {
 	if j.in.Content == nil || j.in.Content.EventContent == nil {
 		r.Outcome = OutcomeInvalidMessage
 		r.Err = Permanent(errors.New("message body has no readable EventContent"))
+		dl := message.DeadLetterUnreadableBody()
+		r.deadLetter = &dl
 		return nil
 	}
 	if bt := j.in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != j.eventTypeID {
 		r.Outcome = OutcomeInvalidMessage
-		// The body's value is payload: say only that it differs.
+		// The body's value is payload: say only that it differs (the
+		// Resolver's notice carries NimBus's text, which quotes it).
 		r.Err = Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
+		dl := message.DeadLetterTypeMismatch(j.eventTypeID, *bt)
+		r.deadLetter = &dl
 		return nil
 	}
 	if !ok {
@@ -673,6 +678,8 @@ func (j *job) authorized() bool {
 	}
 	j.r.Outcome = OutcomeUnauthorized
 	j.r.Err = &UnauthorizedError{Type: j.in.Type.String()}
+	dl := message.DeadLetterUnauthorized(j.in.Type)
+	j.r.deadLetter = &dl
 	return false
 }
 

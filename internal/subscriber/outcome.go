@@ -9,6 +9,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/outcome"
 )
 
@@ -190,6 +191,9 @@ type Report struct {
 	// stopped.
 	Replays   []Report
 	DrainStop string
+	// deadLetter is what the dead-letter notice reports, when the failure
+	// site knew NimBus's exact case.
+	deadLetter *message.DeadLetter
 	// Err is why the delivery did not complete (nil when it did).
 	Err error
 	// Stack is the goroutine stack of a handler panic.

@@ -204,6 +204,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, p.o.CloudEvents)
 	if err != nil {
 		r.Outcome, r.Err = OutcomeInvalidMessage, err
+		r.deadLetter = invalidDeadLetter(err, d.Properties)
 		return r
 	}
 	j.setInbound(in)
@@ -227,8 +228,28 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	default:
 		r.Outcome = OutcomeUnsupportedMessageType
 		r.Err = &UnsupportedTypeError{Type: in.Type.String()}
+		dl := message.DeadLetterUnsupportedType(in.Type)
+		r.deadLetter = &dl
 	}
 	return r
+}
+
+// invalidDeadLetter is NimBus's dead-letter report for a message its
+// MessageContext cannot read.
+func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
+	var ime *message.InvalidMessageError
+	if !errors.As(err, &ime) {
+		dl := message.DeadLetterInvalidMessage(err.Error())
+		return &dl
+	}
+	text := message.PropertyNotDefinedText(ime.Property)
+	if ime.Property == message.PropMessageType {
+		if raw, ok := message.PropertyString(props, message.PropMessageType); ok {
+			text = message.UnparseableMessageTypeText(raw)
+		}
+	}
+	dl := message.DeadLetterInvalidMessage(text)
+	return &dl
 }
 
 // record writes k, retrying a failure a few times: once the handler has
