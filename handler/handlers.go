@@ -14,15 +14,19 @@ import (
 // UnsupportedResponse.
 //
 // A handler returns subscriber.Completed() when done, or
-// subscriber.PendingHandoff(...) when the outcome will be settled later. An
-// error fails the delivery (the broker redelivers it); wrap it with
-// subscriber.Permanent when a retry cannot help, subscriber.Transient
-// otherwise (the default).
+// subscriber.PendingHandoff(...) when the outcome will be settled later. A
+// plain error (or a panic) fails the event: the Resolver gets an
+// ErrorResponse, the session is blocked, and a RetryRequest follows when a
+// retry policy applies. subscriber.Transient(err) asks the broker to
+// redeliver, subscriber.Permanent(err) sends the message to the dead-letter
+// path, subscriber.Discard(err) skips the event (SkipResponse).
 func registerHandlers(r *subscriber.Registry) {
 	r.Handle("OrderPlaced", handleOrderPlaced)
 }
 
-// OrderPlaced is the sample endpoint's (BillingEndpoint's) event.
+// OrderPlaced is the sample endpoint's (BillingEndpoint's) event. Besides
+// the order, it carries switches that drive the sample handler down every
+// outcome, for demos and for tests written outside this repository.
 type OrderPlaced struct {
 	OrderID    string  `json:"OrderId"`
 	CustomerID string  `json:"CustomerId"`
@@ -34,7 +38,36 @@ type OrderPlaced struct {
 	// because the sample could not tell a redelivery from the first delivery
 	// and would otherwise fail every delivery until the dead-letter.
 	FailFirstAttempts int `json:"FailFirstAttempts,omitempty"`
+	// Fail makes the handler fail in one of the handler API's ways:
+	// "failed" (a plain error: ErrorResponse, session blocked, RetryRequest
+	// when a policy applies), "transient" (broker redelivery), "permanent"
+	// (dead-letter path), "discard" (SkipResponse) or "panic" (a panic,
+	// handled as failed). Empty: no failure. Any other value is a permanent
+	// failure (bad data).
+	Fail string `json:"Fail,omitempty"`
+	// FailOn says when Fail applies: "original" (the default) on the
+	// original delivery and its redeliveries only, so a RetryRequest, a
+	// resubmission or the replay of a parked copy succeeds; "always" on
+	// every attempt. Any other value is a permanent failure.
+	FailOn string `json:"FailOn,omitempty"`
+	// Handoff forces a pending handoff whatever the amount.
+	Handoff bool `json:"Handoff,omitempty"`
 }
+
+// Values of OrderPlaced.Fail.
+const (
+	failFailed    = "failed"
+	failTransient = "transient"
+	failPermanent = "permanent"
+	failDiscard   = "discard"
+	failPanic     = "panic"
+)
+
+// Values of OrderPlaced.FailOn.
+const (
+	failOnOriginal = "original"
+	failOnAlways   = "always"
+)
 
 // approvalLimit is the amount above which the sample bills only after a
 // manual approval (a pending handoff).
@@ -48,10 +81,13 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 	if o.OrderID == "" {
 		return subscriber.Result{}, subscriber.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}
+	if err := simulatedFailure(o.Fail, o.FailOn, ev.Attempt); err != nil {
+		return subscriber.Result{}, err
+	}
 	if failsThisAttempt(o.FailFirstAttempts, ev.DeliveryCount) {
 		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
 	}
-	if o.Amount > approvalLimit {
+	if o.Handoff || o.Amount > approvalLimit {
 		return subscriber.PendingHandoff(subscriber.Handoff{
 			Reason:        "ManualApproval",
 			ExternalJobID: "approval-" + o.OrderID,
@@ -68,4 +104,36 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 // (> 0: it is 0 when the invocation did not carry one) and within them.
 func failsThisAttempt(failFirst, deliveryCount int) bool {
 	return failFirst > 0 && deliveryCount > 0 && deliveryCount <= failFirst
+}
+
+// simulatedFailure returns the failure the Fail and FailOn switches ask for
+// on this attempt (or panics, for Fail=panic), nil when none. Its texts name
+// the switch, never a value of the order.
+func simulatedFailure(fail, failOn string, attempt subscriber.Attempt) error {
+	if fail == "" {
+		return nil
+	}
+	switch failOn {
+	case "", failOnOriginal:
+		// An attempt the pipeline did not label counts as the original.
+		if attempt != subscriber.AttemptOriginal && attempt != "" {
+			return nil
+		}
+	case failOnAlways:
+	default:
+		return subscriber.Permanent(errors.New(`OrderPlaced.FailOn is not "original" or "always"`))
+	}
+	switch fail {
+	case failFailed:
+		return errors.New("billing rejected the order (the sample fails it: Fail=failed)")
+	case failTransient:
+		return subscriber.Transient(errors.New("billing system busy (the sample fails it: Fail=transient)"))
+	case failPermanent:
+		return subscriber.Permanent(errors.New("the order cannot be billed (the sample fails it: Fail=permanent)"))
+	case failDiscard:
+		return subscriber.Discard(errors.New("the order is not billed here (the sample discards it: Fail=discard)"))
+	case failPanic:
+		panic("the sample handler panics (Fail=panic)")
+	}
+	return subscriber.Permanent(errors.New(`OrderPlaced.Fail is not one of "failed", "transient", "permanent", "discard", "panic"`))
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -90,5 +91,135 @@ func TestFailFirstAttemptsEnds(t *testing.T) {
 		if _, err := handleOrderPlaced(context.Background(), orderEvent(json, 0)); err != nil {
 			t.Fatalf("delivery %d without a count failed: %v", i+1, err)
 		}
+	}
+}
+
+// outcome classifies what the handler did.
+type outcome string
+
+const (
+	outCompleted outcome = "completed"
+	outHandoff   outcome = "handoff"
+	outFailed    outcome = "failed"
+	outTransient outcome = "transient"
+	outPermanent outcome = "permanent"
+	outDiscard   outcome = "discard"
+	outPanic     outcome = "panic"
+)
+
+// runOrder calls the handler and classifies the result, catching a panic.
+func runOrder(t *testing.T, json string, attempt subscriber.Attempt) (out outcome, err error) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = outPanic, fmt.Errorf("%v", r)
+		}
+	}()
+	ev := orderEvent(json, 1)
+	ev.Attempt = attempt
+	res, err := handleOrderPlaced(context.Background(), ev)
+	switch {
+	case err == nil && handoff(res):
+		return outHandoff, nil
+	case err == nil:
+		return outCompleted, nil
+	}
+	switch subscriber.KindOf(err) {
+	case subscriber.KindTransient:
+		return outTransient, err
+	case subscriber.KindPermanent:
+		return outPermanent, err
+	case subscriber.KindDiscard:
+		return outDiscard, err
+	}
+	return outFailed, err
+}
+
+var attempts = []subscriber.Attempt{"", subscriber.AttemptOriginal, subscriber.AttemptRetry, subscriber.AttemptResubmission, subscriber.AttemptReplay}
+
+func TestFailSwitches(t *testing.T) {
+	kinds := map[string]outcome{
+		"failed":    outFailed,
+		"transient": outTransient,
+		"permanent": outPermanent,
+		"discard":   outDiscard,
+		"panic":     outPanic,
+	}
+	for fail, kind := range kinds {
+		for _, failOn := range []string{"", "original", "always"} {
+			for _, a := range attempts {
+				name := fmt.Sprintf("Fail=%s FailOn=%q attempt=%q", fail, failOn, a)
+				t.Run(name, func(t *testing.T) {
+					json := fmt.Sprintf(`{"OrderId":"o-1","Amount":123.45,"Fail":%q,"FailOn":%q}`, fail, failOn)
+					got, err := runOrder(t, json, a)
+					want := kind
+					if failOn != "always" && a != "" && a != subscriber.AttemptOriginal {
+						want = outCompleted // a retry, resubmission or replay succeeds
+					}
+					if got != want {
+						t.Fatalf("outcome %s (%v), want %s", got, err, want)
+					}
+					if err != nil {
+						// The text names the switch and no value of the order.
+						if !strings.Contains(err.Error(), "Fail="+fail) || strings.Contains(err.Error(), "o-1") || strings.Contains(err.Error(), "123") {
+							t.Fatalf("error text %q", err.Error())
+						}
+					}
+				})
+			}
+		}
+	}
+}
+
+func TestFailSwitchesRefuseUnknownValues(t *testing.T) {
+	for _, json := range []string{
+		`{"OrderId":"o-1","Fail":"sometimes"}`,
+		`{"OrderId":"o-1","Fail":"Failed"}`,
+		`{"OrderId":"o-1","Fail":"failed","FailOn":"never"}`,
+	} {
+		got, err := runOrder(t, json, subscriber.AttemptOriginal)
+		if got != outPermanent {
+			t.Errorf("%s: outcome %s (%v), want permanent", json, got, err)
+			continue
+		}
+		if strings.Contains(err.Error(), "sometimes") || strings.Contains(err.Error(), "never") || strings.Contains(err.Error(), "o-1") {
+			t.Errorf("%s: error quotes the payload: %q", json, err)
+		}
+	}
+	// No Fail: FailOn alone changes nothing.
+	if got, err := runOrder(t, `{"OrderId":"o-1","FailOn":"always"}`, subscriber.AttemptRetry); got != outCompleted {
+		t.Errorf("FailOn without Fail: %s (%v)", got, err)
+	}
+}
+
+func TestHandoffSwitch(t *testing.T) {
+	for _, a := range attempts {
+		if got, err := runOrder(t, `{"OrderId":"o-1","Amount":5,"Handoff":true}`, a); got != outHandoff {
+			t.Errorf("Handoff=true, attempt %q: %s (%v), want handoff", a, got, err)
+		}
+	}
+	if got, err := runOrder(t, `{"OrderId":"o-1","Amount":5,"Handoff":false}`, subscriber.AttemptOriginal); got != outCompleted {
+		t.Errorf("Handoff=false: %s (%v)", got, err)
+	}
+	// A failure switch wins over the handoff on the attempts it applies to.
+	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, subscriber.AttemptOriginal); got != outFailed {
+		t.Errorf("Fail with Handoff, original: %s, want failed", got)
+	}
+	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, subscriber.AttemptResubmission); got != outHandoff {
+		t.Errorf("Fail with Handoff, resubmission: %s, want handoff", got)
+	}
+}
+
+// Fail=failed with the default FailOn: the event fails once and its
+// RetryRequest succeeds — the demo's failure → retry path.
+func TestFailOnOriginalThenRetrySucceeds(t *testing.T) {
+	const json = `{"OrderId":"o-1","Fail":"failed"}`
+	var seq []outcome
+	for _, a := range []subscriber.Attempt{subscriber.AttemptOriginal, subscriber.AttemptOriginal, subscriber.AttemptRetry} {
+		got, _ := runOrder(t, json, a)
+		seq = append(seq, got)
+	}
+	if fmt.Sprint(seq) != fmt.Sprint([]outcome{outFailed, outFailed, outCompleted}) {
+		t.Errorf("outcomes %v", seq)
 	}
 }

@@ -38,6 +38,8 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
 )
 
 // App-setting names. Azure Functions app settings use "__" as the
@@ -156,6 +158,10 @@ type Config struct {
 	Tracking Tracking
 	// CloudEvents configures consuming CloudEvents (off by default).
 	CloudEvents CloudEvents
+	// RetryPolicies choose whether and when a failed event gets a
+	// RetryRequest (NimBus__RetryPolicies__*); nil when none is set, which
+	// means no RetryRequest.
+	RetryPolicies *retrypolicy.Set
 	// Warnings are problems that do not stop start-up.
 	Warnings []string
 }
@@ -347,6 +353,7 @@ func Load(lookup Lookup) (*Config, error) {
 	}
 
 	l.cloudEvents(c)
+	l.retryPolicies(c)
 
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}

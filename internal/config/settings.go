@@ -12,6 +12,10 @@ type Setting struct {
 	// SetByHost marks a setting the Functions host provides itself
 	// (FUNCTIONS_CUSTOMHANDLER_PORT); the sample settings leave it out.
 	SetByHost bool
+	// Indexed marks the pattern of an indexed list setting: Name holds
+	// IndexPlaceholder where the index 0, 1, 2, … goes (IndexedKey). The
+	// sample settings leave these out.
+	Indexed bool
 }
 
 // Settings lists every app setting this package reads, plus
@@ -46,6 +50,27 @@ var Settings = []Setting{
 	{Name: KeyResolverSink, Default: string(SinkServiceBus)},
 	{Name: KeyRetryBaseDelay, Default: formatTimeSpan(DefaultRetryBaseDelay)},
 	{Name: KeyRetryMaxDelay, Default: formatTimeSpan(DefaultRetryMaxDelay)},
+	{Name: KeyRetryPolicyDefaultMaxRetries},
+	{Name: KeyRetryPolicyDefaultBackoff},
+	{Name: KeyRetryPolicyDefaultBaseDelay},
+	{Name: KeyRetryPolicyDefaultMaxDelay},
+	{Name: KeyRetryPolicyDefaultJitter},
+	{Name: KeyRetryPolicyDefaultBoundedJitterFactor},
+	{Name: KeyRetryPolicyEventTypeID, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeMaxRetries, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeBackoff, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeBaseDelay, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeMaxDelay, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeJitter, Indexed: true},
+	{Name: KeyRetryPolicyEventTypeBoundedJitterFactor, Indexed: true},
+	{Name: KeyRetryPolicyRuleExceptionContains, Indexed: true},
+	{Name: KeyRetryPolicyRuleEventTypeIDs, Indexed: true},
+	{Name: KeyRetryPolicyRuleMaxRetries, Indexed: true},
+	{Name: KeyRetryPolicyRuleBackoff, Indexed: true},
+	{Name: KeyRetryPolicyRuleBaseDelay, Indexed: true},
+	{Name: KeyRetryPolicyRuleMaxDelay, Indexed: true},
+	{Name: KeyRetryPolicyRuleJitter, Indexed: true},
+	{Name: KeyRetryPolicyRuleBoundedJitterFactor, Indexed: true},
 	{Name: KeyMaxBodyBytesInFlight, Default: strconv.Itoa(DefaultMaxBodyBytesInFlight)},
 	{Name: KeyLogLevel, Default: "info"},
 	{Name: KeyCloudEventsEnabled, Default: "false"},

@@ -111,6 +111,10 @@ func TestSampleSettingsShowDefaults(t *testing.T) {
 			if ok {
 				t.Errorf("the sample sets %s, which the host sets", s.Name)
 			}
+		case s.Indexed:
+			if ok {
+				t.Errorf("the sample sets %s, the pattern of an indexed setting", s.Name)
+			}
 		case !ok:
 			t.Errorf("the sample does not list %s", s.Name)
 		case s.Default != "" && v != s.Default:

@@ -234,6 +234,12 @@ func TestLocalSettingsSample(t *testing.T) {
 			}
 			continue
 		}
+		if s.Indexed {
+			if ok {
+				t.Errorf("%s is the pattern of an indexed setting; the sample must not set it", s.Name)
+			}
+			continue
+		}
 		if !ok {
 			t.Errorf("%s is missing", s.Name)
 			continue
