@@ -348,7 +348,8 @@ resource inboxContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/cont
 // /id, no default TTL (a document must outlive any block, however long
 // operators take, and its sequences must never restart), default indexing
 // (small documents; operators query blocked sessions by endpointId and
-// state.BlockedByEventId). It shares the inbox's throughput settings.
+// state.BlockedByEventId). Throughput as the inbox's: serverless, or its own
+// autoscale maximum of cosmosAutoscaleMaxThroughput.
 resource sessionStateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
   parent: cosmosDatabase
   name: sessionStateContainerId
