@@ -4,7 +4,7 @@
 // Creates: a user-assigned identity; host storage without shared keys plus the Flex
 // deployment container; Log Analytics and Application Insights (Entra auth only); a
 // Flex Consumption (FC1) plan and Linux function app with runtime `custom` 1.0; a
-// Cosmos DB account with Strong consistency and the inbox container; the NimBus
+// Cosmos DB account with Strong consistency and the inbox and session-state containers; the NimBus
 // Service Bus topology for the endpoint on a new Standard namespace, unless an
 // existing namespace is named. Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
@@ -42,6 +42,11 @@ param cosmosDatabaseId string = 'MessageDatabase'
 
 @description('Cosmos DB container id of the inbox (NimBus__Inbox__Cosmos__ContainerId). Partition key /id, no default TTL.')
 param cosmosContainerId string = 'inbox'
+
+@description('Cosmos DB container id of the session state (NimBus__Inbox__Cosmos__SessionContainerId): one document per (endpoint, SessionId) holding the blocking event, the parked copies and the replay cursor. Same account and database as the inbox; partition key /id, no default TTL. Must differ from cosmosContainerId.')
+@minLength(1)
+@maxLength(255)
+param sessionStateContainerId string = 'sessionstate'
 
 @description('Create the Cosmos DB account as serverless (true) or with autoscale throughput on the inbox container (false).')
 param cosmosServerless bool = true
@@ -338,6 +343,37 @@ resource inboxContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/cont
   }
 }
 
+// The session state (blocked sessions, parked copies, replay cursor) in its
+// own container of the inbox's Strong account and database: partition key
+// /id, no default TTL (a document must outlive any block, however long
+// operators take, and its sequences must never restart), default indexing
+// (small documents; operators query blocked sessions by endpointId and
+// state.BlockedByEventId). Throughput as the inbox's: serverless, or its own
+// autoscale maximum of cosmosAutoscaleMaxThroughput.
+resource sessionStateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-11-15' = {
+  parent: cosmosDatabase
+  name: sessionStateContainerId
+  properties: {
+    resource: {
+      id: sessionStateContainerId
+      partitionKey: {
+        paths: [
+          '/id'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+    }
+    options: cosmosServerless ? {} : {
+      autoscaleSettings: {
+        maxThroughput: cosmosAutoscaleMaxThroughput
+      }
+    }
+  }
+}
+
+// Account scope: it covers the inbox and the session-state containers and
+// the account metadata read of the handler's Strong-consistency check.
 resource cosmosDataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: cosmos
   name: guid(cosmos.id, identity.id, cosmosDataContributor)
@@ -500,7 +536,11 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           name: 'NimBus__Inbox__Cosmos__ContainerId'
           value: cosmosContainerId
         }
-        // The identity cannot create containers; the container above is pre-provisioned.
+        {
+          name: 'NimBus__Inbox__Cosmos__SessionContainerId'
+          value: sessionStateContainerId
+        }
+        // The identity cannot create containers; the containers above are pre-provisioned.
         {
           name: 'NimBus__Inbox__Cosmos__AutoCreateContainer'
           value: 'false'
@@ -541,6 +581,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     appInsightsPublisher
     deploymentContainer
     inboxContainer
+    sessionStateContainer
     cosmosDataAccess
     cloudEventsIngressTopology
   ]

@@ -335,8 +335,10 @@ func TestResolverHostJSON(t *testing.T) {
 		t.Errorf("Resolver functionTimeout %v: want at least a minute and at most the lock renewal %v", timeout, renewal)
 	}
 
-	// Everything else is the endpoint app's.
-	for _, k := range []string{"maxConcurrentSessions", "sessionIdleTimeout", "maxAutoLockRenewalDuration"} {
+	// Everything else is the endpoint app's (maxConcurrentCalls is the
+	// endpoint's DeferredProcessor trigger's; the Resolver has no trigger
+	// without sessions).
+	for _, k := range []string{"maxConcurrentSessions", "sessionIdleTimeout", "maxAutoLockRenewalDuration", "maxConcurrentCalls"} {
 		delete(sb, k)
 		delete(endpoint["extensions"].(map[string]any)["serviceBus"].(map[string]any), k)
 	}

@@ -1,10 +1,10 @@
 // Package minihost stands in for the Azure Functions host in tests: it
-// receives from a Service Bus session subscription with azservicebus, builds
-// each invocation envelope exactly as the host does for a custom handler
-// (with funchosttest.Build: a "dataType": "binary" trigger, cardinality one,
-// sessions on), POSTs it to the handler and settles the message the way the
-// host does: complete on a successful (2xx, JSON) invocation, abandon
-// otherwise. Timer invocations are built with funchosttest.TimerEnvelope.
+// receives from a Service Bus subscription with azservicebus (a session
+// subscription, or one without sessions), builds each invocation envelope
+// exactly as the host does for a custom handler (with funchosttest.Build: a
+// "dataType": "binary" trigger, cardinality one, sessions on or off), POSTs
+// it to the handler and settles the message the way the host does: complete
+// on a successful (2xx, JSON) invocation, abandon otherwise. Timer invocations are built with funchosttest.TimerEnvelope.
 package minihost
 
 import (

@@ -18,8 +18,20 @@ import (
 type Config struct {
 	// Client receives from the subscription.
 	Client *azservicebus.Client
-	// Topic and Subscription name the session subscription to consume.
+	// Topic and Subscription name the subscription to consume: a session
+	// subscription, or one without sessions when NoSessions is set.
 	Topic, Subscription string
+	// NoSessions consumes a subscription without sessions, as a trigger with
+	// "isSessionsEnabled": false: one plain receiver, up to
+	// MaxConcurrentCalls invocations at once in no particular order, each
+	// message's lock renewed while its invocation runs.
+	NoSessions bool
+	// MaxConcurrentCalls is how many invocations run at once without
+	// sessions (default 16, the host's default per core).
+	MaxConcurrentCalls int
+	// LockRenewInterval is how often a message lock is renewed while its
+	// invocation runs without sessions (default 10s).
+	LockRenewInterval time.Duration
 	// Function is the function name: the URL path and sys.MethodName.
 	Function string
 	// Binding is the trigger binding name, the key under Data (default
@@ -58,15 +70,17 @@ type Stats struct {
 	SettleErrors int64
 }
 
-// Host receives from a session subscription and invokes the handler as the
-// Functions host does: up to MaxConcurrentSessions sessions at a time, one
-// invocation at a time per session, complete on success and abandon on
-// failure.
+// Host receives from a subscription and invokes the handler as the
+// Functions host does, completing on success and abandoning on failure:
+// from a session subscription up to MaxConcurrentSessions sessions at a
+// time, one invocation at a time per session; from a subscription without
+// sessions (NoSessions) up to MaxConcurrentCalls invocations at a time.
 type Host struct {
 	cfg      Config
 	clientID string
 
 	invocations, completes, abandons, failures, settleErrors atomic.Int64
+	inFlight, maxInFlight                                    atomic.Int64
 
 	mu      sync.Mutex
 	cancel  context.CancelFunc
@@ -88,6 +102,12 @@ func New(cfg Config) (*Host, error) {
 	if cfg.Binding == "" {
 		cfg.Binding = "message"
 	}
+	if cfg.MaxConcurrentCalls <= 0 {
+		cfg.MaxConcurrentCalls = 16
+	}
+	if cfg.LockRenewInterval <= 0 {
+		cfg.LockRenewInterval = 10 * time.Second
+	}
 	if cfg.MaxConcurrentSessions <= 0 {
 		cfg.MaxConcurrentSessions = 8
 	}
@@ -106,12 +126,25 @@ func New(cfg Config) (*Host, error) {
 	return &Host{cfg: cfg, clientID: cfg.Namespace + "-" + NewGUID()}, nil
 }
 
-// Start starts the session workers. It fails if the host is running.
+// Start starts the session workers, or without sessions the receive loop.
+// It fails if the host is running or, without sessions, if the receiver
+// cannot be created.
 func (h *Host) Start() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.cancel != nil {
 		return errors.New("minihost: already started")
+	}
+	if h.cfg.NoSessions {
+		r, err := h.cfg.Client.NewReceiverForSubscription(h.cfg.Topic, h.cfg.Subscription, nil)
+		if err != nil {
+			return fmt.Errorf("minihost: receiver for %s/%s: %w", h.cfg.Topic, h.cfg.Subscription, err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		h.cancel = cancel
+		h.running.Add(1)
+		go h.receiveLoop(ctx, r)
+		return nil
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -154,6 +187,9 @@ func (h *Host) Stats() Stats {
 		SettleErrors: h.settleErrors.Load(),
 	}
 }
+
+// MaxInFlight returns the most invocations that ran at once so far.
+func (h *Host) MaxInFlight() int64 { return h.maxInFlight.Load() }
 
 // WaitFor polls Stats until cond holds or ctx ends.
 func (h *Host) WaitFor(ctx context.Context, cond func(Stats) bool) error {
@@ -200,7 +236,7 @@ func (h *Host) drain(ctx context.Context, sr *azservicebus.SessionReceiver) {
 		ms, err := sr.ReceiveMessages(rctx, 1, nil)
 		cancel()
 		for _, m := range ms {
-			h.process(sr, m)
+			h.process(sr, m, sr.LockedUntil(), nil)
 		}
 		if err != nil || len(ms) == 0 {
 			return
@@ -208,10 +244,95 @@ func (h *Host) drain(ctx context.Context, sr *azservicebus.SessionReceiver) {
 	}
 }
 
+// receiveLoop receives one message whenever an invocation slot is free and
+// processes it on its own goroutine, until the host stops; then it waits for
+// the invocations in flight and closes the receiver.
+func (h *Host) receiveLoop(ctx context.Context, r *azservicebus.Receiver) {
+	defer h.running.Done()
+	var inFlight sync.WaitGroup
+	defer func() {
+		inFlight.Wait()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = r.Close(cctx)
+		cancel()
+	}()
+	slots := make(chan struct{}, h.cfg.MaxConcurrentCalls)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case slots <- struct{}{}:
+		}
+		rctx, cancel := context.WithTimeout(ctx, h.cfg.AcceptTimeout)
+		ms, err := r.ReceiveMessages(rctx, 1, nil)
+		cancel()
+		if len(ms) == 0 {
+			<-slots
+			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+				sleep(ctx, 100*time.Millisecond)
+			}
+			continue
+		}
+		for i, m := range ms {
+			if i > 0 { // ReceiveMessages(…, 1) returns at most one; stay safe
+				slots <- struct{}{}
+			}
+			inFlight.Add(1)
+			go func() {
+				defer inFlight.Done()
+				defer func() { <-slots }()
+				h.process(r, m, time.Time{}, r)
+			}()
+		}
+	}
+}
+
+// settler settles a received message; *azservicebus.Receiver and
+// *azservicebus.SessionReceiver both are one.
+type settler interface {
+	CompleteMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.CompleteMessageOptions) error
+	AbandonMessage(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.AbandonMessageOptions) error
+}
+
+// renewer renews a message lock (a receiver without sessions).
+type renewer interface {
+	RenewMessageLock(ctx context.Context, m *azservicebus.ReceivedMessage, o *azservicebus.RenewMessageLockOptions) error
+}
+
 // process invokes the handler for m and settles it. Neither step uses the
 // worker's context: an invocation in flight at Stop finishes and settles.
-func (h *Host) process(sr *azservicebus.SessionReceiver, m *azservicebus.ReceivedMessage) {
-	trigger := TriggerFromMessage(m, sr.LockedUntil(), h.cfg.Namespace, h.clientID)
+// sessionLockedUntil is zero without sessions; a non-nil renew renews m's
+// lock every LockRenewInterval while the invocation runs.
+func (h *Host) process(sr settler, m *azservicebus.ReceivedMessage, sessionLockedUntil time.Time, renew renewer) {
+	n := h.inFlight.Add(1)
+	defer h.inFlight.Add(-1)
+	for {
+		old := h.maxInFlight.Load()
+		if n <= old || h.maxInFlight.CompareAndSwap(old, n) {
+			break
+		}
+	}
+	if renew != nil {
+		stop := make(chan struct{})
+		done := make(chan struct{})
+		defer func() { close(stop); <-done }()
+		go func() {
+			defer close(done)
+			t := time.NewTicker(h.cfg.LockRenewInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+					_ = renew.RenewMessageLock(rctx, m, nil) // a lost lock shows at settlement
+					cancel()
+				}
+			}
+		}()
+	}
+	trigger := TriggerFromMessage(m, sessionLockedUntil, h.cfg.Namespace, h.clientID)
 	trigger.FunctionName, trigger.Binding, trigger.UtcNow, trigger.RandGUID = h.cfg.Function, h.cfg.Binding, time.Now().UTC(), NewGUID()
 	ok := false
 	envelope, err := funchosttest.Build(trigger)
