@@ -176,11 +176,16 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		deferred = &sbDeferred{c: a.sbClient, topic: cfg.Endpoint}
 	}
 	scheduler, _ := pub.(subscriber.Scheduler)
+	var policies subscriber.RetryPolicies
+	if cfg.RetryPolicies != nil && !cfg.RetryPolicies.Empty() {
+		policies = retryPolicies{set: cfg.RetryPolicies}
+	}
 	a.pipeline, err = subscriber.New(subscriber.Options{
 		EndpointID:          cfg.Endpoint,
 		Inbox:               a.store,
 		Publisher:           pub,
 		Scheduler:           scheduler,
+		RetryPolicies:       policies,
 		Sessions:            sessions,
 		Deferred:            deferred,
 		MaxDeliveryCount:    cfg.Session.MaxDeliveryCount,

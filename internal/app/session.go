@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
@@ -12,6 +13,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
@@ -274,4 +276,17 @@ func (s *memDeferredSession) Close(context.Context) error {
 	delete(s.m.locked, s.sid)
 	s.held = map[*message.Outgoing]bool{}
 	return nil
+}
+
+// retryPolicies adapts the configured retry policies to the pipeline: a
+// RetryRequest when a policy applies and its retries are not spent, at the
+// policy's delay.
+type retryPolicies struct{ set *retrypolicy.Set }
+
+func (r retryPolicies) RetryDelay(eventTypeID, errText, endpoint string, retryCount int, rnd float64) (time.Duration, bool) {
+	p, ok := r.set.For(eventTypeID, errText, endpoint)
+	if !ok || !p.Retries(retryCount) {
+		return 0, false
+	}
+	return p.Delay(retryCount, rnd), true
 }

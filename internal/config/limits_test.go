@@ -13,6 +13,9 @@ import (
 func load(t *testing.T, set map[string]string) (*Config, error) {
 	t.Helper()
 	m := base()
+	// Say where session state lives, so the warning about an unset store
+	// (tested on its own) stays out of the way.
+	m[KeySessionStore] = "InMemory"
 	for k, v := range set {
 		if v == "\x00unset" {
 			delete(m, k)
