@@ -22,7 +22,9 @@ func TestUnknownEventTypeAndHandoffAreAnsweredButNotRecorded(t *testing.T) {
 	unknown := event{MessageID: "OrderCancelled-1", SessionID: "customer-misc", EventID: guidFor("OrderCancelled-1"),
 		EventTypeID: "OrderCancelled", EventJSON: `{"OrderId":"O-9","Reason":"customer request"}`}
 	big := order("OrderPlaced-big-1", "customer-misc", 25000, 0)
-	s.send(unknown, big, unknown, big)
+	// A pending handoff blocks its session (NimBus), so the unknown type goes
+	// first; the handoff's own redelivery is handled again, not parked.
+	s.send(unknown, unknown, big, big)
 	s.waitResponses(4, 60*time.Second)
 	s.settle(4, 4, 30*time.Second)
 
@@ -34,11 +36,11 @@ func TestUnknownEventTypeAndHandoffAreAnsweredButNotRecorded(t *testing.T) {
 		t.Fatalf("%d invocation lines, want 4: %+v", len(ivs), ivs)
 	}
 	checkLine(t, ivs[0], unknown, "unsupported", "new", 1)
-	checkLine(t, ivs[1], big, "pending_handoff", "new", 1)
-	checkLine(t, ivs[2], unknown, "unsupported", "new", 1)
+	checkLine(t, ivs[1], unknown, "unsupported", "new", 1)
+	checkLine(t, ivs[2], big, "pending_handoff", "new", 1)
 	checkLine(t, ivs[3], big, "pending_handoff", "new", 1)
 	for i, iv := range ivs {
-		if iv.ran() != (i%2 == 1) {
+		if iv.ran() != (i >= 2) {
 			t.Errorf("invocation %d: handler ran = %v", i, iv.ran())
 		}
 	}
@@ -47,9 +49,9 @@ func TestUnknownEventTypeAndHandoffAreAnsweredButNotRecorded(t *testing.T) {
 	if len(rs) != 4 {
 		t.Fatalf("%d responses, want 4", len(rs))
 	}
-	for i, copyNo := range []int{0, 0, 1, 1} {
+	for i, copyNo := range []int{0, 1, 0, 1} {
 		r := rs[i]
-		if i%2 == 0 {
+		if i < 2 {
 			checkResponse(t, r, unknown, "UnsupportedResponse", unknown.body(), nil, s.sent(unknown.MessageID, copyNo))
 			continue
 		}
