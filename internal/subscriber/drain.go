@@ -257,6 +257,7 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 // OriginalSessionId, DeferralSequence and To, To = the endpoint.
 func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *session.State) (rr Report) {
 	start := p.o.Now()
+	ctx, rr.Charge = telemetry.WithCharge(ctx)
 	defer func() { rr.Duration = p.o.Now().Sub(start) }()
 	b := pc.Broker
 	b.SessionID = &sid

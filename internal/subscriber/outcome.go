@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/outcome"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // Outcome is what happened to a delivery. Its value is a bounded label used
@@ -191,6 +192,9 @@ type Report struct {
 	// stopped.
 	Replays   []Report
 	DrainStop string
+	// Charge is a replayed message's own Cosmos request charge (it is part
+	// of its DeferredProcessor invocation's); nil otherwise.
+	Charge *telemetry.Charge
 	// deadLetter is what the dead-letter notice reports, when the failure
 	// site knew NimBus's exact case.
 	deadLetter *message.DeadLetter

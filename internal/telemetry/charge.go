@@ -12,6 +12,9 @@ import (
 type Charge struct {
 	bits     atomic.Uint64 // float64 bits of the RU sum
 	requests atomic.Int64
+	// parent, when set, also receives every request (a replayed message's
+	// charge is part of its DeferredProcessor invocation's).
+	parent *Charge
 }
 
 // Add counts one request that charged ru request units.
@@ -19,6 +22,7 @@ func (c *Charge) Add(ru float64) {
 	if c == nil {
 		return
 	}
+	c.parent.Add(ru)
 	c.requests.Add(1)
 	if ru <= 0 || math.IsNaN(ru) || math.IsInf(ru, 0) {
 		return
@@ -50,9 +54,10 @@ func (c *Charge) Requests() int64 {
 type chargeKey struct{}
 
 // WithCharge returns ctx carrying a new Charge, which every Cosmos request
-// made with the returned context (or one derived from it) adds to.
+// made with the returned context (or one derived from it) adds to. When ctx
+// already carries one, the new Charge adds to it as well.
 func WithCharge(ctx context.Context) (context.Context, *Charge) {
-	c := &Charge{}
+	c := &Charge{parent: ChargeFrom(ctx)}
 	return context.WithValue(ctx, chargeKey{}, c), c
 }
 
