@@ -208,6 +208,15 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		return r
 	}
 	j.setInbound(in)
+	if in.EventID == nil {
+		// NimBus reads EventId with its throwing accessor: a null value is as
+		// absent as a missing property, and the session guard keys on it.
+		r.Outcome = OutcomeInvalidMessage
+		r.Err = &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}
+		dl := message.DeadLetterInvalidMessage(message.PropertyNotDefinedText(message.PropEventID))
+		r.deadLetter = &dl
+		return r
+	}
 
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
