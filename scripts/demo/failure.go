@@ -27,12 +27,14 @@ func (s *script) failurePath(d *proc) error {
 	if !ok {
 		return nil
 	}
+	// The Resolver stores the ErrorResponse under the MessageId the broker
+	// gave it; the in-memory sink has none, so the demo makes one up.
 	er := errorResponseOf(failed.sent[0], "7d3e2f10-5b8c-4c1e-9f7a-000000000010")
 	resubmit, err := resubmission(er, failed.sent[0])
 	if err != nil {
 		return err
 	}
-	done, ok := d.control("The operator resubmits the failed event in the Manager: a ResubmissionRequest (as NimBus's ManagerClient builds it from the ErrorResponse)",
+	done, ok := d.control("The operator resubmits the failed event in the Manager: a ResubmissionRequest, as NimBus's ManagerClient builds it from the stored ErrorResponse (its broker MessageId is the ParentMessageId)",
 		resubmit, expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse", "ProcessDeferredRequest→DeferredProcessor"},
 			flags: []string{"sessionUnblocked", "replayRequested"}})
 	if ok {

@@ -197,6 +197,7 @@ func (s *script) otherKinds(d *proc) error {
 		ev{id: "OrderPlaced-0022", session: sid, order: order("O-22", 10, `,"Fail":"failed","FailOn":"always"`)},
 		expect{status: 200, outcome: "event_failed", sends: []string{"ErrorResponse"}, flags: []string{"sessionBlocked"}})
 	if ok {
+		// A made-up broker MessageId for the stored ErrorResponse.
 		er := errorResponseOf(failed.sent[0], "7d3e2f10-5b8c-4c1e-9f7a-000000000022")
 		d.control("The operator skips it in the Manager: a SkipRequest (as NimBus's ManagerClient sends it) lifts the block",
 			skipRequest(er), expect{status: 200, outcome: "skipped", sends: []string{"SkipResponse"}, flags: []string{"sessionUnblocked"}})
