@@ -1,148 +1,131 @@
 // Command demo builds the custom handler, starts it on embedded defaults
-// (endpoint BillingEndpoint, in-memory inbox, in-memory Resolver sink) and
-// drives it with invocations shaped exactly as the Azure Functions host
-// sends them, printing what happens to each. It then starts the same binary
-// as the Resolver app (in-memory tracking store) and shows the endpoint's
-// response landing as a tracking row. No Azure account is needed.
+// (endpoint BillingEndpoint, in-memory inbox, in-memory session state,
+// in-memory Resolver sink) and drives it with invocations shaped exactly as
+// the Azure Functions host sends them, printing what happens to each: every
+// outcome a user meets, including a failed event that blocks its session,
+// the messages parked behind it, the Manager's resubmission and the ordered
+// replay of the parked messages. It then starts the same binary with a
+// retry policy (a scheduled RetryRequest) and as the Resolver app
+// (in-memory tracking store). No Azure account is needed.
 //
-//	go run ./scripts/demo
+// Every step states the outcome it expects (HTTP status, outcome label,
+// the messages the endpoint sends); the demo exits non-zero when one does
+// not happen.
+//
+//	go run ./scripts/demo [-v]
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 const endpoint = "BillingEndpoint"
 
 func main() {
-	if err := run(); err != nil {
+	verbose := flag.Bool("v", false, "print every property and the body of each message the endpoint sends")
+	flag.Parse()
+	if err := run(context.Background(), options{Out: os.Stdout, HandlerStderr: os.Stderr, Verbose: *verbose}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
 }
 
-type demo struct {
-	base   string
-	client *http.Client
-	proc   *handlerproc.Proc
-	seen   int // Resolver responses already printed
-	seq    int64
+// options configure one run of the demo.
+type options struct {
+	// Out receives the transcript.
+	Out io.Writer
+	// HandlerStderr receives the handler processes' stderr (their logs).
+	HandlerStderr io.Writer
+	// Verbose prints every property and the body of each sent message.
+	Verbose bool
+	// Binary is a prebuilt handler; "" builds one.
+	Binary string
 }
 
-func run() error {
+// baseSettings are the embedded defaults of the endpoint app in the demo.
+func baseSettings() map[string]string {
+	return map[string]string{
+		"NimBus__Endpoint":               endpoint,
+		"NimBus__Inbox__Enabled":         "true",
+		"NimBus__Inbox__Store":           "InMemory",
+		"NimBus__Inbox__RetentionPeriod": "00:00:05",
+		"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
+		"NimBus__Resolver__Sink":         "InMemory",
+		// External CloudEvents producers, deduplicated by source and id.
+		"NimBus__CloudEvents__Enabled":       "true",
+		"NimBus__CloudEvents__Deduplication": "SourceAndId",
+	}
+}
+
+func run(ctx context.Context, o options) error {
 	root, err := handlerproc.RepoRoot()
 	if err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp("", "nimbus-demo-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	bin := filepath.Join(tmp, "handler")
-	ctx := context.Background()
-	buildCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := handlerproc.Build(buildCtx, root, bin); err != nil {
-		return err
-	}
-	proc, err := handlerproc.Start(handlerproc.Options{
-		Binary: bin,
-		Settings: map[string]string{
-			"NimBus__Endpoint":               endpoint,
-			"NimBus__Inbox__Enabled":         "true",
-			"NimBus__Inbox__Store":           "InMemory",
-			"NimBus__Inbox__RetentionPeriod": "00:00:05",
-			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
-			"NimBus__Resolver__Sink":         "InMemory",
-			// External CloudEvents producers, deduplicated by source and id.
-			"NimBus__CloudEvents__Enabled":       "true",
-			"NimBus__CloudEvents__Deduplication": "SourceAndId",
-		},
-		Stderr: os.Stderr,
-	})
-	if err != nil {
-		return err
-	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	bin := o.Binary
+	if bin == "" {
+		tmp, err := os.MkdirTemp("", "nimbus-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		bin = filepath.Join(tmp, "handler")
+		buildCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		defer cancel()
-		_, _ = proc.Stop(stopCtx)
-	}()
-	port := proc.Port()
-	d := &demo{base: proc.BaseURL(), client: &http.Client{Timeout: 30 * time.Second}, proc: proc}
-	readyCtx, cancelReady := context.WithTimeout(ctx, 20*time.Second)
-	defer cancelReady()
-	if err := proc.WaitReady(readyCtx); err != nil {
+		if err := handlerproc.Build(buildCtx, root, bin); err != nil {
+			return err
+		}
+	}
+	s := &script{out: o.Out, verbose: o.Verbose, bin: bin, stderr: o.HandlerStderr}
+	d, err := s.start(ctx, baseSettings())
+	if err != nil {
 		return err
 	}
+	defer d.stop(ctx)
 
-	fmt.Printf("NimBus subscriber demo: endpoint %s, in-memory inbox, in-memory Resolver sink\n", endpoint)
-	fmt.Printf("Built ./handler and started it on 127.0.0.1:%d (the port the Functions host would assign).\n", port)
-	fmt.Println("Each step POSTs a Service Bus invocation envelope as the host builds it (dataType binary, sessions on).")
-	fmt.Println("Inbox retention is 5 seconds here (7 days by default) so the cleanup step has records to purge.")
+	s.printf("NimBus subscriber demo: endpoint %s, in-memory inbox, session state and Resolver sink\n", endpoint)
+	s.printf("Built ./handler and started it on 127.0.0.1:%d (the port the Functions host would assign).\n", d.proc.Port())
+	s.println("Each step POSTs an invocation envelope as the Functions host builds it (Service Bus trigger: dataType binary,")
+	s.println("sessions on) and checks the outcome it expects. \"Resolver ←\" is a response to the Resolver; \"topic ←\" is a")
+	s.println("message the endpoint sends to its own topic (a parked copy, a replay request, a scheduled RetryRequest).")
+	s.println("Inbox retention is 5 seconds here (7 days by default) so the cleanup step has records to purge.")
 
-	order := func(id string, amount float64, extra string) string {
-		return fmt.Sprintf(`{"OrderId":%q,"CustomerId":"C-7","Amount":%g%s}`, id, amount, extra)
-	}
-	d.step("1. Fresh delivery of OrderPlaced", "OrderPlaced-0001", 1, "OrderPlaced", order("O-1", 42.5, ""))
-	d.step("2. The same message redelivered after it succeeded (lock lost before completion)", "OrderPlaced-0001", 2, "OrderPlaced", order("O-1", 42.5, ""))
-	d.step("3. A delivery whose handler fails (billing system busy); the handler waits 1s before answering, so redeliveries are paced", "OrderPlaced-0002", 1, "OrderPlaced", order("O-2", 42.5, `,"FailFirstAttempts":1`))
-	d.step("4. The broker redelivers it; this time the handler succeeds", "OrderPlaced-0002", 2, "OrderPlaced", order("O-2", 42.5, `,"FailFirstAttempts":1`))
-	lastRecord := time.Now()
-	d.step("5. A message without a MessageId (cannot be deduplicated)", "", 1, "OrderPlaced", order("O-3", 42.5, ""))
-	d.step("6. An event type this endpoint has no handler for", "CustomerMoved-0001", 1, "CustomerMoved", `{"CustomerId":"C-7"}`)
-	d.step("7. A large order the handler hands off for manual approval", "OrderPlaced-0004", 1, "OrderPlaced", order("O-4", 25000, ""))
-	d.step("8. An order without an OrderId: the handler fails permanently, so it is answered at once (no pause) and dead-lettered after the last delivery", "OrderPlaced-0005", 1, "OrderPlaced", `{"CustomerId":"C-7","Amount":10}`)
-	d.malformed("9. A malformed envelope (not valid base64)")
-	// The handler's inbox runs on the wall clock: the records expire only
-	// when 5 seconds have really passed, and step 10 shows them purged.
-	if wait := 5500*time.Millisecond - time.Since(lastRecord); wait > 0 {
-		fmt.Printf("\n(waiting %.1fs for the records to pass the 5-second retention)\n", wait.Seconds())
-		time.Sleep(wait)
-	}
-	d.cleanup("10. The hourly InboxCleanup timer fires")
-	d.step("11. Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)", "OrderPlaced-0001", 3, "OrderPlaced", order("O-1", 42.5, ""))
-	d.cloudEvent("12. An external producer's CloudEvent on the ingress topic (binary mode, ce- prefix; the broker assigned the MessageId)", "3f2a9c0d11e84b7a9e1c", order("O-6", 99, ""))
-	d.cloudEvent("13. The producer re-sends the same event; the broker assigns a new MessageId, but source and id match: a duplicate", "b81e0f4c2d6a4f1e8c07", order("O-6", 99, ""))
-
-	fmt.Println()
-	fmt.Println("Metrics (GET /_nimbus/metrics: counters, and count and sum of each histogram):")
-	var counters map[string]float64
-	if err := d.getJSON("/_nimbus/metrics", &counters); err != nil {
+	if err := s.basics(d); err != nil {
 		return err
 	}
-	keys := make([]string, 0, len(counters))
-	for k := range counters {
-		keys = append(keys, k)
+	if err := s.failurePath(d); err != nil {
+		return err
 	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Printf("   %-72s %g\n", k, counters[k])
+	if err := s.otherKinds(d); err != nil {
+		return err
 	}
-
-	if err := d.resolverSteps(ctx, bin); err != nil {
+	if err := s.cloudEvents(d); err != nil {
+		return err
+	}
+	if err := s.metrics(d); err != nil {
+		return err
+	}
+	if err := s.retryPolicy(ctx); err != nil {
+		return err
+	}
+	if err := s.resolverSteps(ctx, d); err != nil {
 		return err
 	}
 
 	stopCtx, cancelStop := context.WithTimeout(ctx, 15*time.Second)
 	defer cancelStop()
-	code, err := proc.Stop(stopCtx)
+	code, err := d.proc.Stop(stopCtx)
 	switch {
 	case errors.Is(err, handlerproc.ErrKilled):
 		return errors.New("handler did not stop within 15s of SIGTERM")
@@ -151,173 +134,131 @@ func run() error {
 	case code != 0:
 		return fmt.Errorf("handler did not stop cleanly: exit code %d", code)
 	}
-	fmt.Println("\nStopped the handler with SIGTERM (graceful shutdown).")
+	s.println("\nStopped the handler with SIGTERM (graceful shutdown).")
+	if len(s.failures) > 0 {
+		return fmt.Errorf("%d expected outcome(s) did not happen:\n  %s", len(s.failures), strings.Join(s.failures, "\n  "))
+	}
+	s.printf("\nEvery step had the outcome it expected (%d steps).\n", s.step)
 	return nil
 }
 
-func (d *demo) step(title, messageID string, deliveryCount int, eventType, eventJSON string) {
-	d.seq++
-	shown := messageID
-	if shown == "" {
-		shown = "(none)"
+// basics are the steps of one healthy session: success, a duplicate, a
+// transient failure and its redelivery, a message without a MessageId, an
+// unsupported type, a malformed envelope, and the inbox cleanup.
+func (s *script) basics(d *proc) error {
+	s.section("The main path (session customer-C-7)")
+	const sid = "customer-C-7"
+	d.event("Fresh delivery of OrderPlaced", ev{id: "OrderPlaced-0001", session: sid, order: order("O-1", 42.5, "")},
+		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	d.event("The same message redelivered after it succeeded (lock lost before completion)",
+		ev{id: "OrderPlaced-0001", session: sid, delivery: 2, order: order("O-1", 42.5, "")},
+		expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}})
+	d.event("transient: the handler returns Transient(err) (billing system busy); the handler waits 1s before answering, so redeliveries are paced",
+		ev{id: "OrderPlaced-0002", session: sid, order: order("O-2", 42.5, `,"FailFirstAttempts":1`)},
+		expect{status: 503, outcome: "handler_failed"})
+	d.event("The broker redelivers it; this time the handler succeeds",
+		ev{id: "OrderPlaced-0002", session: sid, delivery: 2, order: order("O-2", 42.5, `,"FailFirstAttempts":1`)},
+		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	lastRecord := time.Now()
+	d.event("A message without a MessageId (cannot be deduplicated)", ev{id: "", session: sid, order: order("O-3", 42.5, "")},
+		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	d.event("An event type this endpoint has no handler for",
+		ev{id: "CustomerMoved-0001", session: sid, eventType: "CustomerMoved", order: `{"CustomerId":"C-7"}`},
+		expect{status: 200, outcome: "unsupported", sends: []string{"UnsupportedResponse"}})
+	d.malformed("A malformed envelope (not valid base64)", expect{status: 400, outcome: "malformed_invocation"})
+	// The handler's inbox runs on the wall clock: the records expire only
+	// when 5 seconds have really passed, and the next step shows them purged.
+	if wait := 5500*time.Millisecond - time.Since(lastRecord); wait > 0 {
+		s.printf("\n(waiting %.1fs for the records to pass the 5-second retention)\n", wait.Seconds())
+		time.Sleep(wait)
 	}
-	body := `{"EventContent":{"EventTypeId":` + jsonString(eventType) + `,"EventJson":` + jsonString(eventJSON) + `},"ErrorContent":null}`
-	now := time.Now().UTC()
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName:       app.FuncSubscriber,
-		Body:               []byte(body),
-		MessageID:          messageID,
-		SessionID:          funchosttest.S("customer-C-7"),
-		CorrelationID:      funchosttest.S("checkout-42"),
-		ContentType:        funchosttest.S("application/json"),
-		LockToken:          fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq),
-		DeliveryCount:      deliveryCount,
-		SequenceNumber:     1000 + d.seq,
-		EnqueuedTime:       now.Add(-2 * time.Second),
-		SessionLockedUntil: now.Add(time.Minute),
-		Properties: funchosttest.Props(
-			"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
-			"EventId", "evt-"+strings.ToLower(shown), "EventTypeId", eventType,
-			"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0,
-			"OriginatingFrom", "ShopEndpoint"),
-		Namespace: "sb-demo.servicebus.windows.net",
-		UtcNow:    now,
-		RandGUID:  fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq),
-	})
-	fmt.Printf("\n%s\n   MessageId %s, DeliveryCount %d, EventTypeId %s\n", title, shown, deliveryCount, eventType)
-	d.invoke(app.FuncSubscriber, env)
+	d.cleanup("The hourly InboxCleanup timer fires", expect{status: 200, outcome: "purged"})
+	d.event("Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)",
+		ev{id: "OrderPlaced-0001", session: sid, delivery: 3, order: order("O-1", 42.5, "")},
+		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	return nil
 }
 
-// cloudEvent delivers a binary-mode CloudEvent (as a partner's CRM sends
-// it, with no NimBus properties) to the CloudEventsIngress function.
-func (d *demo) cloudEvent(title, brokerMessageID, eventJSON string) {
-	d.seq++
-	now := time.Now().UTC()
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName:       app.FuncCloudEventsIngress,
-		Body:               []byte(eventJSON),
-		MessageID:          brokerMessageID,
-		SessionID:          funchosttest.S("lead-42"),
-		ContentType:        funchosttest.S("application/json"),
-		LockToken:          fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq),
-		DeliveryCount:      1,
-		SequenceNumber:     1000 + d.seq,
-		EnqueuedTime:       now.Add(-2 * time.Second),
-		SessionLockedUntil: now.Add(time.Minute),
-		Properties: funchosttest.Props(
-			"ce-specversion", "1.0", "ce-id", "lead-42-converted", "ce-source", "/partner/crm",
-			"ce-type", "com.partner.crm.OrderPlaced", "ce-subject", "lead/42"),
-		Namespace: "sb-demo.servicebus.windows.net",
-		UtcNow:    now,
-		RandGUID:  fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq),
-	})
-	fmt.Printf("\n%s\n   MessageId %s, ce-source /partner/crm, ce-id lead-42-converted, ce-type com.partner.crm.OrderPlaced\n", title, brokerMessageID)
-	d.invoke(app.FuncCloudEventsIngress, env)
-}
-
-func (d *demo) malformed(title string) {
-	d.seq++
-	fmt.Printf("\n%s\n", title)
-	d.invoke(app.FuncSubscriber, []byte(`{"Data":{"message":"%%% not base64 %%%"},"Metadata":{"DeliveryCount":"1"}}`))
-}
-
-func (d *demo) cleanup(title string) {
-	d.seq++
-	fmt.Printf("\n%s\n", title)
-	now := time.Now().UTC()
-	env := funchosttest.TimerEnvelope(funchosttest.Timer{
-		FunctionName: app.FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now.Add(-time.Hour),
-		UtcNow: now, RandGUID: fmt.Sprintf("b3c2a1d4-5e6f-4a7b-8c9d-%012d", d.seq),
-	})
-	d.invoke(app.FuncInboxCleanup, env)
-}
-
-func (d *demo) invoke(function string, env []byte) {
-	id := fmt.Sprintf("demo-invocation-%04d", d.seq)
-	req, _ := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.client.Do(req)
-	if err != nil {
-		fmt.Printf("   request failed: %v\n", err)
-		return
+// otherKinds are the remaining failure kinds and settlements, each in a
+// session of its own.
+func (s *script) otherKinds(d *proc) error {
+	s.section("The other failure kinds (session customer-C-9 unless noted)")
+	const sid = "customer-C-9"
+	d.event(`permanent: "Fail":"permanent" — Permanent(err) is answered at once (no pause), nothing is sent yet`,
+		ev{id: "OrderPlaced-0020", session: sid, order: order("O-20", 10, `,"Fail":"permanent"`)},
+		expect{status: 422, outcome: "permanent_failure"})
+	d.event("The same message on its last delivery (DeliveryCount = NimBus__Session__MaxDeliveryCount, 10): the broker dead-letters it, the Resolver gets one ErrorResponse",
+		ev{id: "OrderPlaced-0020", session: sid, delivery: 10, order: order("O-20", 10, `,"Fail":"permanent"`)},
+		expect{status: 422, outcome: "permanent_failure", sends: []string{"ErrorResponse"}, flags: []string{"deadLetterReported"}})
+	d.event(`discard: "Fail":"discard" — Discard(err) skips the event; the session is not blocked`,
+		ev{id: "OrderPlaced-0021", session: sid, order: order("O-21", 10, `,"Fail":"discard"`)},
+		expect{status: 200, outcome: "discarded", sends: []string{"SkipResponse"}})
+	failed, ok := d.event(`An order with "Fail":"failed","FailOn":"always" blocks the session`,
+		ev{id: "OrderPlaced-0022", session: sid, order: order("O-22", 10, `,"Fail":"failed","FailOn":"always"`)},
+		expect{status: 200, outcome: "event_failed", sends: []string{"ErrorResponse"}, flags: []string{"sessionBlocked"}})
+	if ok {
+		// A made-up broker MessageId for the stored ErrorResponse.
+		er := errorResponseOf(failed.sent[0], "7d3e2f10-5b8c-4c1e-9f7a-000000000022")
+		d.control("The operator skips it in the Manager: a SkipRequest (as NimBus's ManagerClient sends it) lifts the block",
+			skipRequest(er), expect{status: 200, outcome: "skipped", sends: []string{"SkipResponse"}, flags: []string{"sessionUnblocked"}})
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	verdict := "the host completes the message"
-	switch {
-	case resp.StatusCode == http.StatusServiceUnavailable:
-		verdict = "the host abandons the message; the broker redelivers it"
-	case resp.StatusCode/100 != 2:
-		verdict = "the host abandons the message; redelivered at once, dead-lettered after MaxDeliveryCount"
-	}
-	if function == app.FuncInboxCleanup {
-		verdict = "timer invocation succeeded"
-		if resp.StatusCode/100 != 2 {
-			verdict = "timer invocation failed; the next tick retries"
+	d.event("The session takes new messages again", ev{id: "OrderPlaced-0023", session: sid, order: order("O-23", 10, "")},
+		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+
+	const hsid = "customer-C-10"
+	pending, ok := d.event("handoff (session customer-C-10): a large order the handler hands off for manual approval; the session waits for it",
+		ev{id: "OrderPlaced-0030", session: hsid, order: order("O-30", 25000, "")},
+		expect{status: 200, outcome: "pending_handoff", sends: []string{"PendingHandoffResponse"}, flags: []string{"sessionBlocked"}})
+	d.event("Another order of that session is parked behind the handoff",
+		ev{id: "OrderPlaced-0031", session: hsid, order: order("O-31", 10, "")},
+		expect{status: 200, outcome: "deferred", sends: []string{"DeferralResponse", "EventRequest→Deferred"}})
+	if ok {
+		settle, err := handoffCompleted(pending)
+		if err != nil {
+			return err
+		}
+		done, ok := d.control("The approval finishes: a HandoffCompletedRequest (as NimBus's HandoffControlMessageFactory builds it) lifts the block",
+			settle, expect{status: 200, outcome: "handoff_completed",
+				sends: []string{"ResolutionResponse", "ProcessDeferredRequest→DeferredProcessor"}, flags: []string{"sessionUnblocked", "replayRequested"}})
+		if ok {
+			d.replay("The DeferredProcessor function replays the parked order", done.sent,
+				expect{status: 200, outcome: "drained", sends: []string{"ResolutionResponse"}, replays: []string{"evt-orderplaced-0031 completed"}})
 		}
 	}
-	fmt.Printf("   handler → host: HTTP %d (%s)\n", resp.StatusCode, verdict)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Fields["invocationId"] == id })
-	cancel()
-	if err == nil {
-		fields := []string{}
-		for _, k := range []string{"outcome", "inbox", "cloudEvent", "bypassReason", "purged", "batches", "stoppedOnBudget", "error"} {
-			if v, ok := line.Fields[k]; ok {
-				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
-			}
-		}
-		fmt.Printf("   log line: %q %s\n", line.Fields["message"], strings.Join(fields, " "))
-	}
-	d.printResponses()
+	return nil
 }
 
-func (d *demo) printResponses() {
-	var sent []app.SentResponse
-	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
-		fmt.Printf("   could not read the Resolver sink: %v\n", err)
-		return
-	}
-	if len(sent) == d.seen {
-		fmt.Println("   Resolver: no response sent")
-		return
-	}
-	for _, r := range sent[d.seen:] {
-		p := r.Properties
-		corr := "(none)"
-		if r.CorrelationID != nil {
-			corr = *r.CorrelationID
-		}
-		fmt.Printf("   Resolver ← %v (SessionId %s, CorrelationId %s)\n", p["MessageType"].Value, r.SessionID, corr)
-		names := make([]string, 0, len(p))
-		for k := range p {
-			if k != "MessageType" {
-				names = append(names, k)
-			}
-		}
-		sort.Strings(names)
-		var parts []string
-		for _, k := range names {
-			parts = append(parts, fmt.Sprintf("%s=%v:%s", k, p[k].Value, p[k].Type))
-		}
-		fmt.Printf("      properties: %s\n", strings.Join(parts, ", "))
-		fmt.Printf("      body: %s\n", r.Body)
-	}
-	d.seen = len(sent)
+// cloudEvents are the steps of an external producer's CloudEvents.
+func (s *script) cloudEvents(d *proc) error {
+	s.section("CloudEvents from an external producer (session lead-42)")
+	d.cloudEvent("An external producer's CloudEvent on the ingress topic (binary mode, ce- prefix; the broker assigned the MessageId)",
+		"3f2a9c0d11e84b7a9e1c", order("O-6", 99, ""), expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	d.cloudEvent("The producer re-sends the same event; the broker assigns a new MessageId, but source and id match: a duplicate",
+		"b81e0f4c2d6a4f1e8c07", order("O-6", 99, ""), expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}})
+	return nil
 }
 
-func (d *demo) getJSON(path string, v any) error {
-	resp, err := d.client.Get(d.base + path)
-	if err != nil {
+func (s *script) metrics(d *proc) error {
+	s.println()
+	s.println("Metrics (GET /_nimbus/metrics: counters, and count and sum of each histogram):")
+	var counters map[string]float64
+	if err := d.getJSON("/_nimbus/metrics", &counters); err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	return json.NewDecoder(resp.Body).Decode(v)
+	keys := make([]string, 0, len(counters))
+	for k := range counters {
+		if !strings.Contains(k, ".duration.") {
+			keys = append(keys, k)
+		}
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		s.printf("   %-72s %g\n", k, counters[k])
+	}
+	return nil
 }
 
-func jsonString(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+// order is the sample's OrderPlaced event JSON.
+func order(id string, amount float64, extra string) string {
+	return fmt.Sprintf(`{"OrderId":%q,"CustomerId":"C-7","Amount":%g%s}`, id, amount, extra)
 }

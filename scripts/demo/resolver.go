@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strings"
 	"time"
 
@@ -20,35 +19,22 @@ import (
 // request, the endpoint's ResolutionResponse from step 1 (with From stamped
 // as the fan-out rule does), then the request copy once more, late. After
 // each it prints the tracking row.
-func (d *demo) resolverSteps(ctx context.Context, bin string) error {
-	proc, err := handlerproc.Start(handlerproc.Options{
-		Binary: bin,
-		Settings: map[string]string{
-			"NimBus__App":             "Resolver",
-			"NimBus__Resolver__Store": "InMemory",
-			// A placeholder: the Service Bus client is created only to
-			// schedule a re-send after a store failure, and the in-memory
-			// store does not fail.
-			"ServiceBusConnection": "Endpoint=sb://localhost/;SharedAccessKeyName=demo;SharedAccessKey=ZGVtbw==",
-		},
-		Stderr: os.Stderr,
-	})
+func (s *script) resolverSteps(ctx context.Context, d *proc) error {
+	settings := map[string]string{
+		"NimBus__App":             "Resolver",
+		"NimBus__Resolver__Store": "InMemory",
+		// A placeholder: the Service Bus client is created only to
+		// schedule a re-send after a store failure, and the in-memory
+		// store does not fail.
+		"ServiceBusConnection": "Endpoint=sb://localhost/;SharedAccessKeyName=demo;SharedAccessKey=ZGVtbw==",
+	}
+	r, err := s.start(ctx, settings)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		stopCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		defer cancel()
-		_, _ = proc.Stop(stopCtx)
-	}()
-	readyCtx, cancel := context.WithTimeout(ctx, 20*time.Second)
-	defer cancel()
-	if err := proc.WaitReady(readyCtx); err != nil {
-		return err
-	}
-	r := &demo{base: proc.BaseURL(), client: d.client, proc: proc, seq: 100}
+	defer r.stop(ctx)
 
-	fmt.Printf("\nThe same binary as the NimBus Resolver (NimBus__App=Resolver, in-memory tracking store) on 127.0.0.1:%d\n", proc.Port())
+	s.section(fmt.Sprintf("The same binary as the NimBus Resolver (NimBus__App=Resolver, in-memory tracking store) on 127.0.0.1:%d", r.proc.Port()))
 	var sent []app.SentResponse
 	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
 		return err
@@ -66,56 +52,57 @@ func (d *demo) resolverSteps(ctx context.Context, bin string) error {
 	request := funchosttest.Props(
 		"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
 		"EventId", "evt-orderplaced-0001", "EventTypeId", "OrderPlaced",
-		"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0, "OriginatingFrom", "ShopEndpoint")
+		"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint")
 	requestBody := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"CustomerId\":\"C-7\",\"Amount\":42.5}"},"ErrorContent":null}`
 
+	out := toOutgoing(*response)
 	var props []funchosttest.Property
-	for k, v := range response.Properties {
-		val := v.Value
-		if n, ok := val.(float64); ok && (v.Type == "int" || v.Type == "long") {
-			val = int64(n)
-		}
-		props = append(props, funchosttest.Property{Name: k, Value: val})
+	for k, v := range out.ApplicationProperties {
+		props = append(props, funchosttest.Property{Name: k, Value: v})
 	}
 	props = append(props, funchosttest.Property{Name: "From", Value: endpoint})
 
-	r.resolverStep("14. The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody)
-	r.resolverStep("15. The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" from step 1 (From stamped by the fan-out)", "rsp-0001", props, response.Body)
-	r.resolverStep("16. The request copy arrives once more, late (a lagging forward): refused as stale, the row stays Completed", "OrderPlaced-0001", request, requestBody)
+	r.resolverStep("The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody, "written")
+	r.resolverStep("The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" for it (From stamped by the fan-out)", "rsp-0001", props, response.Body, "written")
+	r.resolverStep("The request copy arrives once more, late (a lagging forward): refused as stale, the row stays Completed", "OrderPlaced-0001", request, requestBody, "stale")
 	return nil
 }
 
-func (d *demo) resolverStep(title, messageID string, props []funchosttest.Property, body string) {
+func (d *proc) resolverStep(title, messageID string, props []funchosttest.Property, body, wantOutcome string) {
+	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	sb := funchosttest.ServiceBusMessage{
 		FunctionName: app.FuncResolver, Body: []byte(body), MessageID: messageID,
 		SessionID: funchosttest.S("customer-C-7"), CorrelationID: funchosttest.S("OrderPlaced-0001"),
-		LockToken: fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq), DeliveryCount: 1, SequenceNumber: 5000 + d.seq,
-		EnqueuedTime: now.Add(-time.Second), SessionLockedUntil: now.Add(time.Minute), Properties: props,
-		Namespace: "sb-demo.servicebus.windows.net", UtcNow: now, RandGUID: fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq),
-	})
-	fmt.Printf("\n%s\n   MessageId %s\n", title, messageID)
-	id := fmt.Sprintf("demo-invocation-%04d", d.seq)
-	req, _ := http.NewRequest(http.MethodPost, d.base+"/"+app.FuncResolver, strings.NewReader(string(env)))
+		DeliveryCount: 1, EnqueuedTime: now.Add(-time.Second), SessionLockedUntil: now.Add(time.Minute), Properties: props,
+	}
+	d.s.printf("   MessageId %s\n", messageID)
+	id := fmt.Sprintf("demo-invocation-%04d", d.s.step)
+	req, err := http.NewRequest(http.MethodPost, d.base+"/"+app.FuncResolver, strings.NewReader(string(d.envelope(sb))))
+	if err != nil {
+		d.s.fail("build the request: %v", err)
+		return
+	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.client.Do(req)
+	resp, err := d.s.client.Do(req)
 	if err != nil {
-		fmt.Printf("   request failed: %v\n", err)
+		d.s.fail("request failed: %v", err)
 		return
 	}
 	resp.Body.Close()
-	fmt.Printf("   Resolver → host: HTTP %d\n", resp.StatusCode)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Fields["invocationId"] == id })
+	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Str("invocationId") == id })
 	cancel()
-	if err == nil {
-		fmt.Printf("   log line: %q outcome=%v status=%v endpoint=%v\n", line.Fields["message"], line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
+	if err != nil {
+		d.s.fail("no log line for invocation %s: %v", id, err)
 	}
+	d.s.printf("   → HTTP %d; log: outcome=%v status=%v endpoint=%v\n", resp.StatusCode, line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
+	d.s.check(result{status: resp.StatusCode, line: line}, expect{status: 200, outcome: wantOutcome})
 	var row map[string]any
 	if err := d.getJSON("/_nimbus/tracking?endpoint="+endpoint+"&event=evt-orderplaced-0001", &row); err != nil {
-		fmt.Printf("   tracking row: none (%v)\n", err)
+		d.s.fail("tracking row: none (%v)", err)
 		return
 	}
 	b, _ := json.Marshal(map[string]any{
@@ -123,5 +110,5 @@ func (d *demo) resolverStep(title, messageID string, props []funchosttest.Proper
 		"EndpointId": row["EndpointId"], "From": row["From"], "To": row["To"], "ParentMessageId": row["ParentMessageId"],
 		"ProcessingTimeMs": row["ProcessingTimeMs"],
 	})
-	fmt.Printf("   tracking row %s_customer-C-7: %s\n", "evt-orderplaced-0001", b)
+	d.s.printf("   tracking row %s_customer-C-7: %s\n", "evt-orderplaced-0001", b)
 }

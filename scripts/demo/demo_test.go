@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+)
+
+// TestDemoRuns runs the whole demo against the real handler binary: every
+// step must have the outcome it expects (run returns an error otherwise),
+// and the transcript must show every outcome a user meets, the failure
+// path in order included.
+func TestDemoRuns(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	if err := run(ctx, options{Out: &out, HandlerStderr: io.Discard}); err != nil {
+		t.Fatalf("demo failed: %v\n%s", err, out.String())
+	}
+	transcript := out.String()
+	for _, want := range []string{
+		"outcome=completed", "outcome=duplicate", "outcome=handler_failed", "bypassReason=missing_or_blank",
+		"outcome=unsupported", "outcome=malformed_invocation", "outcome=purged", "outcome=permanent_failure",
+		"deadLetterReported", "outcome=discarded", "outcome=skipped", "outcome=pending_handoff",
+		"outcome=handoff_completed", "cloudEvent=binary", "outcome=written", "outcome=stale",
+		"topic ← RetryRequest To=Retry", "scheduled for ",
+	} {
+		if !strings.Contains(transcript, want) {
+			t.Errorf("the transcript does not show %q", want)
+		}
+	}
+	// The failure path, in this order: the failed event blocks the
+	// session, two orders are parked, the resubmission unblocks it and asks
+	// for the replay, and the parked orders replay in order.
+	order := []string{
+		"outcome=event_failed inbox=new sessionBlocked",
+		"Resolver ← ErrorResponse (SessionId customer-C-8",
+		"outcome=deferred inbox=new deferralSequence=0",
+		"topic ← EventRequest To=Deferred (SessionId customer-C-8",
+		"outcome=deferred inbox=new deferralSequence=1",
+		"ResubmissionRequest from Manager",
+		"sessionUnblocked replayRequested",
+		"topic ← ProcessDeferredRequest To=DeferredProcessor (SessionId customer-C-8",
+		"outcome=drained",
+		"replayed parked copy of evt-orderplaced-0011 → completed (inbox=new)",
+		"replayed parked copy of evt-orderplaced-0012 → completed (inbox=new)",
+		"Resolver ← ResolutionResponse (SessionId customer-C-8, CorrelationId OrderPlaced-0013",
+	}
+	rest := transcript
+	for _, want := range order {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("the failure path does not show %q after the steps before it\n%s", want, transcript)
+		}
+		rest = rest[i+len(want):]
+	}
+	if !strings.Contains(transcript, "Every step had the outcome it expected") {
+		t.Errorf("the transcript does not end with the summary")
+	}
+}
+
+// TestCheckReportsMisses: a step whose status, outcome, sent messages,
+// flags or replays differ from what it expects is recorded as a failure.
+func TestCheckReportsMisses(t *testing.T) {
+	sent := func(types ...string) []app.SentResponse {
+		var out []app.SentResponse
+		for _, mt := range types {
+			to := "Resolver"
+			if mt == "EventRequest" {
+				to = "Deferred"
+			}
+			out = append(out, app.SentResponse{Properties: map[string]app.TypedValue{
+				"MessageType": {Type: "string", Value: mt}, "To": {Type: "string", Value: to}}})
+		}
+		return out
+	}
+	line := func(fields map[string]any) handlerproc.Line { return handlerproc.Line{Fields: fields} }
+	exp := expect{status: 200, outcome: "deferred", sends: []string{"DeferralResponse", "EventRequest→Deferred"}, flags: []string{"sessionBlocked"}}
+	good := result{status: 200, line: line(map[string]any{"outcome": "deferred", "sessionBlocked": true}), sent: sent("EventRequest", "DeferralResponse")}
+	for name, c := range map[string]struct {
+		r    result
+		exp  expect
+		miss int
+	}{
+		"as expected (sends in any order)": {good, exp, 0},
+		"status":                           {result{status: 503, line: good.line, sent: good.sent}, exp, 1},
+		"outcome":                          {result{status: 200, line: line(map[string]any{"outcome": "completed", "sessionBlocked": true}), sent: good.sent}, exp, 1},
+		"a send missing":                   {result{status: 200, line: good.line, sent: sent("DeferralResponse")}, exp, 1},
+		"an extra send":                    {result{status: 200, line: good.line, sent: sent("DeferralResponse", "EventRequest", "ErrorResponse")}, exp, 1},
+		"flag":                             {result{status: 200, line: line(map[string]any{"outcome": "deferred"}), sent: good.sent}, exp, 1},
+		"no log line":                      {result{status: 200, sent: good.sent}, exp, 2},
+		"replays": {result{status: 200, line: line(map[string]any{"outcome": "drained", "demo.replays": []string{"evt-2 completed", "evt-1 completed"}})},
+			expect{status: 200, outcome: "drained", replays: []string{"evt-1 completed", "evt-2 completed"}}, 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s := &script{out: io.Discard}
+			ok := s.check(c.r, c.exp)
+			if len(s.failures) != c.miss || ok != (c.miss == 0) {
+				t.Errorf("check = %v with failures %q, want %d", ok, s.failures, c.miss)
+			}
+		})
+	}
+}
