@@ -1,0 +1,382 @@
+package subscriber
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+)
+
+// In-process scenarios: one session of the endpoint, the pipeline's own
+// traffic fed back to it as the broker would (parked copies to the Deferred
+// subscription, replay requests to DeferredProcessor, RetryRequests through
+// the scheduler), failures injected at every store and broker call.
+
+// deliver hands d to the pipeline until a delivery completes, redelivering
+// after each failed one as the broker does (the session's next message
+// waits meanwhile). It fails the test if d would be dead-lettered.
+func (w *world) deliver(d *Delivery) Report {
+	w.t.Helper()
+	for {
+		r := w.p.Process(context.Background(), d)
+		if r.Outcome.Completes() {
+			return r
+		}
+		if d.Broker.DeliveryCount >= w.p.o.MaxDeliveryCount {
+			w.t.Fatalf("message %s (%s) dead-lettered: %s: %v", deref(d.Broker.MessageID), r.MessageType, r.Outcome, r.Err)
+		}
+		d = redelivery(d)
+	}
+}
+
+// drainAll delivers every replay request (ProcessDeferredRequest) sent so
+// far, and those sent meanwhile, to the DeferredProcessor function until
+// each completes. It returns the replays in order.
+func (w *world) drainAll(seen *int) []Report {
+	w.t.Helper()
+	var out []Report
+	for {
+		w.mu.Lock()
+		var next *message.Outgoing
+		for ; *seen < len(w.sent); *seen++ {
+			if m := w.sent[*seen]; m.Type() == message.ProcessDeferredRequest.String() {
+				next = m
+				*seen++
+				break
+			}
+		}
+		w.mu.Unlock()
+		if next == nil {
+			return out
+		}
+		d := w.delivered(next)
+		for {
+			r := w.p.Drain(context.Background(), d)
+			out = append(out, r.Replays...)
+			if r.Outcome.Completes() {
+				break
+			}
+			if d.Broker.DeliveryCount >= w.p.o.MaxDeliveryCount {
+				w.t.Fatalf("replay request dead-lettered: %s: %v", r.Outcome, r.Err)
+			}
+			d = redelivery(d)
+		}
+	}
+}
+
+// scheduledRetry returns the i-th scheduled RetryRequest as the endpoint
+// subscription delivers it.
+func (w *world) scheduledRetry(i int) *Delivery {
+	w.t.Helper()
+	if i >= len(w.scheduled) {
+		w.t.Fatalf("only %d RetryRequests were scheduled", len(w.scheduled))
+	}
+	return w.delivered(w.scheduled[i].m)
+}
+
+// successes lists the EventIds of successful handler runs, in order.
+func (w *world) successes() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []string
+	for _, r := range w.runs {
+		if r.err == nil && !r.handoff {
+			out = append(out, r.eventID)
+		}
+	}
+	return out
+}
+
+func evs(from, to int) []string {
+	var out []string
+	for i := from; i <= to; i++ {
+		out = append(out, fmt.Sprintf("ev-%d", i))
+	}
+	return out
+}
+
+// responsesOf lists the Resolver response types sent for eventID.
+func (w *world) responsesOf(eventID string) []string {
+	var out []string
+	for _, s := range w.responses() {
+		if t, ev, _ := strings.Cut(s, " "); ev == eventID {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// checkResolverFormat checks what NimBus's Resolver reads on every
+// response: To=Resolver, no From, the session, CorrelationId = the inbound
+// MessageId, and the identity properties.
+func checkResolverFormat(t *testing.T, w *world) {
+	t.Helper()
+	for _, m := range w.sent {
+		p := m.ApplicationProperties
+		if p["To"] != message.ResolverID {
+			continue
+		}
+		if _, hasFrom := p["From"]; hasFrom {
+			t.Fatalf("%s carries From", m.Type())
+		}
+		if m.SessionID != strictSession || m.CorrelationID == nil || p["EventId"] == nil || p["EventTypeId"] != "OrderPlaced" ||
+			p["ParentMessageId"] != *m.CorrelationID || p["OriginatingMessageId"] == nil {
+			t.Fatalf("%s does not read as NimBus writes it: session %q correlation %v props %v", m.Type(), m.SessionID, m.CorrelationID, p)
+		}
+		if _, err := message.ParseContent(m.Body); err != nil {
+			t.Fatalf("%s body: %v", m.Type(), err)
+		}
+	}
+}
+
+// sixEvents delivers events 1..6 of the session; the handler decides.
+func (w *world) sixEvents() {
+	w.t.Helper()
+	for i := 1; i <= 6; i++ {
+		w.deliver(w.event(fmt.Sprintf("msg-%d", i), fmt.Sprintf("ev-%d", i)))
+	}
+}
+
+// duringReplayOf delivers events 7 and 8 while the replay of eventID's
+// copy runs (its handler is on the stack: the replay holds the session's
+// parked copies).
+func (w *world) duringReplayOf(eventID string) *[]Report {
+	var got []Report
+	done := false
+	w.onRun = func(ev *Event) {
+		if done || ev.EventID != eventID || ev.Attempt != AttemptReplay {
+			return
+		}
+		done = true
+		got = append(got, w.deliver(w.event("msg-7", "ev-7")), w.deliver(w.event("msg-8", "ev-8")))
+	}
+	return &got
+}
+
+func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
+	type resolution struct {
+		name string
+		// fail2 is how event 2 fails on its original delivery.
+		fail2 func(ev *Event) (Result, error)
+		// resolve resolves event 2.
+		resolve  func(t *testing.T, w *world)
+		policy   *testPolicy
+		ev2Runs  []string
+		ev2Resps []string
+	}
+	failOriginal := func(ev *Event) (Result, error) {
+		if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
+			return Result{}, fmt.Errorf("ledger is closed")
+		}
+		return Completed(), nil
+	}
+	cases := []resolution{
+		{name: "Manager ResubmissionRequest", fail2: failOriginal,
+			resolve: func(t *testing.T, w *world) {
+				r := w.deliver(w.resubmit("ev-2"))
+				if r.Outcome != OutcomeCompleted || !r.Unblocked || !r.DrainRequested || !w.recorded("msg-2") || !w.recorded(r.MessageID) {
+					t.Fatalf("resubmission %+v", r)
+				}
+			},
+			ev2Runs:  []string{"ev-2/original!", "ev-2/resubmission"},
+			ev2Resps: []string{"ErrorResponse", "ResolutionResponse"}},
+		{name: "retry policy: the second RetryRequest succeeds", policy: &testPolicy{max: 3, delay: time.Minute},
+			fail2: func(ev *Event) (Result, error) {
+				if ev.EventID == "ev-2" && ev.RetryCount < 2 {
+					return Result{}, fmt.Errorf("ledger is closed (attempt %d)", ev.RetryCount)
+				}
+				return Completed(), nil
+			},
+			resolve: func(t *testing.T, w *world) {
+				first := w.scheduledRetry(0)
+				if first.Properties["InboxMessageId"] != "msg-2" || first.Properties["RetryCount"] != int32(1) {
+					t.Fatalf("first RetryRequest %v", first.Properties)
+				}
+				if r := w.deliver(first); r.Outcome != OutcomeEventFailed || !r.RetryScheduled {
+					t.Fatalf("first retry %+v", r)
+				}
+				second := w.scheduledRetry(1)
+				if second.Properties["InboxMessageId"] != "msg-2" || second.Properties["RetryCount"] != int32(2) {
+					t.Fatalf("second RetryRequest %v: InboxMessageId must be carried on", second.Properties)
+				}
+				r := w.deliver(second)
+				if r.Outcome != OutcomeCompleted || !r.Unblocked || !w.recorded("msg-2") || !w.recorded(r.MessageID) || w.recorded(*first.Broker.MessageID) {
+					t.Fatalf("second retry %+v", r)
+				}
+			},
+			ev2Runs:  []string{"ev-2/original!", "ev-2/retry!", "ev-2/retry"},
+			ev2Resps: []string{"ErrorResponse", "ErrorResponse", "ResolutionResponse"}},
+		{name: "Manager SkipRequest", fail2: failOriginal,
+			resolve: func(t *testing.T, w *world) {
+				if r := w.deliver(w.skip("ev-2")); r.Outcome != OutcomeSkipped || !r.Unblocked || !r.DrainRequested {
+					t.Fatalf("skip %+v", r)
+				}
+			},
+			ev2Runs:  []string{"ev-2/original!"},
+			ev2Resps: []string{"ErrorResponse", "SkipResponse"}},
+		{name: "pending handoff completed by the Manager",
+			fail2: func(ev *Event) (Result, error) {
+				if ev.EventID == "ev-2" {
+					return handoffResult(ev)
+				}
+				return Completed(), nil
+			},
+			resolve: func(t *testing.T, w *world) {
+				if r := w.deliver(w.handoffCompleted("ev-2")); r.Outcome != OutcomeHandoffCompleted || !r.Unblocked || !r.DrainRequested {
+					t.Fatalf("handoff completed %+v", r)
+				}
+			},
+			ev2Runs:  []string{"ev-2/original"},
+			ev2Resps: []string{"PendingHandoffResponse", "ResolutionResponse"}},
+		{name: "pending handoff failed by the Manager, then resubmitted",
+			fail2: func(ev *Event) (Result, error) {
+				if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
+					return handoffResult(ev)
+				}
+				return Completed(), nil
+			},
+			resolve: func(t *testing.T, w *world) {
+				r := w.deliver(w.handoffFailed("ev-2", "DMF rejected: invalid postal code", "DmfValidationError"))
+				if r.Outcome != OutcomeHandoffFailed || r.Unblocked || !w.state().BlockedBy("ev-2") {
+					t.Fatalf("handoff failed %+v", r)
+				}
+				if text, _ := errorContent(t, w.lastSent("ErrorResponse")); text != "DMF rejected: invalid postal code" {
+					t.Fatalf("ErrorText %q", text)
+				}
+				if r := w.deliver(w.resubmit("ev-2")); r.Outcome != OutcomeCompleted || !r.Unblocked {
+					t.Fatalf("resubmission %+v", r)
+				}
+			},
+			ev2Runs:  []string{"ev-2/original", "ev-2/resubmission"},
+			ev2Resps: []string{"PendingHandoffResponse", "ErrorResponse", "ResolutionResponse"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newWorld(t, worldOptions{policy: c.policy})
+			w.handle = c.fail2
+			w.sixEvents()
+
+			st := w.state()
+			if !st.BlockedBy("ev-2") || st.BlockedByMessageID != "msg-2" || st.DeferredCount != 4 {
+				t.Fatalf("after 6 events: %+v", st)
+			}
+			if got := w.parked(strictSession); !slices.Equal(got, []int64{0, 1, 2, 3}) {
+				t.Fatalf("parked sequences %v", got)
+			}
+			for _, ev := range evs(3, 6) {
+				if got := w.responsesOf(ev); !slices.Equal(got, []string{"DeferralResponse"}) {
+					t.Fatalf("%s responses %v", ev, got)
+				}
+			}
+
+			late := w.duringReplayOf("ev-4")
+			seen := 0
+			c.resolve(t, w)
+			replays := w.drainAll(&seen)
+
+			if len(*late) != 2 || (*late)[0].Outcome != OutcomeDeferred || (*late)[1].Outcome != OutcomeDeferred {
+				t.Fatalf("events 7 and 8 during the replay: %+v", *late)
+			}
+			want := []string{"ev-1"}
+			if strings.HasSuffix(c.ev2Runs[len(c.ev2Runs)-1], "/resubmission") || strings.HasSuffix(c.ev2Runs[len(c.ev2Runs)-1], "/retry") {
+				want = append(want, "ev-2")
+			}
+			if got, want := w.successes(), append(want, evs(3, 8)...); !slices.Equal(got, want) {
+				t.Fatalf("handled in the order %v, want %v", got, want)
+			}
+			var ev2 []string
+			for _, h := range w.handled() {
+				if strings.HasPrefix(h, "ev-2/") {
+					ev2 = append(ev2, h)
+				}
+			}
+			if !slices.Equal(ev2, c.ev2Runs) {
+				t.Fatalf("event 2 ran %v, want %v", ev2, c.ev2Runs)
+			}
+			for _, h := range w.handled() {
+				if !strings.HasPrefix(h, "ev-1/") && !strings.HasPrefix(h, "ev-2/") && !strings.HasSuffix(h, "/replay") {
+					t.Fatalf("%s: every event after the block must run as a replay", h)
+				}
+			}
+			if got := w.responsesOf("ev-2"); !slices.Equal(got, c.ev2Resps) {
+				t.Fatalf("event 2 responses %v, want %v", got, c.ev2Resps)
+			}
+			for _, ev := range evs(3, 8) {
+				if got := w.responsesOf(ev); !slices.Equal(got, []string{"DeferralResponse", "ResolutionResponse"}) {
+					t.Fatalf("%s responses %v", ev, got)
+				}
+			}
+			if len(replays) != 6 {
+				t.Fatalf("%d replays, want 6", len(replays))
+			}
+			for i, r := range replays {
+				if r.Outcome != OutcomeCompleted || r.DeferralSequence != int64(i) {
+					t.Fatalf("replay %d: %+v", i, r)
+				}
+			}
+			st = w.state()
+			if st.Blocked() || st.DeferredCount != 0 || st.Draining() || len(w.parked(strictSession)) != 0 {
+				t.Fatalf("final state %+v, parked %v", st, w.parked(strictSession))
+			}
+			// Stand-in ids: each original MessageId is recorded by its replay,
+			// so a late redelivery of any original is a duplicate.
+			for i := 3; i <= 8; i++ {
+				if r := w.deliver(redelivery(w.event(fmt.Sprintf("msg-%d", i), fmt.Sprintf("ev-%d", i)))); r.Outcome != OutcomeDuplicate {
+					t.Fatalf("late redelivery of msg-%d: %s", i, r.Outcome)
+				}
+			}
+			checkResolverFormat(t, w)
+		})
+	}
+}
+
+func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
+	w := newWorld(t, worldOptions{})
+	failing := map[string]bool{"ev-2": true, "ev-4": true}
+	w.handle = func(ev *Event) (Result, error) {
+		if failing[ev.EventID] && ev.Attempt != AttemptResubmission {
+			return Result{}, fmt.Errorf("%s failed", ev.EventID)
+		}
+		return Completed(), nil
+	}
+	w.sixEvents()
+	seen := 0
+	w.deliver(w.resubmit("ev-2"))
+	replays := w.drainAll(&seen)
+	if len(replays) != 2 || replays[0].Outcome != OutcomeCompleted || replays[1].Outcome != OutcomeEventFailed || !replays[1].Blocked {
+		t.Fatalf("replays %+v", replays)
+	}
+	st := w.state()
+	if !st.BlockedBy("ev-4") || st.BlockedByMessageID != "msg-4" || st.DeferredCount != 2 {
+		t.Fatalf("state after the failed replay %+v", st)
+	}
+	if got := w.parked(strictSession); !slices.Equal(got, []int64{2, 3}) {
+		t.Fatalf("still parked %v, want events 5 and 6 in order", got)
+	}
+	// A new event waits behind them.
+	if r := w.deliver(w.event("msg-7", "ev-7")); r.Outcome != OutcomeDeferred || r.DeferralSequence != 4 {
+		t.Fatalf("event 7 %+v", r)
+	}
+	// The failed replay's source delivery was not recorded: its late
+	// redelivery is the blocker's own and runs again (and fails again).
+	if r := w.deliver(redelivery(w.event("msg-4", "ev-4"))); r.Outcome != OutcomeEventFailed {
+		t.Fatalf("redelivery of msg-4: %s", r.Outcome)
+	}
+	if r := w.deliver(w.resubmit("ev-4")); r.Outcome != OutcomeCompleted || !w.recorded("msg-4") {
+		t.Fatalf("resubmission of ev-4 %+v", r)
+	}
+	w.drainAll(&seen)
+	if got, want := w.successes(), []string{"ev-1", "ev-2", "ev-3", "ev-4", "ev-5", "ev-6", "ev-7"}; !slices.Equal(got, want) {
+		t.Fatalf("handled %v, want %v", got, want)
+	}
+	if st := w.state(); st.Blocked() || st.DeferredCount != 0 || len(w.parked(strictSession)) != 0 {
+		t.Fatalf("final %+v", st)
+	}
+	if r := w.deliver(redelivery(w.event("msg-4", "ev-4"))); r.Outcome != OutcomeDuplicate {
+		t.Fatalf("late redelivery of msg-4 after its resubmission: %s", r.Outcome)
+	}
+}
