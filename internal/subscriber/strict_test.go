@@ -187,8 +187,8 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "HandleEventRequest_PermanentPayloadFailure_DeadLettersWithoutRetry (last delivery: Resolver notified)",
-			d: func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
-			handle: func(*Event) (Result, error) { return Result{}, Permanent(errors.New("Malformed payload.")) },
+			d:       func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
+			handle:  func(*Event) (Result, error) { return Result{}, Permanent(errors.New("Malformed payload.")) },
 			outcome: OutcomePermanentFailure, runs: 1, sent: []string{"ErrorResponse"},
 			check: func(t *testing.T, w *world, r Report) {
 				p := w.lastSent("ErrorResponse").ApplicationProperties
@@ -209,8 +209,8 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "HandleRetryRequest_Discard_UnblocksSessionAndContinuesDeferredMessages", d: retry,
-			state:  withParked(blockedBy("event-1", "msg-1"), 1),
-			handle: func(*Event) (Result, error) { return Result{}, Discard(errors.New("discard retry")) },
+			state:   withParked(blockedBy("event-1", "msg-1"), 1),
+			handle:  func(*Event) (Result, error) { return Result{}, Discard(errors.New("discard retry")) },
 			outcome: OutcomeDiscarded, runs: 1, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 1},
 		{name: "HandleEventRequest_HandlerSignalsPendingHandoff_SendsHandoffResponseAndBlocksSession", d: ev, handle: handoffResult,
 			outcome: OutcomePendingHandoff, runs: 1, sent: []string{"PendingHandoffResponse"}, blockedBy: "event-1",
@@ -261,7 +261,9 @@ func strictCases() []strictCase {
 		{name: "HandleHandoffCompletedRequest_SessionNotBlockedAtAll_SendsResolutionAndCompletes",
 			d: func(w *world) *Delivery { return w.handoffCompleted("event-1") }, outcome: OutcomeHandoffCompleted, sent: []string{"ResolutionResponse"}},
 		{name: "HandleHandoffFailedRequest_AuthorizedAndBlockedByThis_SendsErrorAndKeepsSessionBlocked",
-			d:     func(w *world) *Delivery { return w.handoffFailed("event-1", "DMF rejected: invalid postal code", "DmfValidationError") },
+			d: func(w *world) *Delivery {
+				return w.handoffFailed("event-1", "DMF rejected: invalid postal code", "DmfValidationError")
+			},
 			state: withParked(blockedBy("event-1", "msg-1"), 1), outcome: OutcomeHandoffFailed, sent: []string{"ErrorResponse"}, blockedBy: "event-1", deferred: 1,
 			check: func(t *testing.T, w *world, r Report) {
 				if text, typ := errorContent(t, w.lastSent("ErrorResponse")); text != "DMF rejected: invalid postal code" || typ != "HandoffFailedException" {
@@ -326,7 +328,7 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "HandleRetryRequest_Duplicate_UnblocksAndSendsDuplicateResponse (+ _RecordedDuplicate_WithSessionStillBlockedByThis_UnblocksBeforeCompleting)",
-			d: func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
+			d:     func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}},
 		{name: "HandleRetryRequest_BlockedByThis_WithNewDeferred_SendsProcessDeferredRequest", d: retry, state: withParked(blockedBy("event-1", "msg-1"), 3),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ProcessDeferredRequest", "ResolutionResponse"}, deferred: 3},
@@ -388,7 +390,7 @@ func strictCases() []strictCase {
 			handle: fail("boom"), policy: &testPolicy{max: 3, delay: time.Minute},
 			outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse"}, blockedBy: "event-1"},
 		{name: "Go: ResubmissionRequest from a case-insensitive \"manager\" is authorized",
-			d: func(w *world) *Delivery { d := w.resubmit("event-1"); d.Properties["From"] = "mAnAgEr"; return d },
+			d:       func(w *world) *Delivery { d := w.resubmit("event-1"); d.Properties["From"] = "mAnAgEr"; return d },
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}},
 
 		// ── HandleSkipRequest ──
@@ -540,8 +542,8 @@ func strictCases() []strictCase {
 		{name: "Go: inbox record failure after the handler: transient, no response", d: ev, failOp: []string{"inbox.record"},
 			outcome: OutcomeTransientFailure, runs: 1},
 		{name: "Go: a transient failure on its last delivery tells the Resolver (MaxDeliveryCountExceeded)",
-			d:      func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
-			handle: func(*Event) (Result, error) { return Result{}, Transient(errors.New("db busy")) },
+			d:       func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
+			handle:  func(*Event) (Result, error) { return Result{}, Transient(errors.New("db busy")) },
 			outcome: OutcomeHandlerFailed, runs: 1, sent: []string{"ErrorResponse"},
 			check: func(t *testing.T, w *world, r Report) {
 				p := w.lastSent("ErrorResponse").ApplicationProperties
