@@ -58,6 +58,9 @@ type world struct {
 	mode    faultMode
 	// failOp, when set, fails every call of that operation.
 	failOp map[string]bool
+	// failNext fails the next call of that operation, in failNextMode.
+	failNext     string
+	failNextMode faultMode
 	// failed names the call that was failed.
 	failed string
 
@@ -68,6 +71,8 @@ type world struct {
 	// The Deferred subscription (by session) and the broker's message ids.
 	deferred map[string]*deferredQueue
 	nextID   int
+	// drained is how far drainAll has read sent for replay requests.
+	drained int
 
 	// handle decides the handler's answer; runs is every handler call.
 	handle func(ev *Event) (Result, error)
@@ -149,6 +154,15 @@ func (w *world) call(op string, do func() error) error {
 	always := w.failOp[op]
 	fail := always || n == w.failAt
 	mode := w.mode
+	if op == w.failNext {
+		fail, mode, w.failNext = true, w.failNextMode, ""
+	}
+	if op == "deferred.accept" {
+		// A session lock whose owner vanished is released by the broker
+		// when it expires; the fake has no lock expiry, so an accept
+		// fails only before it takes effect.
+		mode = faultBefore
+	}
 	if fail && !always {
 		w.failed = fmt.Sprintf("#%d %s", n, op)
 	}

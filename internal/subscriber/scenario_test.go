@@ -36,7 +36,8 @@ func (w *world) deliver(d *Delivery) Report {
 // drainAll delivers every replay request (ProcessDeferredRequest) sent so
 // far, and those sent meanwhile, to the DeferredProcessor function until
 // each completes. It returns the replays in order.
-func (w *world) drainAll(seen *int) []Report {
+func (w *world) drainAll() []Report {
+	seen := &w.drained
 	w.t.Helper()
 	var out []Report
 	for {
@@ -274,9 +275,8 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 			}
 
 			late := w.duringReplayOf("ev-4")
-			seen := 0
 			c.resolve(t, w)
-			replays := w.drainAll(&seen)
+			replays := w.drainAll()
 
 			if len(*late) != 2 || (*late)[0].Outcome != OutcomeDeferred || (*late)[1].Outcome != OutcomeDeferred {
 				t.Fatalf("events 7 and 8 during the replay: %+v", *late)
@@ -344,9 +344,8 @@ func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
 		return Completed(), nil
 	}
 	w.sixEvents()
-	seen := 0
 	w.deliver(w.resubmit("ev-2"))
-	replays := w.drainAll(&seen)
+	replays := w.drainAll()
 	if len(replays) != 2 || replays[0].Outcome != OutcomeCompleted || replays[1].Outcome != OutcomeEventFailed || !replays[1].Blocked {
 		t.Fatalf("replays %+v", replays)
 	}
@@ -369,7 +368,7 @@ func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
 	if r := w.deliver(w.resubmit("ev-4")); r.Outcome != OutcomeCompleted || !w.recorded("msg-4") {
 		t.Fatalf("resubmission of ev-4 %+v", r)
 	}
-	w.drainAll(&seen)
+	w.drainAll()
 	if got, want := w.successes(), []string{"ev-1", "ev-2", "ev-3", "ev-4", "ev-5", "ev-6", "ev-7"}; !slices.Equal(got, want) {
 		t.Fatalf("handled %v, want %v", got, want)
 	}
@@ -378,5 +377,194 @@ func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
 	}
 	if r := w.deliver(redelivery(w.event("msg-4", "ev-4"))); r.Outcome != OutcomeDuplicate {
 		t.Fatalf("late redelivery of msg-4 after its resubmission: %s", r.Outcome)
+	}
+}
+
+// faultRun is the scenario of TestScenarioFailedEventResolvedByTheManager
+// (resubmission, events 7 and 8 arriving during the replay) driven through
+// whatever the fault plan injects, each failed delivery redelivered.
+func faultRun(w *world) {
+	w.handle = func(ev *Event) (Result, error) {
+		if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
+			return Result{}, fmt.Errorf("ledger is closed")
+		}
+		return Completed(), nil
+	}
+	w.sixEvents()
+	w.duringReplayOf("ev-4")
+	w.deliver(w.resubmit("ev-2"))
+	w.drainAll()
+}
+
+// TestScenarioCrashWindows fails each store and broker call of the
+// scenario in turn, once before it takes effect (an outage) and once after
+// (the process dies right after the call: applied, the answer lost), and
+// redelivers what failed. Every run must lose nothing, keep the session's
+// order, and re-run no handler that succeeded.
+func TestScenarioCrashWindows(t *testing.T) {
+	clean := newWorld(t, worldOptions{})
+	faultRun(clean)
+	total := clean.callSeq
+	if total < 50 {
+		t.Fatalf("the clean run made only %d store/broker calls", total)
+	}
+	var runs, reruns, dupSkips, staleLeft int
+	byOp := map[string]int{}
+	for _, mode := range []faultMode{faultBefore, faultAfter} {
+		for k := 1; k <= total; k++ {
+			t.Run(fmt.Sprintf("mode%d-call%d", mode, k), func(t *testing.T) {
+				w := newWorld(t, worldOptions{})
+				w.failAt, w.mode = k, mode
+				faultRun(w)
+				runs++
+				name := fmt.Sprintf("mode %d, fault %s", mode, w.failed)
+				if w.failed == "" {
+					t.Fatalf("%s: call %d was never made", name, k)
+				}
+				byOp[strings.SplitN(w.failed, " ", 2)[1]]++
+
+				// Order: no handler run of an event before every earlier event
+				// of the session succeeded.
+				done := map[string]bool{}
+				success := map[string]int{}
+				for _, r := range w.runs {
+					var n int
+					fmt.Sscanf(r.eventID, "ev-%d", &n)
+					for j := 1; j < n; j++ {
+						if !done[fmt.Sprintf("ev-%d", j)] {
+							t.Fatalf("%s: %s ran (%s) before ev-%d succeeded; runs %v", name, r.eventID, r.attempt, j, w.handled())
+						}
+					}
+					if r.err == nil {
+						done[r.eventID] = true
+						success[r.eventID]++
+					} else if r.eventID != "ev-2" || r.attempt != AttemptOriginal {
+						t.Fatalf("%s: %s failed unexpectedly", name, r.eventID)
+					}
+				}
+				// Nothing lost.
+				for _, ev := range evs(1, 8) {
+					if success[ev] == 0 {
+						t.Fatalf("%s: %s never handled; runs %v", name, ev, w.handled())
+					}
+					if success[ev] > 1 {
+						reruns += success[ev] - 1
+						t.Errorf("%s: %s handled %d times", name, ev, success[ev])
+					}
+					resps := w.responsesOf(ev)
+					last := resps[len(resps)-1]
+					if last != "ResolutionResponse" && last != "SkipResponse" {
+						t.Fatalf("%s: %s ends with %s; responses %v", name, ev, last, resps)
+					}
+					if slices.Contains(resps, "SkipResponse") {
+						dupSkips++
+					}
+				}
+				st := w.state()
+				if st.Blocked() || st.DeferredCount != 0 || st.Draining() {
+					t.Fatalf("%s: final state %+v, parked %v", name, st, w.parked(strictSession))
+				}
+				if left := w.parked(strictSession); len(left) > 0 {
+					// A copy handled and passed by the cursor whose removal failed:
+					// stale, never replayed again; the session's next replay removes
+					// it.
+					for _, seq := range left {
+						if !st.Stale(seq) {
+							t.Fatalf("%s: copy %d left parked and not replayed; state %+v", name, seq, st)
+						}
+					}
+					staleLeft++
+					w.failAt = 0
+					w.handle = func(ev *Event) (Result, error) {
+						if ev.EventID == "ev-9" && ev.Attempt == AttemptOriginal {
+							return Result{}, fmt.Errorf("ledger is closed")
+						}
+						return Completed(), nil
+					}
+					w.deliver(w.event("msg-9", "ev-9"))
+					w.deliver(w.event("msg-10", "ev-10"))
+					w.deliver(w.resubmit("ev-9"))
+					w.drainAll()
+					if got := w.successes(); len(got) != 10 || !slices.Equal(got[8:], []string{"ev-9", "ev-10"}) {
+						t.Fatalf("%s: after the next replay the handled events are %v", name, got)
+					}
+					if left := w.parked(strictSession); len(left) != 0 {
+						t.Fatalf("%s: the next replay left %v parked", name, left)
+					}
+				}
+			})
+		}
+	}
+	t.Logf("%d fault runs over %d calls of the clean run (%v): %d handler re-runs, %d events answered SkipResponse DuplicateDetected after a lost answer, %d runs left a stale copy for the next replay to remove",
+		runs, total, byOp, reruns, dupSkips, staleLeft)
+}
+
+// blockedWithParked builds a session blocked by ev-2 with ev-3 parked.
+func blockedWithParked(w *world) {
+	w.handle = func(ev *Event) (Result, error) {
+		if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
+			return Result{}, fmt.Errorf("ledger is closed")
+		}
+		return Completed(), nil
+	}
+	w.deliver(w.event("msg-2", "ev-2"))
+}
+
+// A replay whose cursor write is lost, or whose copy removal is lost, must
+// not leave the session gated with nothing parked: the next event is
+// handled at once, not parked behind a count that never drains.
+func TestDrainLostCursorWriteOrCopyRemovalLeavesNothingWaiting(t *testing.T) {
+	for _, c := range []struct {
+		op   string
+		mode faultMode
+	}{{"state.write", faultBefore}, {"state.write", faultAfter}, {"deferred.complete", faultBefore}, {"deferred.complete", faultAfter}} {
+		t.Run(fmt.Sprintf("%s-mode%d", c.op, c.mode), func(t *testing.T) {
+			w := newWorld(t, worldOptions{})
+			blockedWithParked(w)
+			w.deliver(w.event("msg-3", "ev-3"))
+			w.deliver(w.resubmit("ev-2"))
+			w.failNext, w.failNextMode = c.op, c.mode
+			w.drainAll()
+			if st := w.state(); st.Gated() || st.Draining() {
+				t.Fatalf("state %+v", st)
+			}
+			if r := w.deliver(w.event("msg-4", "ev-4")); r.Outcome != OutcomeCompleted {
+				t.Fatalf("event 4: %s", r.Outcome)
+			}
+			if got := w.successes(); !slices.Equal(got, []string{"ev-2", "ev-3", "ev-4"}) {
+				t.Fatalf("handled %v", got)
+			}
+		})
+	}
+}
+
+// A park whose copy was sent but whose answer was lost is redelivered and
+// sends the copy again under the same DeferralSequence. The replay passes
+// the second copy over as stale: with the inbox off it would otherwise run
+// the handler twice, and with it on answer a second, SkipResponse.
+func TestDrainSkipsACopyParkedTwice(t *testing.T) {
+	for _, noInbox := range []bool{true, false} {
+		t.Run(fmt.Sprintf("inbox off %v", noInbox), func(t *testing.T) {
+			w := newWorld(t, worldOptions{noInbox: noInbox})
+			blockedWithParked(w)
+			w.failNext, w.failNextMode = "publish Deferred", faultAfter
+			if r := w.deliver(w.event("msg-3", "ev-3")); r.DeliveryCount != 2 || r.DeferralSequence != 0 {
+				t.Fatalf("park %+v", r)
+			}
+			if got := w.parked(strictSession); !slices.Equal(got, []int64{0, 0}) {
+				t.Fatalf("parked %v, want the same copy twice", got)
+			}
+			w.deliver(w.resubmit("ev-2"))
+			w.drainAll()
+			if got := w.successes(); !slices.Equal(got, []string{"ev-2", "ev-3"}) {
+				t.Fatalf("handled %v", got)
+			}
+			if got := w.responsesOf("ev-3"); got[len(got)-1] != "ResolutionResponse" || slices.Contains(got, "SkipResponse") {
+				t.Fatalf("ev-3 responses %v", got)
+			}
+			if left := w.parked(strictSession); len(left) != 0 {
+				t.Fatalf("left parked %v", left)
+			}
+		})
 	}
 }
