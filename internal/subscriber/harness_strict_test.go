@@ -58,6 +58,10 @@ type world struct {
 	mode    faultMode
 	// failOp, when set, fails every call of that operation.
 	failOp map[string]bool
+	// recordOutageFrom fails that inbox record call and the ones after it
+	// for as many attempts as the pipeline makes in one invocation: the
+	// one window in which a handler that succeeded runs again.
+	recordOutageFrom int
 	// failNext fails the next call of that operation, in failNextMode.
 	failNext     string
 	failNextMode faultMode
@@ -154,6 +158,10 @@ func (w *world) call(op string, do func() error) error {
 	always := w.failOp[op]
 	fail := always || n == w.failAt
 	mode := w.mode
+	if op == "inbox.record" && w.recordOutageFrom > 0 && w.calls[op] >= w.recordOutageFrom && w.calls[op] < w.recordOutageFrom+w.p.o.RecordAttempts {
+		fail, mode = true, faultBefore
+		w.failed = fmt.Sprintf("record outage from record call %d", w.recordOutageFrom)
+	}
 	if op == w.failNext {
 		fail, mode, w.failNext = true, w.failNextMode, ""
 	}

@@ -568,3 +568,49 @@ func TestDrainSkipsACopyParkedTwice(t *testing.T) {
 		})
 	}
 }
+
+// TestScenarioRecordOutageIsTheOnlyRerunWindow: an inbox outage that
+// outlasts every record attempt of one invocation, at each record of the
+// scenario in turn. The spec's window: the handler succeeded, its record
+// failed, so the redelivery runs it again — at most once per outage, never
+// out of order, nothing lost.
+func TestScenarioRecordOutageIsTheOnlyRerunWindow(t *testing.T) {
+	clean := newWorld(t, worldOptions{})
+	faultRun(clean)
+	records := clean.calls["inbox.record"]
+	var reruns, runs int
+	for i := 1; i <= records; i++ {
+		w := newWorld(t, worldOptions{})
+		w.recordOutageFrom = i
+		faultRun(w)
+		runs++
+		success := map[string]int{}
+		for _, r := range w.runs {
+			if r.err == nil {
+				success[r.eventID]++
+			}
+		}
+		n := 0
+		for _, ev := range evs(1, 8) {
+			if success[ev] == 0 {
+				t.Fatalf("outage at record %d: %s lost", i, ev)
+			}
+			n += success[ev] - 1
+		}
+		if n > 1 {
+			t.Fatalf("outage at record %d: %d re-runs, want at most 1: %v", i, n, w.handled())
+		}
+		got := w.successes()
+		if first := slices.Compact(slices.Clone(got)); !slices.Equal(first, evs(1, 8)) {
+			t.Fatalf("outage at record %d: handled in the order %v", i, got)
+		}
+		if st := w.state(); st.Gated() {
+			t.Fatalf("outage at record %d: final state %+v", i, st)
+		}
+		reruns += n
+	}
+	if reruns == 0 {
+		t.Fatal("no outage re-ran a handler: the window was not reached")
+	}
+	t.Logf("%d record outages: %d handler re-runs in all (at most one each)", runs, reruns)
+}
