@@ -409,7 +409,7 @@ func TestScenarioCrashWindows(t *testing.T) {
 		t.Fatalf("the clean run made only %d store/broker calls", total)
 	}
 	var runs, reruns, dupSkips, staleLeft int
-	byOp := map[string]int{}
+	byOp, dupByFault := map[string]int{}, map[string]int{}
 	for _, mode := range []faultMode{faultBefore, faultAfter} {
 		for k := 1; k <= total; k++ {
 			t.Run(fmt.Sprintf("mode%d-call%d", mode, k), func(t *testing.T) {
@@ -458,6 +458,7 @@ func TestScenarioCrashWindows(t *testing.T) {
 					}
 					if slices.Contains(resps, "SkipResponse") {
 						dupSkips++
+						dupByFault[fmt.Sprintf("%s mode %d", strings.SplitN(w.failed, " ", 2)[1], mode)]++
 					}
 				}
 				st := w.state()
@@ -495,8 +496,8 @@ func TestScenarioCrashWindows(t *testing.T) {
 			})
 		}
 	}
-	t.Logf("%d fault runs over %d calls of the clean run (%v): %d handler re-runs, %d events answered SkipResponse DuplicateDetected after a lost answer, %d runs left a stale copy for the next replay to remove",
-		runs, total, byOp, reruns, dupSkips, staleLeft)
+	t.Logf("%d fault runs over %d calls of the clean run (%v): %d handler re-runs, %d events answered SkipResponse DuplicateDetected (a failure after the handler and its record), %d runs left a stale copy for the next replay to remove; the faults that led to a SkipResponse: %v",
+		runs, total, byOp, reruns, dupSkips, staleLeft, dupByFault)
 }
 
 // blockedWithParked builds a session blocked by ev-2 with ev-3 parked.
