@@ -615,3 +615,60 @@ func TestScenarioRecordOutageIsTheOnlyRerunWindow(t *testing.T) {
 	}
 	t.Logf("%d record outages: %d handler re-runs in all (at most one each)", runs, reruns)
 }
+
+// Events 7 and 8 delivered by another invocation, concurrently with the
+// replay of 3..6 (not from inside a replayed handler): whichever way the
+// race between the replay's cursor writes and the parks goes, they run
+// after 6, in order, once each.
+func TestScenarioEventsDuringReplayConcurrently(t *testing.T) {
+	outcomes := map[Outcome]int{}
+	for i := range 40 {
+		w := newWorld(t, worldOptions{})
+		w.handle = func(ev *Event) (Result, error) {
+			if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
+				return Result{}, fmt.Errorf("ledger is closed")
+			}
+			return Completed(), nil
+		}
+		w.sixEvents()
+		started := make(chan struct{})
+		var once bool
+		w.onRun = func(ev *Event) {
+			if !once && ev.Attempt == AttemptReplay && ev.EventID == fmt.Sprintf("ev-%d", 3+i%4) {
+				once = true
+				close(started)
+			}
+		}
+		w.deliver(w.resubmit("ev-2"))
+		done := make(chan []Outcome)
+		go func() {
+			<-started
+			var outs []Outcome
+			for _, n := range []int{7, 8} {
+				d := w.event(fmt.Sprintf("msg-%d", n), fmt.Sprintf("ev-%d", n))
+				for {
+					r := w.p.Process(context.Background(), d)
+					if r.Outcome.Completes() {
+						outs = append(outs, r.Outcome)
+						break
+					}
+					d = redelivery(d)
+				}
+			}
+			done <- outs
+		}()
+		w.drainAll()
+		outs := <-done
+		for _, o := range outs {
+			outcomes[o]++
+		}
+		w.drainAll()
+		if got := w.successes(); !slices.Equal(got, evs(1, 8)) {
+			t.Fatalf("run %d: handled %v (events 7 and 8: %v)", i, got, outs)
+		}
+		if st := w.state(); st.Gated() || st.Draining() || len(w.parked(strictSession)) != 0 {
+			t.Fatalf("run %d: final %+v parked %v", i, st, w.parked(strictSession))
+		}
+	}
+	t.Logf("events 7 and 8 over 40 runs: %v", outcomes)
+}

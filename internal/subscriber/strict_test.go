@@ -361,6 +361,12 @@ func strictCases() []strictCase {
 		{name: "HandleResubmissionRequest_Duplicate_SendsDuplicateResponse (+ _RecordedDuplicate_PreCheckSkipsHandler)",
 			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
 			state: withParked(session.State{}, 1), outcome: OutcomeDuplicate, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 1},
+		{name: "HandleResubmissionRequest_RecordedDuplicate_PreCheckSkipsHandler (blocked by this: unblocks and replays, as the normal path)",
+			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
+			state: withParked(blockedBy("event-1", "msg-1"), 2), outcome: OutcomeDuplicate, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 2},
+		{name: "HandleResubmissionRequest_RecordedDuplicate_PreCheckSkipsHandler (blocked by another event: block and parked copies left alone)",
+			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
+			state: withParked(blockedBy("event-b", "msg-b"), 2), outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}, blockedBy: "event-b", deferred: 2},
 		{name: "HandleResubmissionRequest_FromManager_BlockedByThis_Unblocks", d: resub, state: blockedBy("event-1", "msg-1"),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"},
 			check: func(t *testing.T, w *world, r Report) {
