@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -661,5 +660,3 @@ func errorContent(t testing.TB, m *message.Outgoing) (text, typ string) {
 	}
 	return deref(c.ErrorContent.ErrorText), deref(c.ErrorContent.ErrorType)
 }
-
-func joinKinds(ks []string) string { return strings.Join(ks, ",") }
