@@ -188,7 +188,20 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			}
 			return r
 		}
-		seq, _ := message.DeferralSequenceOf(pc.Properties)
+		seq, hasSeq := message.DeferralSequenceOf(pc.Properties)
+		if hasSeq && st.Stale(seq) {
+			// Behind the cursor: replayed already, its removal failed or
+			// the process died before it. Remove it without a replay.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
+			r.RoundTrips++
+			err := sess.Complete(sctx, pc)
+			cancel()
+			if err != nil {
+				p.replayFailed(&r, "complete a stale parked message", err)
+				return r
+			}
+			continue
+		}
 		rr := p.replayOne(ctx, sid, pc, &st)
 		r.Replays = append(r.Replays, rr)
 		r.RoundTrips += rr.RoundTrips
@@ -200,26 +213,7 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 
 		spec := rr.Outcome.Spec()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-		switch {
-		case spec.Completes():
-			r.RoundTrips++
-			if err := sess.Complete(sctx, pc); err != nil {
-				cancel()
-				p.replayFailed(&r, "complete a replayed message", err)
-				return r
-			}
-		case !spec.Pause && rr.Outcome != OutcomeCanceled:
-			// A permanent failure: tell the Resolver, then dead-letter the
-			// copy (the replay holds it, so it can).
-			p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
-			r.RoundTrips += 2
-			reason, desc := deadLetterTexts(&rr)
-			if err := sess.DeadLetter(sctx, pc, reason, desc); err != nil {
-				cancel()
-				p.replayFailed(&r, "dead-letter a replayed message", err)
-				return r
-			}
-		default:
+		if !spec.Completes() && (spec.Pause || rr.Outcome == OutcomeCanceled) {
 			// Transient: give the copy back and let the replay request be
 			// redelivered after the pause.
 			if pc.Broker.DeliveryCount >= p.o.MaxDeliveryCount {
@@ -233,18 +227,41 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			}
 			return r
 		}
+		// The cursor moves past the copy before the copy is removed: once
+		// handled, a copy counts as replayed even if its removal fails (it
+		// comes back stale), so the count never stays above what waits.
 		p.o.Metrics.Inc(telemetry.DeferredReplayed, "", "")
 		j := &job{p: p, r: &r, sk: key, hasSession: true, st: st}
 		ok := j.change(sctx, "replayed", func(s session.State) (session.State, bool, error) {
 			n, changed := s.Replayed(seq)
 			return n, changed, nil
 		})
-		cancel()
 		if !ok {
+			cancel()
 			r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
 			return r
 		}
 		st = j.st
+		if spec.Completes() {
+			r.RoundTrips++
+			if err := sess.Complete(sctx, pc); err != nil {
+				cancel()
+				p.replayFailed(&r, "complete a replayed message", err)
+				return r
+			}
+		} else {
+			// A permanent failure: tell the Resolver, then dead-letter the
+			// copy (the replay holds it, so it can).
+			p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
+			r.RoundTrips += 2
+			reason, desc := deadLetterTexts(&rr)
+			if err := sess.DeadLetter(sctx, pc, reason, desc); err != nil {
+				cancel()
+				p.replayFailed(&r, "dead-letter a replayed message", err)
+				return r
+			}
+		}
+		cancel()
 		if st.Blocked() {
 			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
 			return r

@@ -1,0 +1,164 @@
+package subscriber
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Sequential round trips and requests per message, by kind of delivery.
+// A round trip is one wait for the store or the broker; requests made
+// concurrently (the inbox check and the session-state read, the parked
+// copy and its DeferralResponse, an ErrorResponse and its scheduled
+// RetryRequest) are one round trip. NimBus's .NET subscriber makes every
+// call in sequence: a fresh success costs it 4 (check, state read, record,
+// send).
+
+// roundTripCase prepares a world and returns the delivery to measure.
+type roundTripCase struct {
+	name string
+	// prepare builds the world's state before the measured delivery;
+	// measure makes it.
+	prepare func(w *world) func() Report
+	policy  *testPolicy
+}
+
+func roundTripCases() []roundTripCase {
+	process := func(w *world, d *Delivery) func() Report {
+		return func() Report { return w.p.Process(context.Background(), d) }
+	}
+	blocked := func(w *world) { w.setState(blockedBy("event-1", "msg-1")) }
+	replay := func(copies int) func(w *world) func() Report {
+		return func(w *world) func() Report {
+			blockedWithParked(w)
+			for i := range copies {
+				w.deliver(w.event(fmt.Sprintf("msg-p%d", i), fmt.Sprintf("ev-p%d", i)))
+			}
+			w.deliver(w.resubmit("ev-2"))
+			req := w.delivered(w.lastSent("ProcessDeferredRequest"))
+			return func() Report {
+				r := w.p.Drain(context.Background(), req)
+				if len(r.Replays) != copies {
+					w.t.Fatalf("replayed %d of %d", len(r.Replays), copies)
+				}
+				return r
+			}
+		}
+	}
+	return []roundTripCase{
+		{name: "fresh success", prepare: func(w *world) func() Report { return process(w, w.event("msg-1", "event-1")) }},
+		{name: "duplicate", prepare: func(w *world) func() Report {
+			w.record("msg-1")
+			return process(w, w.event("msg-1", "event-1"))
+		}},
+		{name: "parked (session blocked)", prepare: func(w *world) func() Report {
+			w.setState(blockedBy("event-0", "msg-0"))
+			return process(w, w.event("msg-1", "event-1"))
+		}},
+		{name: "parked (copies being replayed)", prepare: func(w *world) func() Report {
+			w.setState(withParked(blockedBy("", ""), 1))
+			return process(w, w.event("msg-1", "event-1"))
+		}},
+		{name: "replayed (a replay of 1 copy)", prepare: replay(1)},
+		{name: "replayed (a replay of 10 copies)", prepare: replay(10)},
+		{name: "failed", prepare: func(w *world) func() Report {
+			w.handle = fail("boom")
+			return process(w, w.event("msg-1", "event-1"))
+		}},
+		{name: "failed, RetryRequest scheduled", policy: &testPolicy{max: 3, delay: time.Minute}, prepare: func(w *world) func() Report {
+			w.handle = fail("boom")
+			return process(w, w.event("msg-1", "event-1"))
+		}},
+		{name: "RetryRequest success", prepare: func(w *world) func() Report {
+			blocked(w)
+			return process(w, w.retry("event-1", "msg-1", 1))
+		}},
+		{name: "Resubmission success", prepare: func(w *world) func() Report {
+			blocked(w)
+			return process(w, w.resubmit("event-1"))
+		}},
+		{name: "SkipRequest", prepare: func(w *world) func() Report {
+			blocked(w)
+			return process(w, w.skip("event-1"))
+		}},
+	}
+}
+
+// costs is what one measured delivery cost, from the pipeline's report and
+// cross-checked against the world's own counts of store and broker calls.
+type costs struct {
+	roundTrips, checks, records, stateReads, stateWrites, sends, messages int
+	outcome                                                               Outcome
+}
+
+func measure(tb testing.TB, c roundTripCase) costs {
+	w := newWorld(tb, worldOptions{policy: c.policy})
+	run := c.prepare(w)
+	w.checks, w.records, w.stateReads, w.stateWrites, w.sends = 0, 0, 0, 0, 0
+	r := run()
+	if !r.Outcome.Completes() {
+		tb.Fatalf("%s: %s: %v", c.name, r.Outcome, r.Err)
+	}
+	if r.Checks != w.checks || r.Records != w.records || r.StateReads != w.stateReads || r.StateWrites != w.stateWrites || r.Sends != w.sends {
+		tb.Fatalf("%s: the report counts checks/records/reads/writes/sends %d/%d/%d/%d/%d, the stores and broker saw %d/%d/%d/%d/%d",
+			c.name, r.Checks, r.Records, r.StateReads, r.StateWrites, r.Sends, w.checks, w.records, w.stateReads, w.stateWrites, w.sends)
+	}
+	n := max(len(r.Replays), 1)
+	return costs{roundTrips: r.RoundTrips, checks: r.Checks, records: r.Records, stateReads: r.StateReads,
+		stateWrites: r.StateWrites, sends: r.Sends, messages: n, outcome: r.Outcome}
+}
+
+func BenchmarkRoundTrips(b *testing.B) {
+	for _, c := range roundTripCases() {
+		b.Run(strings.ReplaceAll(c.name, " ", "_"), func(b *testing.B) {
+			var last costs
+			for b.Loop() {
+				last = measure(b, c)
+			}
+			per := func(n int) float64 { return float64(n) / float64(last.messages) }
+			b.ReportMetric(per(last.roundTrips), "roundtrips/msg")
+			b.ReportMetric(per(last.checks+last.records+last.stateReads+last.stateWrites), "store-requests/msg")
+			b.ReportMetric(per(last.checks), "checks/msg")
+			b.ReportMetric(per(last.records), "records/msg")
+			b.ReportMetric(per(last.stateReads), "state-reads/msg")
+			b.ReportMetric(per(last.stateWrites), "state-writes/msg")
+			b.ReportMetric(per(last.sends), "sends/msg")
+		})
+	}
+}
+
+// A fresh success costs at most 3 sequential round trips (inbox check ∥
+// session-state read, record, response send); NimBus needs 4. This is a
+// count of waits, not a timing.
+func TestFreshSuccessCostsAtMostThreeRoundTrips(t *testing.T) {
+	c := measure(t, roundTripCases()[0])
+	if c.outcome != OutcomeCompleted {
+		t.Fatal(c.outcome)
+	}
+	if c.roundTrips > 3 {
+		t.Fatalf("a fresh success took %d sequential round trips, want at most 3", c.roundTrips)
+	}
+	if c.checks != 1 || c.stateReads != 1 || c.records != 1 || c.stateWrites != 0 || c.sends != 1 {
+		t.Fatalf("a fresh success made %+v, want 1 check, 1 state read, 1 record, 1 send", c)
+	}
+}
+
+// TestRoundTripTable logs the table docs/readme-roundtrips.md reports
+// (go test -run TestRoundTripTable -v).
+func TestRoundTripTable(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("| delivery | round trips | checks | records | state reads | state writes | broker sends |\n|---|---|---|---|---|---|---|\n")
+	for _, c := range roundTripCases() {
+		m := measure(t, c)
+		f := func(n int) string {
+			if m.messages == 1 {
+				return fmt.Sprint(n)
+			}
+			return fmt.Sprintf("%.1f", float64(n)/float64(m.messages))
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", c.name, f(m.roundTrips), f(m.checks), f(m.records), f(m.stateReads), f(m.stateWrites), f(m.sends))
+	}
+	t.Log("\n" + b.String())
+}
