@@ -23,10 +23,16 @@ import (
 // copies.
 
 // startDeferredHost starts a mini host for the DeferredProcessor function
-// on the endpoint topic's DeferredProcessor subscription, which has no
-// sessions (functions/DeferredProcessor/function.json).
+// of the stack's handler.
 func (s *stack) startDeferredHost(client *azservicebus.Client) *minihost.Host {
-	tb := s.tb
+	return startDeferredHostFor(s.tb, client, s.handler)
+}
+
+// startDeferredHostFor starts a mini host for the DeferredProcessor
+// function of h on the endpoint topic's DeferredProcessor subscription,
+// which has no sessions (functions/DeferredProcessor/function.json).
+func startDeferredHostFor(tb testing.TB, client *azservicebus.Client, h *handlerProc) *minihost.Host {
+	tb.Helper()
 	host, err := minihost.New(minihost.Config{
 		Client:             client,
 		Topic:              endpointID,
@@ -35,7 +41,7 @@ func (s *stack) startDeferredHost(client *azservicebus.Client) *minihost.Host {
 		MaxConcurrentCalls: 16, // host.json's maxConcurrentCalls
 		Function:           "DeferredProcessor",
 		Binding:            "message",
-		Invoker:            &minihost.Invoker{BaseURL: s.handler.base},
+		Invoker:            &minihost.Invoker{BaseURL: h.base},
 		AcceptTimeout:      5 * time.Second,
 		InvocationTimeout:  2 * time.Minute,
 	})
@@ -69,6 +75,15 @@ func orderWith(messageID, session string, amount int, fields string) event {
 // the endpoint topic. A message without MessageId gets one from the broker.
 func (s *stack) sendNimBus(m nimbustest.Message) {
 	s.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := s.sender.SendMessage(ctx, sbMessage(m), nil); err != nil {
+		s.tb.Fatalf("sending %s: %v", m.ApplicationProperties["MessageType"], err)
+	}
+}
+
+// sbMessage is m as the Service Bus SDK sends it.
+func sbMessage(m nimbustest.Message) *azservicebus.Message {
 	sid := m.SessionID
 	out := &azservicebus.Message{SessionID: &sid, CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: map[string]any{}}
 	for k, v := range m.ApplicationProperties {
@@ -81,11 +96,7 @@ func (s *stack) sendNimBus(m nimbustest.Message) {
 		id := m.MessageID
 		out.MessageID = &id
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := s.sender.SendMessage(ctx, out, nil); err != nil {
-		s.tb.Fatalf("sending %s: %v", m.ApplicationProperties["MessageType"], err)
-	}
+	return out
 }
 
 // responseTypes are the messages a subscriber sends to the Resolver; the

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +40,7 @@ type scenario struct {
 // and every event is answered, in order. It checks the wire format of
 // every response, the parked copies, the inbox records, the handler runs
 // and the metrics, and returns what happened.
-func runBlockedSession(t *testing.T, s *stack, sid string, how unblock) *scenario {
+func runBlockedSession(t testing.TB, s *stack, sid string, how unblock) *scenario {
 	t.Helper()
 	sc := &scenario{s: s, sid: sid, parkedID: map[string]string{}, replayed: map[string]received{}}
 	for i := 1; i <= 8; i++ {
@@ -50,6 +51,8 @@ func runBlockedSession(t *testing.T, s *stack, sid string, how unblock) *scenari
 		sc.evs = append(sc.evs, orderWith(fmt.Sprintf("OrderPlaced-%s-%d", sid, i), sid, 100+i, fields))
 	}
 	ev := func(i int) event { return sc.evs[i-1] }
+	m0 := s.handler.metrics(t)
+	drains0 := len(s.handler.lines("DeferredProcessor"))
 	s.send(sc.evs[:6]...)
 
 	// 1 is answered, 2 fails, 3–6 are parked.
@@ -233,16 +236,16 @@ func runBlockedSession(t *testing.T, s *stack, sid string, how unblock) *scenari
 
 	// The counters at /_nimbus/metrics match what happened.
 	m := s.handler.metrics(t)
-	if got := m["nimbus.deferred.parked"]; got != float64(parkedCount) {
-		t.Errorf("nimbus.deferred.parked = %v, want %d (the DeferralResponses)", got, parkedCount)
+	if got := m["nimbus.deferred.parked"] - m0["nimbus.deferred.parked"]; got != float64(parkedCount) {
+		t.Errorf("nimbus.deferred.parked went up by %v, want %d (the DeferralResponses)", got, parkedCount)
 	}
-	if got := m["nimbus.deferred.replayed"]; got != float64(len(sc.replayed)) {
-		t.Errorf("nimbus.deferred.replayed = %v, want %d (the replayed copies answered)", got, len(sc.replayed))
+	if got := m["nimbus.deferred.replayed"] - m0["nimbus.deferred.replayed"]; got != float64(len(sc.replayed)) {
+		t.Errorf("nimbus.deferred.replayed went up by %v, want %d (the replayed copies answered)", got, len(sc.replayed))
 	}
 
 	// The DeferredProcessor's invocation lines carry the RU charge (the
 	// stores are on Cosmos).
-	drains := s.handler.lines("DeferredProcessor")
+	drains := s.handler.lines("DeferredProcessor")[drains0:]
 	nDrained := 0
 	for _, l := range drains {
 		if l.Str("outcome") != "drained" {
@@ -285,7 +288,7 @@ func (r received) deferralText() string {
 
 // checkParked checks a parked copy of e against NimBus's
 // SendToDeferredSubscription.
-func checkParked(t *testing.T, p parked, e event, seq int32) {
+func checkParked(t testing.TB, p parked, e event, seq int32) {
 	t.Helper()
 	want := map[string]any{
 		"To": "Deferred", "MessageType": "EventRequest", "EventId": e.EventID, "OriginatingMessageId": e.MessageID,
@@ -314,7 +317,7 @@ func checkParked(t *testing.T, p parked, e event, seq int32) {
 }
 
 // checkUnblock checks the response that lifted event 2's block.
-func checkUnblock(t *testing.T, sc *scenario, r received, e2 event, how unblock) {
+func checkUnblock(t testing.TB, sc *scenario, r received, e2 event, how unblock) {
 	t.Helper()
 	in := e2
 	in.MessageID = r.correlationID()
@@ -356,7 +359,7 @@ func checkUnblock(t *testing.T, sc *scenario, r received, e2 event, how unblock)
 }
 
 // waitSettled waits until both mini hosts have nothing in flight.
-func waitSettled(t *testing.T, s *stack) {
+func waitSettled(t testing.TB, s *stack) {
 	t.Helper()
 	s.waitUntil(60*time.Second, "both mini hosts settled", func() bool {
 		a, d := s.host.Stats(), s.deferredStats()
@@ -410,10 +413,11 @@ func TestBlockedSessionReplaysInOrderAfterSkip(t *testing.T) {
 	sc.report(t)
 }
 
-// report logs the scenario's figures: latency from the unblocking request
-// to the last replayed response (event 6) and to the answer of event 8, and
-// the replay throughput.
-func (sc *scenario) report(t *testing.T) {
+// figures are a scenario's measurements: from the unblocking request to
+// its response, to event 6's answer (the last parked before the unblock)
+// and to event 8's (the last sent during the replay); and the time from the
+// unblocking response to event 8's answer (events 3–8 handled).
+func (sc *scenario) figures() (toUnblock, to6, to8, replay time.Duration) {
 	var last6, last8 time.Time
 	for _, r := range sc.replies {
 		switch r.label() {
@@ -423,9 +427,52 @@ func (sc *scenario) report(t *testing.T) {
 			last8 = r.at
 		}
 	}
-	span := last8.Sub(sc.unblock.at)
-	t.Logf("FIGURES %s: unblock request → unblock response %v; → event 6 answered %v; → event 8 answered %v; "+
-		"events 3–8 (6) answered in %v after the unblock response = %.1f events/s; %d answered from parked copies",
-		sc.sid, sc.unblock.at.Sub(sc.sentAt).Round(time.Millisecond), last6.Sub(sc.sentAt).Round(time.Millisecond),
-		last8.Sub(sc.sentAt).Round(time.Millisecond), span.Round(time.Millisecond), 6/span.Seconds(), len(sc.replayed))
+	return sc.unblock.at.Sub(sc.sentAt), last6.Sub(sc.sentAt), last8.Sub(sc.sentAt), last8.Sub(sc.unblock.at)
+}
+
+// report logs the scenario's figures.
+func (sc *scenario) report(t *testing.T) {
+	u, a, c, r := sc.figures()
+	t.Logf("FIGURES %s: unblocking request → its response %v; → event 6 answered %v; → event 8 answered %v; "+
+		"events 3–8 answered in %v after the unblocking response = %.1f events/s; %d answered from parked copies",
+		sc.sid, u.Round(time.Millisecond), a.Round(time.Millisecond), c.Round(time.Millisecond), r.Round(time.Millisecond),
+		6/r.Seconds(), len(sc.replayed))
+}
+
+// BenchmarkBlockedSessionReplay runs the 6+2 scenario of
+// TestBlockedSessionReplaysInOrderAfterResubmission once per iteration
+// (each in a new session) on the local stand-ins, with all its checks, and
+// reports: resubmit-to-unblock-ms (the resubmission's own answer),
+// resubmit-to-event6-ms (the last event parked before it is answered from
+// its parked copy), resubmit-to-event8-ms (the last event sent during the
+// replay is answered), and replay-events/s (events 3–8 answered per second
+// after the block was lifted). Run it without -race:
+//
+//	go test -run '^$' -bench BenchmarkBlockedSessionReplay -benchtime 10x -count 1 ./internal/e2e
+func BenchmarkBlockedSessionReplay(b *testing.B) {
+	if raceEnabled {
+		b.Log("the race detector is on: the figures measure its instrumentation")
+	}
+	s := startStack(b, stackConfig{deferred: true})
+	warm := order("OrderPlaced-warm", "warm", 10, 0)
+	s.send(warm)
+	s.waitReplies("warm", time.Minute, "the warm-up answer", func(rs []received) bool { return len(rs) >= 1 })
+	var toUnblock, to6, to8, replay []float64
+	b.ResetTimer()
+	for i := range b.N {
+		sc := runBlockedSession(b, s, fmt.Sprintf("bench-%d", i), byResubmission)
+		u, a, c, r := sc.figures()
+		toUnblock = append(toUnblock, float64(u.Microseconds())/1000)
+		to6 = append(to6, float64(a.Microseconds())/1000)
+		to8 = append(to8, float64(c.Microseconds())/1000)
+		replay = append(replay, 6/r.Seconds())
+	}
+	b.StopTimer()
+	for _, xs := range [][]float64{toUnblock, to6, to8, replay} {
+		sort.Float64s(xs)
+	}
+	b.ReportMetric(percentile(toUnblock, 50), "resubmit-to-unblock-ms")
+	b.ReportMetric(percentile(to6, 50), "resubmit-to-event6-ms")
+	b.ReportMetric(percentile(to8, 50), "resubmit-to-event8-ms")
+	b.ReportMetric(percentile(replay, 50), "replay-events/s")
 }
