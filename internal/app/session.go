@@ -84,7 +84,9 @@ func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocat
 	r := a.pipeline.Drain(ctx, &d)
 	for i := range r.Replays {
 		rr := &r.Replays[i]
-		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, dl.charge)
+		// Each replayed message's line carries its own share of the
+		// invocation's charge.
+		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, rr.Charge)
 	}
 	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
 	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)

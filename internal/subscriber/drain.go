@@ -269,6 +269,7 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 			oteltrace.WithLinks(oteltrace.LinkFromContext(ctx)))
 		defer span.End()
 	}
+	ctx, rr.Charge = telemetry.WithPartCharge(ctx)
 	b := pc.Broker
 	b.SessionID = &sid
 	d := &Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}

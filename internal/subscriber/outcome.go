@@ -11,6 +11,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/outcome"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // Outcome is what happened to a delivery. Its value is a bounded label used
@@ -187,6 +188,10 @@ type Report struct {
 	// writes and broker sends; RoundTrips counts the sequential store and
 	// broker round trips (concurrent requests count once).
 	StateReads, StateWrites, Sends, RoundTrips int
+	// Charge is the Cosmos request charge of replaying one parked copy (its
+	// inbox check, session-state and record requests; part of its Drain's);
+	// nil for a delivery, whose charge is its invocation's.
+	Charge *telemetry.Charge
 	// Replays are the parked copies a Drain replayed, and DrainStop why it
 	// stopped.
 	Replays   []Report

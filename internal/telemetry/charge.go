@@ -12,6 +12,9 @@ import (
 type Charge struct {
 	bits     atomic.Uint64 // float64 bits of the RU sum
 	requests atomic.Int64
+	// parent, when set, is also charged (a part of an invocation, such as
+	// one replayed message, inside the invocation's charge).
+	parent *Charge
 }
 
 // Add counts one request that charged ru request units.
@@ -19,6 +22,7 @@ func (c *Charge) Add(ru float64) {
 	if c == nil {
 		return
 	}
+	c.parent.Add(ru)
 	c.requests.Add(1)
 	if ru <= 0 || math.IsNaN(ru) || math.IsInf(ru, 0) {
 		return
@@ -53,6 +57,14 @@ type chargeKey struct{}
 // made with the returned context (or one derived from it) adds to.
 func WithCharge(ctx context.Context) (context.Context, *Charge) {
 	c := &Charge{}
+	return context.WithValue(ctx, chargeKey{}, c), c
+}
+
+// WithPartCharge returns ctx carrying a new Charge for a part of the work
+// of ctx's Charge: every request made with the returned context adds to
+// both.
+func WithPartCharge(ctx context.Context) (context.Context, *Charge) {
+	c := &Charge{parent: ChargeFrom(ctx)}
 	return context.WithValue(ctx, chargeKey{}, c), c
 }
 
