@@ -245,15 +245,35 @@ func runBlockedSession(t testing.TB, s *stack, sid string, how unblock) *scenari
 
 	// The DeferredProcessor's invocation lines carry the RU charge (the
 	// stores are on Cosmos).
+	// Each replayed message's line carries its own share of the
+	// invocation's charge: the shares add up to at most the invocation's
+	// (which also pays for the session-state reads and writes of the
+	// replay itself), and each share is below it.
 	drains := s.handler.lines("DeferredProcessor")[drains0:]
 	nDrained := 0
+	shares := map[string]float64{} // invocationId → sum of its replay lines' charges
+	totals := map[string]float64{}
 	for _, l := range drains {
+		ru, ok := l.Fields["requestCharge"].(float64)
+		if !ok {
+			t.Errorf("DeferredProcessor line without requestCharge: %s", l.Raw)
+			continue
+		}
 		if l.Str("outcome") != "drained" {
+			if l.Str("messageType") == "EventRequest" {
+				shares[l.Str("invocationId")] += ru
+			}
 			continue
 		}
 		nDrained++
-		if _, ok := l.Fields["requestCharge"].(float64); !ok {
-			t.Errorf("DeferredProcessor line without requestCharge: %s", l.Raw)
+		totals[l.Str("invocationId")] = ru
+		if n, _ := l.Fields["replayed"].(float64); n > 0 && ru <= 0 {
+			t.Errorf("a replay of %v messages charged %v RU", n, ru)
+		}
+	}
+	for inv, share := range shares {
+		if share > totals[inv] || share == 0 {
+			t.Errorf("DeferredProcessor invocation %s: its replay lines charge %v RU in all, its own line %v", inv, share, totals[inv])
 		}
 	}
 	if nDrained == 0 {
