@@ -90,7 +90,7 @@ func TestReplayedCopyThatFailsBlocksTheSessionAgain(t *testing.T) {
 
 	changed := strings.Replace(e2.EventJSON, `,"Fail":"failed","FailOn":"always"`, "", 1)
 	s.sendNimBus(nimbustest.Resubmission(errorResponseOf(replayedErr), endpointID, orderPlaced, changed))
-	rs = s.waitReplies(sid, 60*time.Second, "the resubmission of 2 and the replay of 3 and 4", func(rs []received) bool { return len(rs) >= 9 })
+	s.waitReplies(sid, 60*time.Second, "the resubmission of 2 and the replay of 3 and 4", func(rs []received) bool { return len(rs) >= 9 })
 	waitSettled(t, s)
 	rs = s.resolver.replies(sid)
 	if got, want := labels(rs[6:]), []string{"ResolutionResponse:" + e2.MessageID, "ResolutionResponse:" + e3.MessageID, "ResolutionResponse:" + e4.MessageID}; len(rs) != 9 || !slices.Equal(got, want) {

@@ -82,9 +82,9 @@ func TestPendingHandoffCompletedByTheManager(t *testing.T) {
 
 	m := nimbustest.HandoffCompleted(settlementFor(evs[0]), "")
 	s.sendNimBus(m)
-	rs := s.waitReplies(sid, 60*time.Second, "the settlement and the replay", func(rs []received) bool { return len(rs) >= 6 })
+	s.waitReplies(sid, 60*time.Second, "the settlement and the replay", func(rs []received) bool { return len(rs) >= 6 })
 	waitSettled(t, s)
-	rs = s.resolver.replies(sid)
+	rs := s.resolver.replies(sid)
 	if len(rs) != 6 {
 		t.Fatalf("%d responses, want 6: %v", len(rs), labels(rs))
 	}
@@ -140,7 +140,7 @@ func TestPendingHandoffFailedThenResubmitted(t *testing.T) {
 		t.Fatal("the event's JSON has no Handoff switch to remove")
 	}
 	s.sendNimBus(nimbustest.Resubmission(errorResponseOf(rs[3]), endpointID, orderPlaced, changed))
-	rs = s.waitReplies(sid, 60*time.Second, "the resubmission and the replay", func(rs []received) bool { return len(rs) >= 9 })
+	s.waitReplies(sid, 60*time.Second, "the resubmission and the replay", func(rs []received) bool { return len(rs) >= 9 })
 	waitSettled(t, s)
 	rs = s.resolver.replies(sid)
 	if len(rs) != 9 || rs[5].label() != "ResolutionResponse:"+evs[0].MessageID {
