@@ -84,6 +84,8 @@ func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocat
 	r := a.pipeline.Drain(ctx, &d)
 	for i := range r.Replays {
 		rr := &r.Replays[i]
+		// Each replayed message's line carries its own share of the
+		// invocation's charge.
 		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, rr.Charge)
 	}
 	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)

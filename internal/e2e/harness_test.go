@@ -376,6 +376,13 @@ type stackConfig struct {
 	// the endpoint's session subscription, turns CloudEvents on (keyed on
 	// source and id) and runs a second mini host for CloudEventsIngress.
 	ingress string
+	// settings are further app settings of the handler (retry policies,
+	// session settings); they override the stack's own.
+	settings map[string]string
+	// deferred adds a mini host for the DeferredProcessor function on the
+	// endpoint topic's DeferredProcessor subscription (no sessions), so
+	// parked messages are replayed.
+	deferred bool
 }
 
 // stack is Cosmos (Strong) [+ fault proxy] + Service Bus (NimBus topology)
@@ -391,8 +398,11 @@ type stack struct {
 	// ingressHost drains the CloudEvents ingress subscription (nil without
 	// an ingress).
 	ingressHost *minihost.Host
-	resolver    *collector
-	container   string
+	// deferredHost drains the DeferredProcessor subscription (nil unless
+	// stackConfig.deferred).
+	deferredHost *minihost.Host
+	resolver     *collector
+	container    string
 
 	sender *azservicebus.Sender
 	mu     sync.Mutex
@@ -451,6 +461,9 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 		settings["NimBus__CloudEvents__IngressTopic"] = cfg.ingress
 		settings["NimBus__CloudEvents__IngressSubscription"] = endpointID
 	}
+	for k, v := range cfg.settings {
+		settings[k] = v
+	}
 	s.handler = startHandler(tb, settings, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
 
 	s.resolver = startCollector(tb, resolverClient, 16)
@@ -458,6 +471,9 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 	s.host = s.startHost(hostClient, endpointID, "Subscriber", cfg.sessions)
 	if cfg.ingress != "" {
 		s.ingressHost = s.startHost(s.sb.Client(tb), cfg.ingress, "CloudEventsIngress", cfg.sessions)
+	}
+	if cfg.deferred {
+		s.deferredHost = s.startDeferredHost(s.sb.Client(tb))
 	}
 
 	snd, err := s.client.NewSender(endpointID, nil)

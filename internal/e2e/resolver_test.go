@@ -260,10 +260,10 @@ func strOf(s *string) string {
 // and Pending with the handoff sub-status. A request copy delivered after
 // the response is refused as stale and the row stays Completed.
 //
-// Failed → Deferred → Completed after a resubmission needs session blocking
-// on the endpoint, which the Go endpoint does not do yet;
-// TestResolverTracksNimBusFailedDeferredCompleted drives that lifecycle
-// with the messages a NimBus endpoint and the NimBus Manager send.
+// Failed → Deferred → Completed after a resubmission is
+// TestResolverTracksTheGoEndpointFailedDeferredCompleted (the Go endpoint)
+// and TestResolverTracksNimBusFailedDeferredCompleted (the messages a NimBus
+// endpoint and the NimBus Manager send).
 func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
 	s := startResolverStack(t, resolverStackConfig{})
 	done := order("OrderPlaced-done-1", "customer-a", 100, 0)

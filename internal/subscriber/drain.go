@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
@@ -274,8 +276,17 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 // OriginalSessionId, DeferralSequence and To, To = the endpoint.
 func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *session.State) (rr Report) {
 	start := p.o.Now()
-	ctx, rr.Charge = telemetry.WithCharge(ctx)
 	defer func() { rr.Duration = p.o.Now().Sub(start) }()
+	// The copy continues the trace of the event it carries (its
+	// traceparent, which NimBus's replay republishes unchanged), not the
+	// replay request's; its span links to the replay's.
+	if rctx := telemetry.Extract(ctx, pc.Properties); oteltrace.SpanContextFromContext(rctx).IsRemote() {
+		var span oteltrace.Span
+		ctx, span = p.o.Tracer.Start(rctx, spanReplay, oteltrace.WithSpanKind(oteltrace.SpanKindConsumer),
+			oteltrace.WithLinks(oteltrace.LinkFromContext(ctx)))
+		defer span.End()
+	}
+	ctx, rr.Charge = telemetry.WithPartCharge(ctx)
 	b := pc.Broker
 	b.SessionID = &sid
 	d := &Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}

@@ -188,13 +188,14 @@ type Report struct {
 	// writes and broker sends; RoundTrips counts the sequential store and
 	// broker round trips (concurrent requests count once).
 	StateReads, StateWrites, Sends, RoundTrips int
+	// Charge is the Cosmos request charge of replaying one parked copy (its
+	// inbox check, session-state and record requests; part of its Drain's);
+	// nil for a delivery, whose charge is its invocation's.
+	Charge *telemetry.Charge
 	// Replays are the parked copies a Drain replayed, and DrainStop why it
 	// stopped.
 	Replays   []Report
 	DrainStop string
-	// Charge is a replayed message's own Cosmos request charge (it is part
-	// of its DeferredProcessor invocation's); nil otherwise.
-	Charge *telemetry.Charge
 	// deadLetter is what the dead-letter notice reports, when the failure
 	// site knew NimBus's exact case.
 	deadLetter *message.DeadLetter

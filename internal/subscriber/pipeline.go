@@ -344,7 +344,9 @@ const (
 	spanInboxRecord  = "nimbus.inbox.record"
 	spanSessionRead  = "nimbus.session.read"
 	spanSessionWrite = "nimbus.session.write"
-	attrEventType    = "nimbus.event_type"
+	// spanReplay is a replayed parked copy, in the trace of its event.
+	spanReplay    = "nimbus.deferred.replay"
+	attrEventType = "nimbus.event_type"
 )
 
 // endSpan ends span, marking it failed with err's text (bounded; store

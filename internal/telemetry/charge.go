@@ -12,8 +12,8 @@ import (
 type Charge struct {
 	bits     atomic.Uint64 // float64 bits of the RU sum
 	requests atomic.Int64
-	// parent, when set, also receives every request (a replayed message's
-	// charge is part of its DeferredProcessor invocation's).
+	// parent, when set, is also charged (a part of an invocation, such as
+	// one replayed message, inside the invocation's charge).
 	parent *Charge
 }
 
@@ -54,9 +54,16 @@ func (c *Charge) Requests() int64 {
 type chargeKey struct{}
 
 // WithCharge returns ctx carrying a new Charge, which every Cosmos request
-// made with the returned context (or one derived from it) adds to. When ctx
-// already carries one, the new Charge adds to it as well.
+// made with the returned context (or one derived from it) adds to.
 func WithCharge(ctx context.Context) (context.Context, *Charge) {
+	c := &Charge{}
+	return context.WithValue(ctx, chargeKey{}, c), c
+}
+
+// WithPartCharge returns ctx carrying a new Charge for a part of the work
+// of ctx's Charge: every request made with the returned context adds to
+// both.
+func WithPartCharge(ctx context.Context) (context.Context, *Charge) {
 	c := &Charge{parent: ChargeFrom(ctx)}
 	return context.WithValue(ctx, chargeKey{}, c), c
 }
