@@ -190,13 +190,20 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		}
 		seq, _ := message.DeferralSequenceOf(pc.Properties)
 		rr := p.replayOne(ctx, sid, pc, &st)
-		r.Replays = append(r.Replays, rr)
 		r.RoundTrips += rr.RoundTrips
 		r.StateReads += rr.StateReads
 		r.StateWrites += rr.StateWrites
 		r.Checks += rr.Checks
 		r.Records += rr.Records
 		r.Sends += rr.Sends
+		if rr.DrainStop == DrainBlocked {
+			// The copy was parked behind a block that came after this
+			// replay started: it stays parked (unsettled, Close returns it)
+			// until that block is lifted and a new replay is requested.
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
+			return r
+		}
+		r.Replays = append(r.Replays, rr)
 
 		spec := rr.Outcome.Spec()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
@@ -249,6 +256,12 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
 			return r
 		}
+		if st.DeferredCount == 0 {
+			// Every parked copy is replayed, and a message arriving from
+			// now on is handled at once: nothing is left to wait for.
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainCaughtUp
+			return r
+		}
 	}
 }
 
@@ -284,12 +297,19 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 	}
 	j.ownKey()
 	src := j.sourceKey()
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, false)
+	// The state is read with the inbox checks (no extra round trip): the
+	// session may have been blocked again since this replay last saw it.
+	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, true)
 	if failed {
 		return rr
 	}
 	if dup != nil {
 		j.duplicate(ctx, *dup)
+		return rr
+	}
+	if j.st.Blocked() && !j.blockedBySelf() {
+		// Parked behind another event's block: not this replay's to handle.
+		rr.Outcome, rr.DrainStop = OutcomeDrained, DrainBlocked
 		return rr
 	}
 	j.handleEvent(ctx, []*inbox.Key{src, j.own})
