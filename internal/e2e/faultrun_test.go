@@ -260,32 +260,24 @@ func (x *resolvedIndex) wait(eventID string, timeout time.Duration) bool {
 	return true
 }
 
-// peekDeferred logs, for each session with an unresolved event, the parked
-// copies still on the Deferred subscription (for a failure report).
-func (s *chaosStack) peekDeferred(t *testing.T, evs []chaosEvent) {
+// peekDeferred logs the mini hosts' counters and the replay requests
+// still waiting on the DeferredProcessor subscription (for a failure
+// report).
+func (s *chaosStack) peekDeferred(t *testing.T, _ []chaosEvent) {
 	t.Helper()
-	resolved := s.resolved()
-	stuck := map[string]bool{}
-	for _, e := range evs {
-		if !resolved[e.EventID] {
-			stuck[e.SessionID] = true
-		}
+	t.Logf("mini hosts: Subscriber %+v, DeferredProcessor %+v (in flight at most %d)", s.host.Stats(), s.replayer.Stats(), s.replayer.MaxInFlight())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	r, err := s.client.NewReceiverForSubscription(endpointID, testenv.DeferredProcessorSub, nil)
+	if err != nil {
+		t.Logf("peeking DeferredProcessor: %v", err)
+		return
 	}
-	for sid := range stuck {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, err := s.client.AcceptSessionForSubscription(ctx, endpointID, testenv.DeferredSubscription, sid, nil)
-		if err != nil {
-			t.Logf("session %s: accepting its parked copies: %v", sid, err)
-			cancel()
-			continue
-		}
-		ms, err := r.PeekMessages(ctx, 50, nil)
-		var desc []string
-		for _, m := range ms {
-			desc = append(desc, fmt.Sprintf("seq=%v eventId=%v dc=%d", m.ApplicationProperties["DeferralSequence"], m.ApplicationProperties["EventId"], m.DeliveryCount))
-		}
-		t.Logf("session %s: %d parked copies on Deferred (%v): %s", sid, len(ms), err, strings.Join(desc, "; "))
-		_ = r.Close(ctx)
-		cancel()
+	defer r.Close(ctx)
+	ms, err := r.PeekMessages(ctx, 100, nil)
+	var desc []string
+	for _, m := range ms {
+		desc = append(desc, fmt.Sprintf("%s session=%s dc=%d state=%v", m.MessageID, strp(m.SessionID), m.DeliveryCount, m.State))
 	}
+	t.Logf("%d replay requests on DeferredProcessor (%v): %s", len(ms), err, strings.Join(desc, "; "))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,25 +27,38 @@ func TestSendFaultsRefuseASeededShare(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// Concurrent sends: the stand-in must report each refusal on its own
+	// delivery (rhea would otherwise merge it with a neighbour's outcome).
+	var mu sync.Mutex
 	failed, sent := 0, 0
-	for i := range 200 {
-		to := "Resolver"
-		if i%2 == 1 {
-			to = "Elsewhere"
-		}
-		err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint(i)), ApplicationProperties: map[string]any{"To": to}}, nil)
-		var sbErr *azservicebus.Error
-		switch {
-		case err == nil:
-			sent++
-		case to == "Elsewhere":
-			t.Fatalf("message %d (To=Elsewhere) refused: %v", i, err)
-		case errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeConnectionLost:
-			t.Fatalf("a refusal must not look like a lost connection (the SDK would retry it): %v", err)
-		default:
-			failed++
-		}
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < 200; i += 8 {
+				to := "Resolver"
+				if i%2 == 1 {
+					to = "Elsewhere"
+				}
+				err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint(i)), ApplicationProperties: map[string]any{"To": to}}, nil)
+				var sbErr *azservicebus.Error
+				mu.Lock()
+				switch {
+				case err == nil:
+					sent++
+				case to == "Elsewhere":
+					t.Errorf("message %d (To=Elsewhere) refused: %v", i, err)
+				case errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeConnectionLost:
+					t.Errorf("a refusal must not look like a lost connection (the SDK would retry it): %v", err)
+				default:
+					failed++
+				}
+				mu.Unlock()
+			}
+		}()
 	}
+	wg.Wait()
 	if failed < 15 || failed > 50 {
 		t.Errorf("%d of 100 eligible sends refused, want about 30", failed)
 	}

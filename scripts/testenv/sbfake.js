@@ -117,6 +117,25 @@ const sendFaults = (() => {
   };
 })();
 
+// rhea (3.x) writes the dispositions of consecutive incoming deliveries as one range and, for a
+// run's first two deliveries, does not compare their outcomes: a refused transfer next to an
+// accepted one can reach the client as accepted (the send "succeeds" and the message is gone),
+// or the reverse. With SEND_FAULTS set, incoming dispositions are written one per delivery.
+const rheaFrames = require('rhea/lib/frames.js');
+function separateDispositions(session) {
+  const proto = session && session.incoming && Object.getPrototypeOf(session.incoming);
+  if (!proto || proto.sbfakeSeparate) return;
+  const process = proto.process;
+  proto.process = function (s) {
+    for (const d of this.updated) {
+      d.link.session.output(rheaFrames.disposition({ role: d.link.is_receiver(), first: d.id, last: d.id, state: d.state, settled: d.settled }));
+    }
+    this.updated = [];
+    return process.call(this, s);
+  };
+  proto.sbfakeSeparate = true;
+}
+
 // faultSend reports whether one of msgs (parsed, sent to entity e) is refused by SEND_FAULTS.
 function faultSend(e, msgs) {
   if (!sendFaults || !e || !sendFaults.entities.has(e.name.toLowerCase())) return false;
@@ -560,6 +579,7 @@ container.on('sender_open', (ctx) => {
 // the SDK computes a zero batch size.
 container.on('receiver_open', (ctx) => {
   const l = ctx.receiver;
+  if (sendFaults) separateDispositions(l.session);
   const addr = (l.remote.attach.target || {}).address;
   if (!isRpcAddress(addr)) {
     const e = lookup(addr);
