@@ -510,6 +510,9 @@ type chaosReport struct {
 	reruns      int // successful runs beyond the first, per event
 	windowLines int // runs whose record failed after them
 	failedRuns  int // original deliveries the handler failed
+	// failedEvents are the events whose original delivery failed (at
+	// least once: a failure whose answer did not go out fails again).
+	failedEvents int
 	cutRuns     int // cut invocations that may have run a handler
 	outcomes    map[string]int
 	deliveries  map[string]int // per EventId: log lines of its messages
@@ -595,6 +598,7 @@ func (s *chaosStack) checkRun(t *testing.T, evs []chaosEvent) chaosReport {
 	lines := s.lines()
 	success := map[string]int{}
 	window := map[string]int{}
+	failedSeen := map[string]bool{}
 	for _, l := range lines {
 		rep.outcomes[l.Function+"/"+l.Outcome]++
 		e, ok := byEvent[l.EventID]
@@ -606,7 +610,10 @@ func (s *chaosStack) checkRun(t *testing.T, evs []chaosEvent) chaosReport {
 			continue
 		}
 		if e.fails && l.original() {
-			rep.failedRuns++
+			if rep.failedRuns++; !failedSeen[e.EventID] {
+				failedSeen[e.EventID] = true
+				rep.failedEvents++
+			}
 			continue
 		}
 		success[e.EventID]++

@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +133,20 @@ func TestCrashDuringBlockAndReplayLosesNothing(t *testing.T) {
 
 	rep := s.checkRun(t, evs)
 	s.checkRecords(t, evs)
+	// A handler that ran again after its record was durable and its
+	// response sent would send a second ResolutionResponse (a duplicate
+	// delivery gets a SkipResponse instead).
+	resolutions := map[string]int{}
+	for _, r := range s.resolver.responses() {
+		if r.messageType() == "ResolutionResponse" {
+			resolutions[r.eventID()]++
+		}
+	}
+	for _, e := range evs {
+		if n := resolutions[e.EventID]; n > 1 {
+			t.Errorf("%s: %d ResolutionResponses, want at most 1", e.MessageID, n)
+		}
+	}
 	if dl := s.deadLettered(); len(dl) > 0 {
 		t.Errorf("dead-lettered: %v", dl)
 	}
@@ -140,9 +155,32 @@ func TestCrashDuringBlockAndReplayLosesNothing(t *testing.T) {
 	}
 	cuts := s.transport.cuts()
 	cutSummary := map[string]int{}
+	// What the redelivery of each cut Subscriber invocation found: a
+	// duplicate (the killed run had recorded: no re-run) or a fresh run of
+	// the handler (a re-run in the documented window if the killed run had
+	// got past the handler, else the first run).
+	durable, ranAgain := 0, 0
+	lines := s.lines()
 	for _, c := range cuts {
 		cutSummary[c.Function+"/"+c.Type]++
+		if c.Function != "Subscriber" {
+			continue
+		}
+		dup, ran := false, false
+		for _, l := range lines {
+			if l.MessageID == c.MessageID && l.Function == "Subscriber" {
+				dup = dup || l.Inbox == "duplicate"
+				ran = ran || (l.HandlerRan && !(l.original() && strings.Contains(l.Outcome, "failed")))
+			}
+		}
+		switch {
+		case dup:
+			durable++
+		case ran:
+			ranAgain++
+		}
 	}
+	t.Logf("cut Subscriber invocations: %d redelivered as duplicates (recorded before the kill), %d ran the handler on redelivery (a re-run only if the killed run had passed the handler)", durable, ranAgain)
 	t.Logf("crash run: %d events over %d sessions in %v; %d kills cut %d invocations (%s); %d successful handler runs, %d re-runs (%d after a failed record, the rest after a cut invocation), %d failed original runs",
 		len(evs), sessions, elapsed.Round(time.Millisecond), s.kills, len(cuts), outcomeSummary(cutSummary), rep.runs, rep.reruns, rep.windowLines, rep.failedRuns)
 	t.Logf("outcomes: %s", outcomeSummary(rep.outcomes))
