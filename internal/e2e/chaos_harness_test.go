@@ -513,9 +513,9 @@ type chaosReport struct {
 	// failedEvents are the events whose original delivery failed (at
 	// least once: a failure whose answer did not go out fails again).
 	failedEvents int
-	cutRuns     int // cut invocations that may have run a handler
-	outcomes    map[string]int
-	deliveries  map[string]int // per EventId: log lines of its messages
+	cutRuns      int // cut invocations that may have run a handler
+	outcomes     map[string]int
+	deliveries   map[string]int // per EventId: log lines of its messages
 	// resolverOrder are the sessions whose events the Resolver heard of
 	// in another order than they were handled.
 	resolverOrder []string
