@@ -114,7 +114,11 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		return r
 	}
 	switch {
-	case st.Blocked():
+	case st.Blocked() && (st.DeferredCount == 0 || d.Broker.DeliveryCount <= 1):
+		// A retried replay request goes on while copies wait: the head copy
+		// may be the one that blocked the session in the failed replay
+		// without its answer going out, and is handled again (replayOne
+		// leaves any other copy parked).
 		r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
 		return r
 	case st.DeferredCount == 0:

@@ -22,6 +22,7 @@ type chanDeferred struct {
 
 	mu        sync.Mutex
 	completed []string
+	abandoned int
 	closed    bool
 }
 
@@ -43,7 +44,14 @@ func (d *chanDeferred) Complete(_ context.Context, p *Parked) error {
 	return nil
 }
 
-func (d *chanDeferred) Abandon(context.Context, *Parked) error { return nil }
+func (d *chanDeferred) Abandon(_ context.Context, p *Parked) error {
+	d.mu.Lock()
+	d.abandoned++
+	d.mu.Unlock()
+	p.Broker.DeliveryCount++
+	d.copies <- p // back at the head: nothing else is queued in these tests
+	return nil
+}
 func (d *chanDeferred) DeadLetter(context.Context, *Parked, string, string) error {
 	return nil
 }
@@ -71,6 +79,12 @@ type drainFixture struct {
 const drainSID = "s-1"
 
 func newDrainFixture(t *testing.T, replayWait time.Duration, failOnce, handoff map[string]bool) *drainFixture {
+	return newDrainFixtureFailing(t, replayWait, failOnce, handoff, nil)
+}
+
+// newDrainFixtureFailing is newDrainFixture whose handler also fails the
+// events named in failAlways on every attempt.
+func newDrainFixtureFailing(t *testing.T, replayWait time.Duration, failOnce, handoff, failAlways map[string]bool) *drainFixture {
 	t.Helper()
 	f := &drainFixture{t: t, pub: &resolver.Memory{}, def: &chanDeferred{copies: make(chan *Parked, 4)}, handled: map[string]int{}}
 	mem, _ := inbox.NewMemoryStore(inbox.MemoryOptions{})
@@ -81,6 +95,8 @@ func newDrainFixture(t *testing.T, replayWait time.Duration, failOnce, handoff m
 		id := ev.JSON
 		f.handled[id]++
 		switch {
+		case failAlways[id]:
+			return Result{}, fmt.Errorf("event %s fails", id)
 		case failOnce[id] && ev.Attempt == AttemptOriginal && f.handled[id] == 1:
 			return Result{}, fmt.Errorf("event %s fails once", id)
 		case handoff[id]:
@@ -144,11 +160,14 @@ func (f *drainFixture) lastParked() *Parked {
 }
 
 // drain starts a replay of the session and returns its report's channel.
-func (f *drainFixture) drain() <-chan Report {
+func (f *drainFixture) drain() <-chan Report { return f.drainAt(1) }
+
+// drainAt is drain with the replay request's delivery count.
+func (f *drainFixture) drainAt(deliveryCount int) <-chan Report {
 	out := make(chan Report, 1)
 	sid := drainSID
 	go func() {
-		out <- f.p.Drain(context.Background(), &Delivery{Broker: message.Broker{SessionID: &sid, DeliveryCount: 1},
+		out <- f.p.Drain(context.Background(), &Delivery{Broker: message.Broker{SessionID: &sid, DeliveryCount: deliveryCount},
 			Properties: map[string]any{"To": "DeferredProcessor", "MessageType": "ProcessDeferredRequest"}, Body: []byte("{}")})
 	}()
 	return out
@@ -227,5 +246,57 @@ func TestDrainEndsWhenCaughtUp(t *testing.T) {
 	f.want(f.deliver("D", "EventRequest", "Shop", 1), "D", OutcomeDeferred)
 	if n := f.runs("D"); n != 0 {
 		t.Errorf("D ran %d times while the session is blocked by C", n)
+	}
+}
+
+// TestDrainAnswersACopyThatBlockedTheSessionWithoutAnAnswer: a replayed
+// copy fails and blocks its session, but its ErrorResponse cannot be sent,
+// so the copy goes back and the replay request is retried. The retried
+// replay finds the session blocked, by that very copy: it must handle the
+// copy again (as a redelivery of the event that blocked the session is
+// handled again), so the Resolver hears of the failure, instead of
+// leaving the session blocked with nobody told.
+func TestDrainAnswersACopyThatBlockedTheSessionWithoutAnAnswer(t *testing.T) {
+	f := newDrainFixtureFailing(t, time.Hour, map[string]bool{"A": true}, nil, map[string]bool{"B": true})
+	f.want(f.deliver("A", "EventRequest", "Shop", 1), "A", OutcomeEventFailed)
+	f.want(f.deliver("B", "EventRequest", "Shop", 1), "B", OutcomeDeferred)
+	f.def.copies <- f.lastParked()
+	f.want(f.deliver("A", "EventRequest", "Shop", 2), "A again", OutcomeCompleted)
+	errorResponses := func() int {
+		n := 0
+		for _, o := range f.pub.Sent() {
+			if o.Type() == "ErrorResponse" && o.ApplicationProperties["EventId"] == "ev-B" {
+				n++
+			}
+		}
+		return n
+	}
+	failNext := true
+	f.pub.Fail = func(o *message.Outgoing) error {
+		if o.Type() == "ErrorResponse" && failNext {
+			failNext = false
+			return fmt.Errorf("broker unavailable")
+		}
+		return nil
+	}
+	r := <-f.drain()
+	if r.Outcome != OutcomeReplayFailed || f.runs("B") != 1 || errorResponses() != 0 {
+		t.Fatalf("first replay: %s (%v), B ran %d times, %d ErrorResponses; want replay_failed after one failing run and no ErrorResponse",
+			r.Outcome, r.Err, f.runs("B"), errorResponses())
+	}
+	// The replay request comes back (its second delivery): the session is
+	// blocked by B's copy.
+	var again Report
+	select {
+	case again = <-f.drainAt(2):
+	case <-time.After(30 * time.Second):
+		t.Fatal("the retried replay did not end")
+	}
+	if n := errorResponses(); n != 1 {
+		t.Errorf("the retried replay ended %s (%s) with %d ErrorResponses for B, want 1: the Resolver must hear of the failure",
+			again.Outcome, again.DrainStop, n)
+	}
+	if c := f.completed(); len(c) != 1 {
+		t.Errorf("completed copies %v, want B's once it was answered", c)
 	}
 }
