@@ -459,13 +459,6 @@ func (r received) eventID() string {
 	return s
 }
 
-func (r received) sessionID() string {
-	if r.msg.SessionID == nil {
-		return ""
-	}
-	return *r.msg.SessionID
-}
-
 // resolves: the response settles its event for the Resolver.
 func (r received) resolves() bool {
 	return r.messageType() == "ResolutionResponse" || r.messageType() == "SkipResponse"
