@@ -116,7 +116,11 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		return r
 	}
 	switch {
-	case st.Blocked():
+	case st.Blocked() && (st.DeferredCount == 0 || d.Broker.DeliveryCount <= 1):
+		// A retried replay request goes on while copies wait: the head copy
+		// may be the one that blocked the session in the failed replay
+		// without its answer going out, and is handled again (replayOne
+		// leaves any other copy parked).
 		r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
 		return r
 	case st.DeferredCount == 0:
@@ -205,13 +209,20 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			continue
 		}
 		rr := p.replayOne(ctx, sid, pc, &st)
-		r.Replays = append(r.Replays, rr)
 		r.RoundTrips += rr.RoundTrips
 		r.StateReads += rr.StateReads
 		r.StateWrites += rr.StateWrites
 		r.Checks += rr.Checks
 		r.Records += rr.Records
 		r.Sends += rr.Sends
+		if rr.DrainStop == DrainBlocked {
+			// The copy was parked behind a block that came after this
+			// replay started: it stays parked (unsettled, Close returns it)
+			// until that block is lifted and a new replay is requested.
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
+			return r
+		}
+		r.Replays = append(r.Replays, rr)
 
 		spec := rr.Outcome.Spec()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
@@ -268,6 +279,12 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
 			return r
 		}
+		if st.DeferredCount == 0 {
+			// Every parked copy is replayed, and a message arriving from
+			// now on is handled at once: nothing is left to wait for.
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainCaughtUp
+			return r
+		}
 	}
 }
 
@@ -313,12 +330,19 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 	}
 	j.ownKey()
 	src := j.sourceKey()
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, false)
+	// The state is read with the inbox checks (no extra round trip): the
+	// session may have been blocked again since this replay last saw it.
+	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, true)
 	if failed {
 		return rr
 	}
 	if dup != nil {
 		j.duplicate(ctx, *dup)
+		return rr
+	}
+	if j.st.Blocked() && !j.blockedBySelf() {
+		// Parked behind another event's block: not this replay's to handle.
+		rr.Outcome, rr.DrainStop = OutcomeDrained, DrainBlocked
 		return rr
 	}
 	j.handleEvent(ctx, []*inbox.Key{src, j.own})

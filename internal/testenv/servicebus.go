@@ -151,6 +151,13 @@ type ServiceBus struct {
 // NIMBUS_REQUIRE_EMULATORS=1).
 func StartServiceBus(tb testing.TB, topo Topology) *ServiceBus {
 	tb.Helper()
+	return startServiceBus(tb, topo)
+}
+
+// startServiceBus starts the stand-in with topo and extra environment
+// entries ("KEY=value").
+func startServiceBus(tb testing.TB, topo Topology, env ...string) *ServiceBus {
+	tb.Helper()
 	js, err := json.Marshal(topo)
 	if err != nil {
 		tb.Fatalf("testenv: encoding topology: %v", err)
@@ -158,7 +165,7 @@ func StartServiceBus(tb testing.TB, topo Topology) *ServiceBus {
 	if why := nodeReady(); why != "" {
 		Unavailable(tb, "Service Bus stand-in unavailable: %s", why)
 	}
-	p, err := StartNode("sbfake.js", "PORT=0", "TOPOLOGY="+string(js))
+	p, err := StartNode("sbfake.js", append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...)...)
 	if err != nil {
 		tb.Fatalf("testenv: starting sbfake.js: %v", err)
 	}

@@ -13,6 +13,19 @@
  *   LOCK_MS        message lock duration in ms (default 60000; topology "lockMs" wins)
  *   MAX_DELIVERY   default max delivery count (default 10; topology "maxDeliveryCount" wins)
  *   DEBUG_FAKE=1   log entity operations to stderr (never message bodies)
+ *   SEND_FAULTS    JSON; unset (the default) injects nothing. Rejects a seeded share of the
+ *                  messages clients send, for fault runs:
+ *                    {"rate": 0.05, "seed": 7, "entities": ["Billing"],
+ *                     "match": [{"equals": {"To": "Resolver"}}], "condition": "amqp:not-allowed"}
+ *                  Each message sent to one of "entities" (a topic or queue; by transfer, or
+ *                  scheduled through the entity's $management link) that matches any "match"
+ *                  rule (rule syntax as in the topology; no "match" = every message) is refused
+ *                  with probability "rate" (a mulberry32 stream seeded with "seed", drawn once
+ *                  per eligible message in arrival order). A refused transfer is rejected with
+ *                  "condition" (default amqp:not-allowed, which the SDK does not retry); a
+ *                  refused schedule request is answered with status 404 (also not retried).
+ *                  Nothing of a refused transfer or schedule request is stored. Each refusal
+ *                  prints "sbfake: injected send fault (<entity>, To=<To>)" on stderr.
  *
  * Topology (there is no admin API, so entities are declared up front):
  *   {
@@ -81,6 +94,61 @@ const SESSION_FILTER_CODE = 0x137000000c; // Microsoft domain 0x137, descriptor 
 const BATCH_FORMAT = 0x80013700;
 
 function debug(...args) { if (DEBUG) console.error('[sbfake]', ...args); }
+
+// Send faults (SEND_FAULTS; see the top of the file). Off unless configured.
+const sendFaults = (() => {
+  const raw = process.env.SEND_FAULTS;
+  if (!raw) return null;
+  const f = JSON.parse(raw);
+  let a = (Number(f.seed) >>> 0) || 1;
+  const next = () => { // mulberry32
+    a = (a + 0x6D2B79F5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    rate: Number(f.rate || 0),
+    entities: new Set((f.entities || []).map((x) => String(x).toLowerCase())),
+    match: f.match || [],
+    condition: f.condition || 'amqp:not-allowed',
+    next,
+  };
+})();
+
+// rhea (3.x) writes the dispositions of consecutive incoming deliveries as one range and, for a
+// run's first two deliveries, does not compare their outcomes: a refused transfer next to an
+// accepted one can reach the client as accepted (the send "succeeds" and the message is gone),
+// or the reverse. With SEND_FAULTS set, incoming dispositions are written one per delivery.
+const rheaFrames = require('rhea/lib/frames.js');
+function separateDispositions(session) {
+  const proto = session && session.incoming && Object.getPrototypeOf(session.incoming);
+  if (!proto || proto.sbfakeSeparate) return;
+  const process = proto.process;
+  proto.process = function (s) {
+    for (const d of this.updated) {
+      d.link.session.output(rheaFrames.disposition({ role: d.link.is_receiver(), first: d.id, last: d.id, state: d.state, settled: d.settled }));
+    }
+    this.updated = [];
+    return process.call(this, s);
+  };
+  proto.sbfakeSeparate = true;
+}
+
+// faultSend reports whether one of msgs (parsed, sent to entity e) is refused by SEND_FAULTS.
+function faultSend(e, msgs) {
+  if (!sendFaults || !e || !sendFaults.entities.has(e.name.toLowerCase())) return false;
+  let refused = false;
+  for (const m of msgs) {
+    if (sendFaults.match.length && !sendFaults.match.some((r) => matches(r, m))) continue;
+    if (sendFaults.next() < sendFaults.rate) {
+      refused = true;
+      console.error(`sbfake: injected send fault (${e.name}, To=${appProp(m, 'To')})`);
+    }
+  }
+  return refused;
+}
 
 // ---------------------------------------------------------------------------------------------
 // Entities. Every entity (queue, subscription, dead-letter queue) is a message store;
@@ -511,6 +579,7 @@ container.on('sender_open', (ctx) => {
 // the SDK computes a zero batch size.
 container.on('receiver_open', (ctx) => {
   const l = ctx.receiver;
+  if (sendFaults) separateDispositions(l.session);
   const addr = (l.remote.attach.target || {}).address;
   if (!isRpcAddress(addr)) {
     const e = lookup(addr);
@@ -617,6 +686,9 @@ container.on('message', (ctx) => {
     const msgs = raws.map(parseMessage);
     if (e.kind === 'queue' && e.requiresSession && msgs.some((m) => sessionIdOf(m) === null)) {
       return ctx.delivery.reject({ condition: 'amqp:not-allowed', description: `entity '${e.name}' requires a SessionId on every message` });
+    }
+    if (faultSend(e, msgs)) {
+      return ctx.delivery.reject({ condition: sendFaults.condition, description: 'sbfake: injected send fault' });
     }
     for (const m of msgs) accept(e, m);
     ctx.delivery.accept();
@@ -734,7 +806,9 @@ function management(ctx, address) {
       return reply(ctx, 200, 'OK', { messages: out });
     }
     case 'com.microsoft:schedule-message': { // the SDK asserts sequence-numbers is []int64
-      const seqs = (body.messages || []).map((x) => accept(e, parseMessage(Buffer.from(x.message))));
+      const parsed = (body.messages || []).map((x) => parseMessage(Buffer.from(x.message)));
+      if (faultSend(e, parsed)) return reply(ctx, 404, 'sbfake: injected send fault');
+      const seqs = parsed.map((m) => accept(e, m));
       return reply(ctx, 200, 'OK', { 'sequence-numbers': longArray(seqs) });
     }
     case 'com.microsoft:cancel-scheduled-message': {

@@ -1,0 +1,42 @@
+package handlerproc_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+)
+
+// TestKillThenRestartOnTheSamePort kills the handler with SIGKILL (exit by
+// signal, no clean exit code), starts it again on the same port and sees it
+// answer there; a second Kill of the dead process does nothing.
+func TestKillThenRestartOnTheSamePort(t *testing.T) {
+	bin := handler(t)
+	p, err := handlerproc.Start(handlerproc.Options{Binary: bin, Settings: settings})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitReady(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Kill(ctxT(t, 10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if code := p.ExitCode(); code != -1 {
+		t.Errorf("exit code after SIGKILL = %d, want -1 (ended by a signal)", code)
+	}
+	if err := p.Kill(ctxT(t, time.Second)); err != nil {
+		t.Errorf("killing the dead process again: %v", err)
+	}
+	q, err := handlerproc.Start(handlerproc.Options{Binary: bin, Settings: settings, Port: p.Port()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = q.Stop(ctxT(t, 30*time.Second)) })
+	if err := q.WaitReady(ctxT(t, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if q.BaseURL() != p.BaseURL() {
+		t.Errorf("restarted on %s, want %s", q.BaseURL(), p.BaseURL())
+	}
+}
