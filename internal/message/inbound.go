@@ -216,9 +216,10 @@ func ReadWith(b Broker, props map[string]any, body []byte, ce *CloudEventOptions
 	} else {
 		in.Content, in.ContentErr = ParseContent(body)
 	}
-	if s, ok := prop(PropEventTypeID); ok {
+	// An empty property falls back to the body, as a missing one does.
+	if s, ok := prop(PropEventTypeID); ok && s != "" {
 		in.EventTypeID = &s
-	} else if in.Content != nil && in.Content.EventContent != nil {
+	} else if in.Content != nil && in.Content.EventContent != nil && in.Content.EventContent.EventTypeID != nil {
 		in.EventTypeID = in.Content.EventContent.EventTypeID
 	}
 	return in, nil

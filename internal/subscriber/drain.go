@@ -62,6 +62,11 @@ const (
 	DrainReplayFailure = "replay_failure"
 )
 
+// sweepWait is how long a replay that has caught up (nothing counted as
+// waiting: a message arriving from now on is handled at once) still waits
+// for a stale copy to remove before it ends.
+const sweepWait = 200 * time.Millisecond
+
 // renewEvery is how often the session lock is renewed during a replay
 // (the Deferred subscription's lock lasts 30 s in NimBus's topology).
 const renewEvery = 10 * time.Second
@@ -167,7 +172,13 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			}
 			return r
 		}
-		wctx, cancel := context.WithTimeout(ctx, p.o.ReplayWait)
+		wait := p.o.ReplayWait
+		if st.DeferredCount == 0 {
+			// Caught up: only a last sweep for stale copies (a copy parked
+			// twice, or whose removal was lost) before the replay ends.
+			wait = min(wait, sweepWait)
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		r.RoundTrips++
 		pc, err := sess.Next(wctx)
 		cancel()
@@ -277,12 +288,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		cancel()
 		if st.Blocked() {
 			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
-			return r
-		}
-		if st.DeferredCount == 0 {
-			// Every parked copy is replayed, and a message arriving from
-			// now on is handled at once: nothing is left to wait for.
-			r.Outcome, r.DrainStop = OutcomeDrained, DrainCaughtUp
 			return r
 		}
 	}

@@ -61,7 +61,7 @@ func (j *job) setInbound(in *message.Inbound) {
 	j.fromBody = j.ce != nil && j.ce.Mode == message.ModeStructured
 	r.MessageType = in.Type.String()
 	j.eventTypeID = deref(in.EventTypeID)
-	if _, ok := in.Property(message.PropEventTypeID); ok || (j.ce != nil && !j.fromBody) {
+	if v, ok := in.Property(message.PropEventTypeID); (ok && v != "") || (j.ce != nil && !j.fromBody) {
 		r.EventTypeID = j.eventTypeID
 	} else {
 		// From the body: payload, never logged.
@@ -427,14 +427,18 @@ func (j *job) dispatch(ctx context.Context) HandlerFunc {
 		j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil), OutcomeUnsupported)
 		return nil
 	}
-	if j.in.Content == nil || j.in.Content.EventContent == nil {
+	// A body that is not a MessageContent is unreadable; a readable one
+	// whose EventContent is null reaches the handler (NimBus's dispatch),
+	// with empty JSON.
+	if j.in.Content == nil {
 		r.Outcome = OutcomeInvalidMessage
 		r.Err = Permanent(errors.New("message body has no readable EventContent"))
 		dl := message.DeadLetterUnreadableBody()
 		r.deadLetter = &dl
 		return nil
 	}
-	if bt := j.in.Content.EventContent.EventTypeID; bt != nil && *bt != "" && *bt != j.eventTypeID {
+	if ec := j.in.Content.EventContent; ec != nil && ec.EventTypeID != nil && *ec.EventTypeID != "" && *ec.EventTypeID != j.eventTypeID {
+		bt := ec.EventTypeID
 		r.Outcome = OutcomeInvalidMessage
 		// The body's value is payload: say only that it differs (the
 		// Resolver's notice carries NimBus's text, which quotes it).
@@ -465,7 +469,7 @@ func (j *job) run(ctx context.Context, h HandlerFunc) ran {
 	in, r := j.in, j.r
 	ev := &Event{
 		EventTypeID:   j.eventTypeID,
-		JSON:          deref(in.Content.EventContent.EventJSON),
+		JSON:          eventJSON(in.Content),
 		MessageID:     r.MessageID,
 		SessionID:     deref(in.SessionID),
 		CorrelationID: deref(in.CorrelationID),
@@ -696,4 +700,13 @@ func storeClass(err error) string {
 		return "lost every race for the session state"
 	}
 	return "unavailable"
+}
+
+// eventJSON is the domain event's JSON: "" when the body's EventContent or
+// its EventJson is null.
+func eventJSON(c *message.Content) string {
+	if c == nil || c.EventContent == nil {
+		return ""
+	}
+	return deref(c.EventContent.EventJSON)
 }

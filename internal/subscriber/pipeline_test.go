@@ -597,7 +597,6 @@ func TestInvalidMessagesFailWithoutStoreCalls(t *testing.T) {
 func TestUnreadableBodyOrMismatchedTypeIsPermanent(t *testing.T) {
 	for name, body := range map[string]string{
 		"not json":     `<xml/>`,
-		"no content":   `{"EventContent":null,"ErrorContent":null}`,
 		"type differs": `{"EventContent":{"EventTypeId":"Other","EventJson":"{}"},"ErrorContent":null}`,
 	} {
 		f := newFixture(t, "billing", nil)
@@ -605,6 +604,24 @@ func TestUnreadableBodyOrMismatchedTypeIsPermanent(t *testing.T) {
 		if r.Outcome != OutcomeInvalidMessage || !IsPermanent(r.Err) || f.handled != 0 || f.store.records != 0 {
 			t.Errorf("%s: report = %+v", name, r)
 		}
+	}
+}
+
+// A readable body whose EventContent is null reaches the handler (NimBus's
+// dispatch), with empty JSON; an empty EventTypeId property falls back to
+// the body's type.
+func TestNullEventContentReachesTheHandler(t *testing.T) {
+	f := newFixture(t, "billing", nil)
+	var got *Event
+	f.handler = func(ctx context.Context, ev *Event) (Result, error) { got = ev; return Completed(), nil }
+	r := f.process(delivery(str("m-1"), func(p map[string]any, d *Delivery) { d.Body = []byte(`{"EventContent":null,"ErrorContent":null}`) }))
+	if r.Outcome != OutcomeCompleted || got == nil || got.JSON != "" || got.EventTypeID != "OrderPlaced" {
+		t.Fatalf("report %+v, event %+v", r, got)
+	}
+	got = nil
+	r = f.process(delivery(str("m-2"), func(p map[string]any, d *Delivery) { p["EventTypeId"] = "" }))
+	if r.Outcome != OutcomeCompleted || got == nil || got.EventTypeID != "OrderPlaced" || r.EventTypeID != "" || !r.EventTypeFromBody {
+		t.Fatalf("empty property: report %+v, event %+v", r, got)
 	}
 }
 
