@@ -40,16 +40,9 @@ func (a *App) buildSessions() (session.Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		auto := c.AutoCreateContainer
 		return cosmossession.New(account, cosmossession.Options{
-			StoreOptions: cosmos.StoreOptions{
-				DatabaseID:              c.DatabaseID,
-				AutoCreateContainer:     &auto,
-				AllowRelaxedConsistency: c.AllowRelaxedConsistency,
-				RelaxAs:                 config.KeyCosmosRelaxed,
-				Now:                     a.now,
-			},
-			ContainerID: c.SessionContainerID,
+			StoreOptions: a.inboxStoreOptions(),
+			ContainerID:  c.SessionContainerID,
 		})
 	}
 	return nil, fmt.Errorf("app: session-state store %q is not available", a.cfg.Session.Store)

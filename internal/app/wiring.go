@@ -21,19 +21,26 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	auto := c.AutoCreateContainer
 	return cosmosstore.New(account, cosmosstore.Options{
-		StoreOptions: cosmos.StoreOptions{
-			DatabaseID:              c.DatabaseID,
-			AutoCreateContainer:     &auto,
-			AllowRelaxedConsistency: c.AllowRelaxedConsistency,
-			RelaxAs:                 config.KeyCosmosRelaxed,
-			Now:                     a.now,
-		},
+		StoreOptions:           a.inboxStoreOptions(),
 		ContainerID:            c.ContainerID,
 		PurgeBatchSize:         a.cfg.Inbox.PurgeBatchSize,
 		PurgeDeleteConcurrency: a.cfg.Inbox.CleanupConcurrency,
 	})
+}
+
+// inboxStoreOptions are the options every store in the inbox's account
+// shares (the inbox and the session state).
+func (a *App) inboxStoreOptions() cosmos.StoreOptions {
+	c := a.cfg.Inbox.Cosmos
+	auto := c.AutoCreateContainer
+	return cosmos.StoreOptions{
+		DatabaseID:              c.DatabaseID,
+		AutoCreateContainer:     &auto,
+		AllowRelaxedConsistency: c.AllowRelaxedConsistency,
+		RelaxAs:                 config.KeyCosmosRelaxed,
+		Now:                     a.now,
+	}
 }
 
 // cosmosAccount opens the account c names (no request is sent), the way

@@ -36,15 +36,10 @@ func (j *job) retryRequest(ctx context.Context) {
 		j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), OutcomeRetryObsolete)
 		return
 	}
-	h := j.dispatch(ctx)
-	if h == nil {
+	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
+	if !ok {
 		return
 	}
-	out := j.run(ctx, h)
-	if j.ended(out) {
-		return
-	}
-	sctx, cancel := j.settleCtx(ctx)
 	defer cancel()
 	switch {
 	case out.err != nil && out.kind == KindDiscard:
@@ -85,15 +80,10 @@ func (j *job) resubmission(ctx context.Context) {
 		j.duplicate(ctx, *dup)
 		return
 	}
-	h := j.dispatch(ctx)
-	if h == nil {
+	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
+	if !ok {
 		return
 	}
-	out := j.run(ctx, h)
-	if j.ended(out) {
-		return
-	}
-	sctx, cancel := j.settleCtx(ctx)
 	defer cancel()
 	ev := j.eventID()
 	switch {

@@ -65,15 +65,10 @@ func (j *job) blockedBySelf() bool {
 // outcome of an original delivery or a replayed copy. recordKeys are
 // recorded in order after a success.
 func (j *job) handleEvent(ctx context.Context, recordKeys []*inbox.Key) {
-	h := j.dispatch(ctx)
-	if h == nil {
+	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
+	if !ok {
 		return
 	}
-	out := j.run(ctx, h)
-	if j.ended(out) {
-		return
-	}
-	sctx, cancel := j.settleCtx(ctx)
 	defer cancel()
 	switch {
 	case out.err != nil && out.kind == KindDiscard:

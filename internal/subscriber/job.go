@@ -710,3 +710,20 @@ func eventJSON(c *message.Content) string {
 	}
 	return deref(c.EventContent.EventJSON)
 }
+
+// dispatchAndRun finds the handler and runs it. ok is false when the
+// delivery already ended (Unsupported, invalid, or a cancellation,
+// Transient or Permanent failure); otherwise the caller settles the
+// outcome under sctx (see settleCtx) and calls cancel.
+func (j *job) dispatchAndRun(ctx context.Context) (out ran, sctx context.Context, cancel context.CancelFunc, ok bool) {
+	h := j.dispatch(ctx)
+	if h == nil {
+		return ran{}, nil, nil, false
+	}
+	out = j.run(ctx, h)
+	if j.ended(out) {
+		return out, nil, nil, false
+	}
+	sctx, cancel = j.settleCtx(ctx)
+	return out, sctx, cancel, true
+}
