@@ -20,15 +20,7 @@ func (j *job) retryRequest(ctx context.Context) {
 	if src := j.in.InboxMessageID; src != nil && *src != "" {
 		j.source = *src
 	}
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own}, true)
-	if failed {
-		return
-	}
-	if dup != nil {
-		if !j.unblockAndDrain(ctx) {
-			return
-		}
-		j.duplicate(ctx, *dup)
+	if !j.checkRequest(ctx) {
 		return
 	}
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
@@ -69,15 +61,7 @@ func (j *job) resubmission(ctx context.Context) {
 		return
 	}
 	j.ownKey()
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own}, true)
-	if failed {
-		return
-	}
-	if dup != nil {
-		if !j.unblockAndDrain(ctx) {
-			return
-		}
-		j.duplicate(ctx, *dup)
+	if !j.checkRequest(ctx) {
 		return
 	}
 	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
@@ -160,4 +144,24 @@ func (j *job) handoffFailed(ctx context.Context) {
 	text, typ := message.HandoffError(j.in)
 	out := message.NewErrorResponse(j.in, text, typ, j.timings())
 	j.respond(ctx, out, OutcomeHandoffFailed)
+}
+
+// checkRequest runs the inbox check of a RetryRequest or resubmission on
+// its own MessageId, with the session-state read. A recorded one (a
+// redelivery after its success) lifts this event's block if it still
+// holds, or replays what waits when nothing blocks the session, and is
+// answered SkipResponse "DuplicateDetected", as NimBus does. It returns
+// false when the delivery has ended.
+func (j *job) checkRequest(ctx context.Context) bool {
+	dup, failed := j.lookup(ctx, []*inbox.Key{j.own}, true)
+	if failed {
+		return false
+	}
+	if dup != nil {
+		if j.unblockAndDrain(ctx) {
+			j.duplicate(ctx, *dup)
+		}
+		return false
+	}
+	return true
 }
