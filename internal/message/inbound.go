@@ -172,26 +172,7 @@ func ReadWith(b Broker, props map[string]any, body []byte, ce *CloudEventOptions
 		}
 	}
 
-	in.OriginatingMessageID = Self
-	if s, ok := propString(props, PropOriginatingMessageID); ok {
-		in.OriginatingMessageID = s
-	}
-	in.ParentMessageID = Self
-	if s, ok := propString(props, PropParentMessageID); ok {
-		in.ParentMessageID = s
-	}
-	if s, ok := propString(props, PropRetryCount); ok {
-		if n, err := strconv.ParseInt(trimSpace(s), 10, 32); err == nil {
-			rc := int32(n)
-			in.RetryCount = &rc
-		}
-	}
-	if s, ok := prop(PropOriginatingFrom); ok {
-		in.OriginatingFrom = &s
-	}
-	if s, ok := propString(props, PropInboxMessageID); ok {
-		in.InboxMessageID = &s
-	}
+	in.readOptional(prop)
 
 	if ev != nil {
 		in.Content = &Content{EventContent: &EventContent{EventTypeID: ce.MapType(ev.Type), EventJSON: ev.Data}}
@@ -216,13 +197,47 @@ func ReadWith(b Broker, props map[string]any, body []byte, ce *CloudEventOptions
 	} else {
 		in.Content, in.ContentErr = ParseContent(body)
 	}
-	// An empty property falls back to the body, as a missing one does.
+	in.readEventTypeID(prop)
+	return in, nil
+}
+
+// readOptional reads the properties NimBus's MessageContext reads leniently
+// (a missing or unreadable one takes its default, never an error):
+// OriginatingMessageId and ParentMessageId ("self"), RetryCount (nil unless
+// an integer), OriginatingFrom (through prop, which may fall back to a
+// CloudEvent's source) and InboxMessageId.
+func (in *Inbound) readOptional(prop func(string) (string, bool)) {
+	in.OriginatingMessageID = Self
+	if s, ok := propString(in.props, PropOriginatingMessageID); ok {
+		in.OriginatingMessageID = s
+	}
+	in.ParentMessageID = Self
+	if s, ok := propString(in.props, PropParentMessageID); ok {
+		in.ParentMessageID = s
+	}
+	if s, ok := propString(in.props, PropRetryCount); ok {
+		if n, err := strconv.ParseInt(trimSpace(s), 10, 32); err == nil {
+			rc := int32(n)
+			in.RetryCount = &rc
+		}
+	}
+	if s, ok := prop(PropOriginatingFrom); ok {
+		in.OriginatingFrom = &s
+	}
+	if s, ok := propString(in.props, PropInboxMessageID); ok {
+		in.InboxMessageID = &s
+	}
+}
+
+// readEventTypeID reads EventTypeId: the property (through prop), else the
+// body's EventContent.EventTypeId; an empty property falls back to the
+// body, as a missing one does. The body must be read first.
+func (in *Inbound) readEventTypeID(prop func(string) (string, bool)) {
 	if s, ok := prop(PropEventTypeID); ok && s != "" {
 		in.EventTypeID = &s
 	} else if in.Content != nil && in.Content.EventContent != nil && in.Content.EventContent.EventTypeID != nil {
 		in.EventTypeID = in.Content.EventContent.EventTypeID
 	}
-	return in, nil
 }
 
 // Property returns an application property as NimBus reads it (the .NET

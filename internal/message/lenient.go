@@ -1,7 +1,5 @@
 package message
 
-import "strconv"
-
 // ReadLenient builds an Inbound from whatever of a delivered message is
 // readable, for the dead-letter notification of a message Read refuses
 // (a missing or unparseable MessageType, To, From or EventId key). It never
@@ -26,31 +24,9 @@ func ReadLenient(b Broker, props map[string]any, body []byte) *Inbound {
 	if s, ok := propString(props, PropEventID); ok {
 		in.EventID = &s
 	}
-	in.OriginatingMessageID = Self
-	if s, ok := propString(props, PropOriginatingMessageID); ok {
-		in.OriginatingMessageID = s
-	}
-	in.ParentMessageID = Self
-	if s, ok := propString(props, PropParentMessageID); ok {
-		in.ParentMessageID = s
-	}
-	if s, ok := propString(props, PropRetryCount); ok {
-		if n, err := strconv.ParseInt(trimSpace(s), 10, 32); err == nil {
-			rc := int32(n)
-			in.RetryCount = &rc
-		}
-	}
-	if s, ok := propString(props, PropOriginatingFrom); ok {
-		in.OriginatingFrom = &s
-	}
-	if s, ok := propString(props, PropInboxMessageID); ok {
-		in.InboxMessageID = &s
-	}
+	own := func(name string) (string, bool) { return propString(props, name) }
+	in.readOptional(own)
 	in.Content, in.ContentErr = ParseContent(body)
-	if s, ok := propString(props, PropEventTypeID); ok {
-		in.EventTypeID = &s
-	} else if in.Content != nil && in.Content.EventContent != nil {
-		in.EventTypeID = in.Content.EventContent.EventTypeID
-	}
+	in.readEventTypeID(own)
 	return in
 }
