@@ -37,6 +37,14 @@ func (f *failure) HTTPStatus() int { return f.status }
 // continues the message's trace; the Cosmos request charge of everything
 // it does is summed on ctx.
 func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) error {
+	return a.invokeDelivery(ctx, inv, a.pipeline.Process)
+}
+
+// invokeDelivery decodes a Service Bus invocation, runs it through run,
+// and logs and answers its report (and the report of every parked message
+// it replayed, each with its own share of the charge); a malformed envelope
+// is answered without running anything.
+func (a *App) invokeDelivery(ctx context.Context, inv *funchost.Invocation, run func(context.Context, *subscriber.Delivery) subscriber.Report) error {
 	ctx, dl, m, err := a.beginDelivery(ctx, inv)
 	defer dl.span.End()
 	if err != nil {
@@ -45,9 +53,21 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
 	d := subscriber.Delivery{Broker: brokerOf(m), Properties: m.ApplicationProperties, Body: m.Body}
-	r := a.pipeline.Process(ctx, &d)
+	r := run(ctx, &d)
+	for i := range r.Replays {
+		rr := &r.Replays[i]
+		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, rr.Charge)
+	}
 	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
 	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
+}
+
+// boundReport bounds every id of r that is logged (in up to three places)
+// once.
+func boundReport(r *subscriber.Report) *subscriber.Report {
+	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
+	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
+	return r
 }
 
 var consumerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
@@ -138,9 +158,7 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 // completes the message, the summary and any warnings in the response's
 // Logs; for one that fails it, a line on stderr.
 func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
-	// Every id below is logged, in up to three places: bound them once.
-	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
-	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
+	boundReport(r)
 	outcome := string(r.Outcome)
 	a.recordInvocation(outcome, r.Duration, charge)
 	if span.IsRecording() {

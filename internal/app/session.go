@@ -10,7 +10,6 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
@@ -66,29 +65,7 @@ func (a *App) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 // session's parked messages in order and logs one line for the request and
 // one per replayed message.
 func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocation) error {
-	ctx, dl, m, err := a.beginDelivery(ctx, inv)
-	defer dl.span.End()
-	if err != nil {
-		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(dl.start)}
-		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
-		return &failure{status: r.Outcome.Spec().Status, err: err}
-	}
-	d := subscriber.Delivery{Broker: brokerOf(m), Properties: m.ApplicationProperties, Body: m.Body}
-	r := a.pipeline.Drain(ctx, &d)
-	for i := range r.Replays {
-		rr := &r.Replays[i]
-		// Each replayed message's line carries its own share of the
-		// invocation's charge.
-		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, rr.Charge)
-	}
-	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
-	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
-}
-
-func boundReport(r *subscriber.Report) *subscriber.Report {
-	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
-	r.EventID, r.EventTypeID = logsafe.Bound(r.EventID), logsafe.Bound(r.EventTypeID)
-	return r
+	return a.invokeDelivery(ctx, inv, a.pipeline.Drain)
 }
 
 // sbDeferred reaches parked copies on the endpoint topic's Deferred
