@@ -42,13 +42,7 @@ func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) er
 	if m == nil {
 		return errors.New("servicebus: publish of a nil response")
 	}
-	msg := Message{
-		Body:                  m.Body,
-		ApplicationProperties: m.ApplicationProperties,
-		SessionID:             m.SessionID,
-		CorrelationID:         m.CorrelationID,
-	}
-	if err := p.c.Send(ctx, p.topic, &msg); err != nil {
+	if err := p.c.Send(ctx, p.topic, fromOutgoing(m)); err != nil {
 		return fmt.Errorf("servicebus: publishing %s to topic %q: %w", m.Type(), p.topic, err)
 	}
 	return nil
@@ -98,14 +92,20 @@ func (p *ResolverPublisher) Schedule(ctx context.Context, m *message.Outgoing, a
 	if m == nil {
 		return errors.New("servicebus: schedule of a nil message")
 	}
-	msg := Message{
+	if _, err := p.c.Schedule(ctx, p.topic, fromOutgoing(m), at); err != nil {
+		return fmt.Errorf("servicebus: scheduling %s on topic %q: %w", m.Type(), p.topic, err)
+	}
+	return nil
+}
+
+// fromOutgoing is the Service Bus message of m: its properties with their
+// exact Go types, SessionID, CorrelationID when set, the body, and no
+// MessageID (the broker assigns one).
+func fromOutgoing(m *message.Outgoing) *Message {
+	return &Message{
 		Body:                  m.Body,
 		ApplicationProperties: m.ApplicationProperties,
 		SessionID:             m.SessionID,
 		CorrelationID:         m.CorrelationID,
 	}
-	if _, err := p.c.Schedule(ctx, p.topic, &msg, at); err != nil {
-		return fmt.Errorf("servicebus: scheduling %s on topic %q: %w", m.Type(), p.topic, err)
-	}
-	return nil
 }
