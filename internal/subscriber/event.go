@@ -57,8 +57,13 @@ func (j *job) gated() bool {
 	return !j.blockedBySelf()
 }
 
-func (j *job) blockedBySelf() bool {
-	return j.st.BlockedBy(j.eventID()) && j.st.BlockedByMessageID != "" && j.st.BlockedByMessageID == j.source
+func (j *job) blockedBySelf() bool { return j.blockerIn(j.st) }
+
+// blockerIn reports whether this delivery is the one that blocked the
+// session in state s: same EventId, and its source MessageId is the
+// recorded BlockedByMessageId.
+func (j *job) blockerIn(s session.State) bool {
+	return s.BlockedBy(j.eventID()) && s.BlockedByMessageID != "" && s.BlockedByMessageID == j.source
 }
 
 // handleEvent dispatches the event, runs its handler and settles the
@@ -131,7 +136,7 @@ func (j *job) park(ctx context.Context) bool {
 	src := j.source
 	var seq int64
 	ok := j.change(ctx, "park", func(s session.State) (session.State, bool, error) {
-		if !s.Gated() || (s.BlockedBy(j.eventID()) && s.BlockedByMessageID != "" && s.BlockedByMessageID == src) {
+		if !s.Gated() || j.blockerIn(s) {
 			return s, false, errNotGated
 		}
 		next, n, changed := s.Park(src)

@@ -222,10 +222,9 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 // readState reads the session state alone (control requests that do not
 // touch the inbox).
 func (j *job) readState(ctx context.Context) bool {
-	return !mustFail(j.lookup(ctx, nil, true))
+	_, failed := j.lookup(ctx, nil, true)
+	return !failed
 }
-
-func mustFail(_ *inbox.Key, failed bool) bool { return failed }
 
 // sessionFailed reports a session-state store failure: transient, never a
 // skip and never a park.
