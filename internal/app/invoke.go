@@ -161,23 +161,10 @@ func (a *App) finishInvocation(span trace.Span, inv *funchost.Invocation, r *sub
 	boundReport(r)
 	outcome := string(r.Outcome)
 	a.recordInvocation(outcome, r.Duration, charge)
-	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.String("messaging.system", "servicebus"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", a.cfg.Endpoint),
-			attribute.String("messaging.message.id", r.MessageID),
-			attribute.String("nimbus.session.key", r.SessionID),
-			attribute.Int("nimbus.delivery_count", deliveryCount),
-			attribute.Bool("nimbus.has_parent_trace", hasParent),
-			attribute.String(telemetry.TagOutcome, outcome),
-			attribute.String("nimbus.inbox", string(r.Inbox)),
-			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()),
-		)
-		if !r.Outcome.Completes() {
-			span.SetStatus(codes.Error, outcome)
-		}
-	}
+	endDeliverySpan(span, deliverySpan{
+		destination: a.cfg.Endpoint, messageID: r.MessageID, sessionID: r.SessionID, deliveryCount: deliveryCount,
+		hasParent: hasParent, outcome: outcome, completes: r.Outcome.Completes(), charge: charge,
+	}, attribute.String("nimbus.inbox", string(r.Inbox)))
 	a.logInvocation(inv, r, deliveryCount, charge)
 	if r.Outcome.Completes() {
 		a.invocationLogs(inv, r, deliveryCount, charge)
@@ -429,4 +416,37 @@ func needsQuote(value string) bool {
 // provider's details.
 func newSafeError(op string, err error) string {
 	return logsafe.Bound(subscriber.NewStoreError(op, err).Error())
+}
+
+// deliverySpan is what the span of every Service Bus invocation (endpoint
+// and Resolver) records.
+type deliverySpan struct {
+	destination, messageID, sessionID string
+	deliveryCount                     int
+	hasParent                         bool
+	outcome                           string
+	completes                         bool
+	charge                            *telemetry.Charge
+}
+
+// endDeliverySpan sets d's attributes, and extra, on span and marks it
+// failed when the answer fails the message. The caller ends the span.
+func endDeliverySpan(span trace.Span, d deliverySpan, extra ...attribute.KeyValue) {
+	if !span.IsRecording() {
+		return
+	}
+	span.SetAttributes(append([]attribute.KeyValue{
+		attribute.String("messaging.system", "servicebus"),
+		attribute.String("messaging.operation.type", "process"),
+		attribute.String("messaging.destination.name", d.destination),
+		attribute.String("messaging.message.id", d.messageID),
+		attribute.String("nimbus.session.key", d.sessionID),
+		attribute.Int("nimbus.delivery_count", d.deliveryCount),
+		attribute.Bool("nimbus.has_parent_trace", d.hasParent),
+		attribute.String(telemetry.TagOutcome, d.outcome),
+		attribute.Float64("nimbus.cosmos.request_charge", d.charge.RequestUnits()),
+	}, extra...)...)
+	if !d.completes {
+		span.SetStatus(codes.Error, d.outcome)
+	}
 }

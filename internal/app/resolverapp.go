@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
@@ -143,25 +142,13 @@ func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resol
 	r.MessageType = logsafe.Bound(r.MessageType)
 	outcome := string(r.Outcome)
 	a.recordInvocation(outcome, r.Duration, charge)
-	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.String("messaging.system", "servicebus"),
-			attribute.String("messaging.operation.type", "process"),
-			attribute.String("messaging.destination.name", resolver.Topic),
-			attribute.String("messaging.message.id", r.MessageID),
-			attribute.String("nimbus.session.key", r.SessionID),
-			attribute.String("nimbus.event.id", r.EventID),
-			attribute.String("nimbus.message.type", r.MessageType),
-			attribute.String("nimbus.endpoint", r.EndpointID),
-			attribute.Int("nimbus.delivery_count", deliveryCount),
-			attribute.Bool("nimbus.has_parent_trace", hasParent),
-			attribute.String(telemetry.TagOutcome, outcome),
-			attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()),
-		)
-		if !r.Outcome.Completes() {
-			span.SetStatus(codes.Error, outcome)
-		}
-	}
+	endDeliverySpan(span, deliverySpan{
+		destination: resolver.Topic, messageID: r.MessageID, sessionID: r.SessionID, deliveryCount: deliveryCount,
+		hasParent: hasParent, outcome: outcome, completes: r.Outcome.Completes(), charge: charge,
+	},
+		attribute.String("nimbus.event.id", r.EventID),
+		attribute.String("nimbus.message.type", r.MessageType),
+		attribute.String("nimbus.endpoint", r.EndpointID))
 	a.logResolver(inv, r, deliveryCount, charge)
 	if r.Outcome.Completes() {
 		a.resolverLogs(inv, r, deliveryCount, charge)
