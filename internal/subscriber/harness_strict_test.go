@@ -84,6 +84,14 @@ type world struct {
 
 	// Counters of store requests and broker sends (for the benchmark).
 	checks, records, stateReads, stateWrites, sends int
+	// roundTrips counts the sequential round trips: a call that starts
+	// while no other call is in flight starts one, and calls made
+	// concurrently with it belong to it. latency is how long every call
+	// takes; with a latency, calls the pipeline starts together overlap
+	// (under testing/synctest the wait is on the bubble's fake clock, so
+	// the count is exact and costs no time).
+	roundTrips, inFlight int
+	latency              time.Duration
 
 	policy *testPolicy
 }
@@ -150,6 +158,19 @@ func (w *world) clock() time.Time {
 
 // call runs one fallible operation under the fault plan.
 func (w *world) call(op string, do func() error) error {
+	w.mu.Lock()
+	if w.inFlight == 0 {
+		w.roundTrips++
+	}
+	w.inFlight++
+	latency := w.latency
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.inFlight--
+		w.mu.Unlock()
+	}()
+	time.Sleep(latency)
 	w.mu.Lock()
 	w.calls[op]++
 	w.callSeq++
