@@ -17,22 +17,22 @@ import (
 // call in sequence: a fresh success costs it 4 (check, state read, record,
 // send).
 
-// roundTripCase prepares a world and returns the delivery to measure.
+// roundTripCase prepares a fake NimBus and returns the delivery to measure.
 type roundTripCase struct {
 	name string
-	// prepare builds the world's state before the measured delivery;
+	// prepare builds the fake's state before the measured delivery;
 	// measure makes it.
-	prepare func(w *world) func() Report
+	prepare func(w *fakeNimbus) func() Report
 	policy  *testPolicy
 }
 
 func roundTripCases() []roundTripCase {
-	process := func(w *world, d *Delivery) func() Report {
+	process := func(w *fakeNimbus, d *Delivery) func() Report {
 		return func() Report { return w.p.Process(context.Background(), d) }
 	}
-	blocked := func(w *world) { w.setState(blockedBy("event-1", "msg-1")) }
-	replay := func(copies int) func(w *world) func() Report {
-		return func(w *world) func() Report {
+	blocked := func(w *fakeNimbus) { w.setState(blockedBy("event-1", "msg-1")) }
+	replay := func(copies int) func(w *fakeNimbus) func() Report {
+		return func(w *fakeNimbus) func() Report {
 			blockedWithParked(w)
 			for i := range copies {
 				w.deliver(w.event(fmt.Sprintf("msg-p%d", i), fmt.Sprintf("ev-p%d", i)))
@@ -49,45 +49,45 @@ func roundTripCases() []roundTripCase {
 		}
 	}
 	return []roundTripCase{
-		{name: "fresh success", prepare: func(w *world) func() Report { return process(w, w.event("msg-1", "event-1")) }},
-		{name: "duplicate", prepare: func(w *world) func() Report {
+		{name: "fresh success", prepare: func(w *fakeNimbus) func() Report { return process(w, w.event("msg-1", "event-1")) }},
+		{name: "duplicate", prepare: func(w *fakeNimbus) func() Report {
 			w.record("msg-1")
 			return process(w, w.event("msg-1", "event-1"))
 		}},
-		{name: "parked (session blocked)", prepare: func(w *world) func() Report {
+		{name: "parked (session blocked)", prepare: func(w *fakeNimbus) func() Report {
 			w.setState(blockedBy("event-0", "msg-0"))
 			return process(w, w.event("msg-1", "event-1"))
 		}},
-		{name: "parked (copies being replayed)", prepare: func(w *world) func() Report {
+		{name: "parked (copies being replayed)", prepare: func(w *fakeNimbus) func() Report {
 			w.setState(withParked(blockedBy("", ""), 1))
 			return process(w, w.event("msg-1", "event-1"))
 		}},
 		{name: "replayed (a replay of 1 copy)", prepare: replay(1)},
 		{name: "replayed (a replay of 10 copies)", prepare: replay(10)},
-		{name: "failed", prepare: func(w *world) func() Report {
+		{name: "failed", prepare: func(w *fakeNimbus) func() Report {
 			w.handle = fail("boom")
 			return process(w, w.event("msg-1", "event-1"))
 		}},
-		{name: "failed, RetryRequest scheduled", policy: &testPolicy{max: 3, delay: time.Minute}, prepare: func(w *world) func() Report {
+		{name: "failed, RetryRequest scheduled", policy: &testPolicy{max: 3, delay: time.Minute}, prepare: func(w *fakeNimbus) func() Report {
 			w.handle = fail("boom")
 			return process(w, w.event("msg-1", "event-1"))
 		}},
-		{name: "RetryRequest success", prepare: func(w *world) func() Report {
+		{name: "RetryRequest success", prepare: func(w *fakeNimbus) func() Report {
 			blocked(w)
 			return process(w, w.retry("event-1", "msg-1", 1))
 		}},
-		{name: "Resubmission success", prepare: func(w *world) func() Report {
+		{name: "Resubmission success", prepare: func(w *fakeNimbus) func() Report {
 			blocked(w)
 			return process(w, w.resubmit("event-1"))
 		}},
-		{name: "SkipRequest", prepare: func(w *world) func() Report {
+		{name: "SkipRequest", prepare: func(w *fakeNimbus) func() Report {
 			blocked(w)
 			return process(w, w.skip("event-1"))
 		}},
 	}
 }
 
-// costs is what one measured delivery cost, as the world's stores and
+// costs is what one measured delivery cost, as the fake's stores and
 // broker saw it.
 type costs struct {
 	roundTrips, checks, records, stateReads, stateWrites, sends, messages int
@@ -99,10 +99,10 @@ type costs struct {
 // overlap.
 const roundTripLatency = time.Millisecond
 
-// measure prepares c's world and measures its delivery, each store and
+// measure prepares c's fake NimBus and measures its delivery, each store and
 // broker call taking latency.
 func measure(tb testing.TB, c roundTripCase, latency time.Duration) costs {
-	w := newWorld(tb, worldOptions{policy: c.policy})
+	w := newFakeNimbus(tb, fakeNimbusOptions{policy: c.policy})
 	run := c.prepare(w)
 	w.mu.Lock()
 	w.roundTrips, w.checks, w.records, w.stateReads, w.stateWrites, w.sends = 0, 0, 0, 0, 0, 0
