@@ -2,6 +2,7 @@ package subscriber
 
 import (
 	"context"
+	"strings"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
@@ -15,40 +16,36 @@ import (
 // settled another way: ResolutionResponse); on success record the source
 // MessageId it stands in for and its own, unblock, replay, and resolve; on
 // failure report it, keep the block and schedule the next retry.
-func (j *job) retryRequest(ctx context.Context) {
+func (j *job) retryRequest(ctx context.Context) result {
 	j.ownKey()
 	if src := j.in.InboxMessageID; src != nil && *src != "" {
 		j.source = *src
 	}
-	if !j.checkRequest(ctx) {
-		return
+	if end, done := j.checkRequest(ctx); done {
+		return end
 	}
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
-		j.r.Outcome = OutcomeRetryObsolete
-		j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), OutcomeRetryObsolete)
-		return
+		return j.resolved(ctx, OutcomeRetryObsolete)
 	}
-	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
-	if !ok {
-		return
+	a, end, done := j.dispatchAndRun(ctx)
+	if done {
+		return end
 	}
+	sctx, cancel := j.settleCtx(ctx)
 	defer cancel()
 	switch {
-	case out.err != nil && out.kind == KindDiscard:
-		if j.unblockAndDrain(sctx) {
-			j.discarded(sctx, out.err)
-		}
-	case out.err != nil:
+	case a.err != nil && a.kind == KindDiscard:
+		return j.unblockThen(sctx, func() result { return j.discarded(sctx, a.err) })
+	case a.err != nil:
 		// Still blocked by this event.
-		j.failed(sctx, out.err, true)
-	case out.res.handoff != nil:
-		j.handoff(sctx, out.res.handoff)
-	default:
-		if !j.record(sctx, j.sourceKey(), j.own) || !j.unblockAndDrain(sctx) {
-			return
-		}
-		j.respond(sctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), OutcomeCompleted)
+		return j.failed(sctx, a.err, true)
+	case a.res.handoff != nil:
+		return j.handoff(sctx, a.res.handoff)
 	}
+	if err := j.record(sctx, j.sourceKey(), j.own); err != nil {
+		return failure(err)
+	}
+	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
 }
 
 // resubmission handles an operator's ResubmissionRequest, as NimBus's
@@ -56,48 +53,44 @@ func (j *job) retryRequest(ctx context.Context) {
 // MessageId; the handler runs whatever the session's state; on success it
 // records the MessageId of the delivery that blocked the session (when it
 // resolves that block) and its own, unblocks and replays what waits.
-func (j *job) resubmission(ctx context.Context) {
-	if !j.authorized() {
-		return
+func (j *job) resubmission(ctx context.Context) result {
+	if end, denied := j.denied(); denied {
+		return end
 	}
 	j.ownKey()
-	if !j.checkRequest(ctx) {
-		return
+	if end, done := j.checkRequest(ctx); done {
+		return end
 	}
-	out, sctx, cancel, ok := j.dispatchAndRun(ctx)
-	if !ok {
-		return
+	a, end, done := j.dispatchAndRun(ctx)
+	if done {
+		return end
 	}
+	sctx, cancel := j.settleCtx(ctx)
 	defer cancel()
-	ev := j.eventID()
 	switch {
-	case out.err != nil && out.kind == KindDiscard:
-		if j.unblockAndDrain(sctx) {
-			j.discarded(sctx, out.err)
-		}
-	case out.err != nil:
+	case a.err != nil && a.kind == KindDiscard:
+		return j.unblockThen(sctx, func() result { return j.discarded(sctx, a.err) })
+	case a.err != nil:
 		// NimBus: an ErrorResponse only; no retry, the block unchanged.
-		j.failed(sctx, out.err, false)
-	case out.res.handoff != nil:
-		if j.hasSession && j.st.Blocked() && !j.st.BlockedBy(ev) {
+		return j.failed(sctx, a.err, false)
+	case a.res.handoff != nil:
+		if j.hasSession && j.st.Blocked() && !j.st.BlockedBy(j.eventID()) {
 			// The session is owned by another event: leave its block.
-			j.respond(sctx, j.handoffResponse(out.res.handoff), OutcomePendingHandoff)
-			return
+			return j.respond(sctx, j.handoffResponse(a.res.handoff), OutcomePendingHandoff)
 		}
 		j.source = j.blockedSource()
-		j.handoff(sctx, out.res.handoff)
-	default:
-		var blocked *inbox.Key
-		if src := j.blockedSource(); j.own != nil && src != "" && src != j.own.MessageID &&
-			inbox.BypassReason(j.p.o.EndpointID, &src) == inbox.BypassNone {
-			k := inbox.NewKey(j.p.o.EndpointID, src)
-			blocked = &k
-		}
-		if !j.record(sctx, blocked, j.own) || !j.unblockAndDrain(sctx) {
-			return
-		}
-		j.respond(sctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), OutcomeCompleted)
+		return j.handoff(sctx, a.res.handoff)
 	}
+	var blocked *inbox.Key
+	if src := j.blockedSource(); j.own != nil && src != "" && src != j.own.MessageID &&
+		inbox.BypassReason(j.p.o.EndpointID, &src) == inbox.BypassNone {
+		k := inbox.NewKey(j.p.o.EndpointID, src)
+		blocked = &k
+	}
+	if err := j.record(sctx, blocked, j.own); err != nil {
+		return failure(err)
+	}
+	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
 }
 
 // blockedSource is the session's BlockedByMessageId when this event blocks
@@ -112,56 +105,82 @@ func (j *job) blockedSource() string {
 // skipRequest handles the Manager's SkipRequest: when the session is
 // blocked by this event, unblock it and replay what waits; answer a
 // SkipResponse either way.
-func (j *job) skipRequest(ctx context.Context) {
-	if !j.authorized() || !j.readState(ctx) || !j.unblockAndDrain(ctx) {
-		return
-	}
-	j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), OutcomeSkipped)
+func (j *job) skipRequest(ctx context.Context) result {
+	return j.managerSettlement(ctx, func() result {
+		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), OutcomeSkipped)
+	})
 }
 
 // handoffCompleted handles a HandoffCompletedRequest: the handed-off work
-// finished. Unblock and replay when this event blocks the session; answer a
-// ResolutionResponse either way. No handler runs and nothing is recorded.
-func (j *job) handoffCompleted(ctx context.Context) {
-	if !j.authorized() || !j.readState(ctx) || !j.unblockAndDrain(ctx) {
-		return
+// finished. Unblock and replay when this event blocks the session; answer
+// a ResolutionResponse either way. No handler runs and nothing is
+// recorded.
+func (j *job) handoffCompleted(ctx context.Context) result {
+	return j.managerSettlement(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
+}
+
+// managerSettlement lifts this event's block for a Manager request that
+// settles the event without running the handler, and then answers.
+func (j *job) managerSettlement(ctx context.Context, answer func() result) result {
+	if end, denied := j.denied(); denied {
+		return end
 	}
-	j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), OutcomeHandoffCompleted)
+	if err := j.readState(ctx); err != nil {
+		return failure(err)
+	}
+	return j.unblockThen(ctx, answer)
 }
 
 // handoffFailed handles a HandoffFailedRequest: the handed-off work failed.
 // When this event blocks the session, report an ErrorResponse with the
 // operator's error text; the session stays blocked. Otherwise there is no
 // matching event to fail, and the request is completed without a response.
-func (j *job) handoffFailed(ctx context.Context) {
-	if !j.authorized() || !j.readState(ctx) {
-		return
+func (j *job) handoffFailed(ctx context.Context) result {
+	if end, denied := j.denied(); denied {
+		return end
+	}
+	if err := j.readState(ctx); err != nil {
+		return failure(err)
 	}
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
-		j.r.Outcome = OutcomeHandoffUnmatched
-		return
+		return result{outcome: OutcomeHandoffUnmatched}
 	}
 	text, typ := message.HandoffError(j.in)
-	out := message.NewErrorResponse(j.in, text, typ, j.timings())
-	j.respond(ctx, out, OutcomeHandoffFailed)
+	return j.respond(ctx, message.NewErrorResponse(j.in, text, typ, j.timings()), OutcomeHandoffFailed)
 }
 
 // checkRequest runs the inbox check of a RetryRequest or resubmission on
 // its own MessageId, with the session-state read. A recorded one (a
 // redelivery after its success) lifts this event's block if it still
 // holds, or replays what waits when nothing blocks the session, and is
-// answered SkipResponse "DuplicateDetected", as NimBus does. It returns
-// false when the delivery has ended.
-func (j *job) checkRequest(ctx context.Context) bool {
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own}, true)
-	if failed {
-		return false
+// answered SkipResponse "DuplicateDetected", as NimBus does. done is true
+// when the delivery ends here, with end.
+func (j *job) checkRequest(ctx context.Context) (end result, done bool) {
+	dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true)
+	switch {
+	case err != nil:
+		return failure(err), true
+	case dup != nil:
+		return j.unblockThen(ctx, func() result { return j.duplicate(ctx, *dup) }), true
 	}
-	if dup != nil {
-		if j.unblockAndDrain(ctx) {
-			j.duplicate(ctx, *dup)
-		}
-		return false
+	return result{}, false
+}
+
+// unblockThen lifts this event's block and asks for the replay of what
+// waits (see unblockAndDrain), then answers.
+func (j *job) unblockThen(ctx context.Context, answer func() result) result {
+	if err := j.unblockAndDrain(ctx); err != nil {
+		return failure(err)
 	}
-	return true
+	return answer()
+}
+
+// denied ends a Manager request that does not come from the Manager
+// (compared case-insensitively): it takes the dead-letter path.
+func (j *job) denied() (end result, denied bool) {
+	if strings.EqualFold(j.in.From, message.ManagerID) {
+		return result{}, false
+	}
+	dl := message.DeadLetterUnauthorized(j.in.Type)
+	return result{outcome: OutcomeUnauthorized, err: &UnauthorizedError{Type: j.in.Type.String()}, deadLetter: &dl}, true
 }

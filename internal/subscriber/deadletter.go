@@ -37,7 +37,6 @@ func (p *Pipeline) lastDeliveryNotice(ctx context.Context, j *job) {
 // dead-lettered either way.
 func (p *Pipeline) sendNotice(ctx context.Context, r *Report, in *message.Inbound) {
 	out := message.NewDeadLetterResponseFor(in, deadLetterOf(r), message.Timings{QueueTimeMs: -1})
-	r.Sends++
 	if err := p.o.Publisher.Publish(ctx, out); err != nil {
 		r.NoticeErr = err
 		return

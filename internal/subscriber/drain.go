@@ -113,8 +113,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 	}
 	trigger := &message.Inbound{Broker: message.Broker{SessionID: &sid}}
 
-	r.RoundTrips++
-	r.StateReads++
 	st, err := p.o.Sessions.Read(ctx, key)
 	if err != nil {
 		p.replayFailed(&r, "read the session state", err)
@@ -132,7 +130,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		r.Outcome, r.DrainStop = OutcomeDrained, DrainNothingWaits
 		return r
 	}
-	r.RoundTrips++
 	sess, err := p.o.Deferred.Accept(ctx, sid)
 	if err != nil {
 		if errors.Is(err, ErrSessionLocked) {
@@ -167,9 +164,11 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		if !p.o.Now().Before(deadline) {
 			// Hand what is left to a new replay.
 			j := &job{p: p, r: &r, in: trigger, hasSession: true}
-			if j.send(ctx, message.NewProcessDeferredRequest(trigger), func() { r.DrainRequested = true }) {
-				r.Outcome, r.DrainStop = OutcomeDrained, DrainBudgetSpent
+			if err := j.requestReplay(ctx); err != nil {
+				p.finish(&r, failure(err))
+				return r
 			}
+			r.Outcome, r.DrainStop = OutcomeDrained, DrainBudgetSpent
 			return r
 		}
 		wait := p.o.ReplayWait
@@ -179,7 +178,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			wait = min(wait, sweepWait)
 		}
 		wctx, cancel := context.WithTimeout(ctx, wait)
-		r.RoundTrips++
 		pc, err := sess.Next(wctx)
 		cancel()
 		if err != nil {
@@ -205,7 +203,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			// Behind the cursor: replayed already, its removal failed or
 			// the process died before it. Remove it without a replay.
 			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-			r.RoundTrips++
 			err := sess.Complete(sctx, pc)
 			cancel()
 			if err != nil {
@@ -215,12 +212,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			continue
 		}
 		rr := p.replayOne(ctx, sid, pc, &st)
-		r.RoundTrips += rr.RoundTrips
-		r.StateReads += rr.StateReads
-		r.StateWrites += rr.StateWrites
-		r.Checks += rr.Checks
-		r.Records += rr.Records
-		r.Sends += rr.Sends
 		if rr.DrainStop == DrainBlocked {
 			// The copy was parked behind a block that came after this
 			// replay started: it stays parked (unsettled, Close returns it)
@@ -251,18 +242,18 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 		// comes back stale), so the count never stays above what waits.
 		p.o.Metrics.Inc(telemetry.DeferredReplayed, "", "")
 		j := &job{p: p, r: &r, sk: key, hasSession: true, st: st}
-		ok := j.change(sctx, "replayed", func(s session.State) (session.State, bool, error) {
+		err = j.change(sctx, "replayed", func(s session.State) (session.State, bool, error) {
 			n, changed := s.Replayed(seq)
 			return n, changed, nil
 		})
-		if !ok {
+		if err != nil {
 			cancel()
+			p.finish(&r, failure(err))
 			r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
 			return r
 		}
 		st = j.st
 		if spec.Completes() {
-			r.RoundTrips++
 			if err := sess.Complete(sctx, pc); err != nil {
 				cancel()
 				p.replayFailed(&r, "complete a replayed message", err)
@@ -272,7 +263,6 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			// A permanent failure: tell the Resolver, then dead-letter the
 			// copy (the replay holds it, so it can).
 			p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
-			r.RoundTrips += 2
 			reason, desc := deadLetterTexts(&rr)
 			if err := sess.DeadLetter(sctx, pc, reason, desc); err != nil {
 				cancel()
@@ -313,17 +303,23 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 	rr.SessionID = sid
 	rr.DeliveryCount = b.DeliveryCount
 	rr.DeferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
-	in, err := message.ReadWith(b, d.Properties, d.Body, p.o.CloudEvents)
-	if err != nil {
-		rr.Outcome, rr.Err = OutcomeInvalidMessage, err
-		return rr
-	}
-	j.setInbound(in)
 	j.st = *st
 	defer func() { *st = j.st }()
+	p.finish(&rr, j.replay(ctx))
+	return rr
+}
+
+// replay reads the parked copy and handles it as an original delivery of
+// its event would be, unless the session is blocked by another event.
+func (j *job) replay(ctx context.Context) result {
+	d := j.d
+	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
+	if err != nil {
+		return result{outcome: OutcomeInvalidMessage, err: err}
+	}
+	j.setInbound(in)
 	if in.Type != message.EventRequest && in.Type != message.UnsupportedResponse {
-		rr.Outcome, rr.Err = OutcomeUnsupportedMessageType, &UnsupportedTypeError{Type: in.Type.String()}
-		return rr
+		return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: in.Type.String()}}
 	}
 	if src := in.InboxMessageID; src != nil && *src != "" {
 		j.source = *src
@@ -332,21 +328,19 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 	src := j.sourceKey()
 	// The state is read with the inbox checks (no extra round trip): the
 	// session may have been blocked again since this replay last saw it.
-	dup, failed := j.lookup(ctx, []*inbox.Key{j.own, src}, true)
-	if failed {
-		return rr
+	dup, err := j.lookup(ctx, []*inbox.Key{j.own, src}, true)
+	if err != nil {
+		return failure(err)
 	}
 	if dup != nil {
-		j.duplicate(ctx, *dup)
-		return rr
+		return j.duplicate(ctx, *dup)
 	}
-	if j.st.Blocked() && !j.blockedBySelf() {
+	if j.st.Blocked() && !j.isBlocker(j.st) {
 		// Parked behind another event's block: not this replay's to handle.
-		rr.Outcome, rr.DrainStop = OutcomeDrained, DrainBlocked
-		return rr
+		j.r.DrainStop = DrainBlocked
+		return result{outcome: OutcomeDrained}
 	}
-	j.handleEvent(ctx, []*inbox.Key{src, j.own})
-	return rr
+	return j.handleEvent(ctx, []*inbox.Key{src, j.own})
 }
 
 // replayInbound reads a parked copy leniently, for its dead-letter notice.

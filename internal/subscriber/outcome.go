@@ -1,10 +1,7 @@
 package subscriber
 
 import (
-	"context"
-	"errors"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -156,10 +153,9 @@ type Report struct {
 	CloudEvent string
 	// BypassReason is set when Inbox is InboxBypassed.
 	BypassReason string
-	// StoreOp names the failed store operation (check or record).
+	// StoreOp names the failed store operation (check, record,
+	// session_read or session_write).
 	StoreOp string
-	// Checks and Records count store calls made for this delivery.
-	Checks, Records int
 	// RecordRetries counts record attempts after a failed one.
 	RecordRetries int
 	// HandlerRan is true when the application handler was invoked.
@@ -184,10 +180,6 @@ type Report struct {
 	// delivery); NoticeErr is why it could not be.
 	DeadLetterNotice bool
 	NoticeErr        error
-	// StateReads, StateWrites and Sends count session-state reads and
-	// writes and broker sends; RoundTrips counts the sequential store and
-	// broker round trips (concurrent requests count once).
-	StateReads, StateWrites, Sends, RoundTrips int
 	// Charge is the Cosmos request charge of replaying one parked copy (its
 	// inbox check, session-state and record requests; part of its Drain's);
 	// nil for a delivery, whose charge is its invocation's.
@@ -205,49 +197,4 @@ type Report struct {
 	Stack []byte
 	// Duration is the time spent in the pipeline.
 	Duration time.Duration
-}
-
-// StoreError is an inbox store failure as the pipeline reports it: the text
-// names the operation and a coarse class, never the provider's details
-// (which may carry account names or keys); Unwrap keeps the cause for
-// errors.Is.
-type StoreError struct {
-	Op    string
-	Class string
-	cause error
-}
-
-func (e *StoreError) Error() string {
-	if strings.HasPrefix(e.Op, "session state ") {
-		return e.Op + " failed (" + e.Class + "); the message will be retried"
-	}
-	return "inbox store operation " + e.Op + " failed (" + e.Class + "); the message will be retried"
-}
-
-// Unwrap returns the provider error.
-func (e *StoreError) Unwrap() error { return e.cause }
-
-// OperatorError is implemented by store errors whose message is safe to log
-// and tells an operator what to fix (for example a Cosmos account that is not
-// Strong). The pipeline includes that message in its log line.
-type OperatorError interface {
-	error
-	OperatorMessage() string
-}
-
-// NewStoreError wraps a provider error for reporting: the text names op and
-// a coarse class (canceled, timeout, unavailable, or an operator message)
-// and never the provider's details.
-func NewStoreError(op string, err error) *StoreError {
-	class := "unavailable"
-	var oe OperatorError
-	switch {
-	case errors.Is(err, context.Canceled):
-		class = "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		class = "timeout"
-	case errors.As(err, &oe):
-		class = "misconfigured: " + oe.OperatorMessage()
-	}
-	return &StoreError{Op: op, Class: class, cause: err}
 }

@@ -200,47 +200,44 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	r.MessageID = deref(d.Broker.MessageID)
 	r.SessionID = deref(d.Broker.SessionID)
 	r.DeliveryCount = d.Broker.DeliveryCount
+	p.finish(&r, j.process(ctx))
+	return r
+}
 
-	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, p.o.CloudEvents)
+// process reads the delivery and runs it through the entry point of its
+// MessageType.
+func (j *job) process(ctx context.Context) result {
+	d := j.d
+	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
 	if err != nil {
-		r.Outcome, r.Err = OutcomeInvalidMessage, err
-		r.deadLetter = invalidDeadLetter(err, d.Properties)
-		return r
+		return result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, d.Properties)}
 	}
 	j.setInbound(in)
 	if in.EventID == nil {
 		// NimBus reads EventId with its throwing accessor: a null value is as
 		// absent as a missing property, and the session guard keys on it.
-		r.Outcome = OutcomeInvalidMessage
-		r.Err = &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}
 		dl := message.DeadLetterInvalidMessage(message.PropertyNotDefinedText(message.PropEventID))
-		r.deadLetter = &dl
-		return r
+		return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}, deadLetter: &dl}
 	}
-
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
 		j.attempt = AttemptOriginal
-		j.eventRequest(ctx)
+		return j.eventRequest(ctx)
 	case message.RetryRequest:
 		j.attempt = AttemptRetry
-		j.retryRequest(ctx)
+		return j.retryRequest(ctx)
 	case message.ResubmissionRequest:
 		j.attempt = AttemptResubmission
-		j.resubmission(ctx)
+		return j.resubmission(ctx)
 	case message.SkipRequest:
-		j.skipRequest(ctx)
+		return j.skipRequest(ctx)
 	case message.HandoffCompletedRequest:
-		j.handoffCompleted(ctx)
+		return j.handoffCompleted(ctx)
 	case message.HandoffFailedRequest:
-		j.handoffFailed(ctx)
-	default:
-		r.Outcome = OutcomeUnsupportedMessageType
-		r.Err = &UnsupportedTypeError{Type: in.Type.String()}
-		dl := message.DeadLetterUnsupportedType(in.Type)
-		r.deadLetter = &dl
+		return j.handoffFailed(ctx)
 	}
-	return r
+	dl := message.DeadLetterUnsupportedType(in.Type)
+	return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: in.Type.String()}, deadLetter: &dl}
 }
 
 // invalidDeadLetter is NimBus's dead-letter report for a message its
@@ -259,52 +256,6 @@ func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 	}
 	dl := message.DeadLetterInvalidMessage(text)
 	return &dl
-}
-
-// record writes k, retrying a failure a few times: once the handler has
-// succeeded, a failed record means it runs again on redelivery.
-func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
-	wait := p.o.RecordBackoff
-	for attempt := 1; ; attempt++ {
-		r.Records++
-		if attempt > 1 {
-			r.RecordRetries++
-		}
-		err := p.o.Inbox.RecordProcessed(ctx, k)
-		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {
-			return err
-		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return err
-		case <-t.C:
-		}
-		wait *= 2
-	}
-}
-
-func (p *Pipeline) invoke(ctx context.Context, h HandlerFunc, ev *Event, r *Report) (res Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			r.Stack = debug.Stack()
-			err = &PanicError{Value: v}
-		}
-	}()
-	res, err = h(ctx, ev)
-	return res, err
-}
-
-func (p *Pipeline) storeFailed(r *Report, op string, err error) Report {
-	p.o.Metrics.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, op)
-	r.StoreOp = op
-	r.Outcome = OutcomeTransientFailure
-	if errors.Is(err, context.Canceled) {
-		r.Outcome = OutcomeCanceled
-	}
-	r.Err = NewStoreError(op, err)
-	return *r
 }
 
 func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.Key) {

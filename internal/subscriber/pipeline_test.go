@@ -167,8 +167,8 @@ func TestFirstDeliveryChecksThenHandlesThenRecordsThenResponds(t *testing.T) {
 	if got := f.tr.get(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("order = %q, want %q", got, want)
 	}
-	if r.Checks != 1 || r.Records != 1 || f.store.checks != 1 || f.store.records != 1 {
-		t.Fatalf("store calls: report %d/%d, store %d/%d", r.Checks, r.Records, f.store.checks, f.store.records)
+	if f.store.checks != 1 || f.store.records != 1 {
+		t.Fatalf("store calls: %d checks, %d records", f.store.checks, f.store.records)
 	}
 }
 
@@ -283,7 +283,7 @@ func TestPendingHandoffIsNotRecordedAndRedeliveryRerunsHandler(t *testing.T) {
 	}
 	for i := range 2 {
 		r := f.process(delivery(str("message-1")))
-		if r.Outcome != OutcomePendingHandoff || !r.Outcome.Completes() || r.Records != 0 {
+		if r.Outcome != OutcomePendingHandoff || !r.Outcome.Completes() || f.store.records != 0 {
 			t.Fatalf("delivery %d: %+v", i, r)
 		}
 	}
@@ -399,8 +399,8 @@ func TestStoreRecordFailureAfterHandlerIsTransient(t *testing.T) {
 	for range 6 {
 		want = append(want, "record billing/message-1")
 	}
-	if !reflect.DeepEqual(ev, want) || f.handled != 1 || r.Records != 6 || !r.HandlerRan {
-		t.Fatalf("order = %q (records %d), want %q", ev, r.Records, want)
+	if !reflect.DeepEqual(ev, want) || f.handled != 1 || f.store.records != 6 || r.RecordRetries != 5 || !r.HandlerRan {
+		t.Fatalf("order = %q (records %d, retries %d), want %q", ev, f.store.records, r.RecordRetries, want)
 	}
 	if f.metrics.Get(telemetry.InboxOperationFailed, "nimbus.store.operation=record") != 1 {
 		t.Fatal("record failure not counted")
@@ -415,7 +415,7 @@ func TestTransientRecordFailureIsRetriedInTheInvocation(t *testing.T) {
 	f := newFixture(t, "billing", &s.spyStore)
 	f.p.o.Inbox = s
 	r := f.process(delivery(str("message-1")))
-	if r.Outcome != OutcomeCompleted || r.Records != 2 {
+	if r.Outcome != OutcomeCompleted || f.store.records != 2 || r.RecordRetries != 1 {
 		t.Fatalf("report = %+v", r)
 	}
 	if r := f.process(delivery(str("message-1"))); r.Outcome != OutcomeDuplicate || f.handled != 1 {
@@ -513,7 +513,7 @@ func TestUnknownEventTypeIsUnsupportedAndNotRecorded(t *testing.T) {
 	}
 	for range 2 {
 		r := f.process(delivery(str("m"), mut))
-		if r.Outcome != OutcomeUnsupported || !r.Outcome.Completes() || r.Records != 0 {
+		if r.Outcome != OutcomeUnsupported || !r.Outcome.Completes() || f.store.records != 0 {
 			t.Fatalf("report = %+v", r)
 		}
 	}
@@ -644,7 +644,7 @@ func TestPublishFailureIsTransientAndRedeliveryIsSkipped(t *testing.T) {
 	f := newFixture(t, "billing", nil)
 	f.pub.Fail = func(m *message.Outgoing) error { return errors.New("amqp link detached") }
 	r := f.process(delivery(str("m")))
-	if r.Outcome != OutcomePublishFailed || r.Outcome.Completes() || r.Records != 1 {
+	if r.Outcome != OutcomePublishFailed || r.Outcome.Completes() || f.store.records != 1 {
 		t.Fatalf("report = %+v", r)
 	}
 	f.pub.Fail = nil
@@ -688,7 +688,7 @@ func TestHeartbeatIsAnsweredBeforeTheInboxAndNeverRecorded(t *testing.T) {
 func TestInboxMessageIDIsIgnoredOnAPlainEventRequest(t *testing.T) {
 	f := newFixture(t, "billing", nil)
 	r := f.process(delivery(str("m-1"), func(p map[string]any, d *Delivery) { p["InboxMessageId"] = "original-1" }))
-	if r.Outcome != OutcomeCompleted || r.Checks != 1 || r.Records != 1 {
+	if r.Outcome != OutcomeCompleted || f.store.checks != 1 || f.store.records != 1 {
 		t.Fatalf("report = %+v", r)
 	}
 	want := []string{"check billing/m-1", "handler-start", "handler-end", "record billing/m-1", "publish ResolutionResponse"}

@@ -19,7 +19,7 @@ import (
 // deliver hands d to the pipeline until a delivery completes, redelivering
 // after each failed one as the broker does (the session's next message
 // waits meanwhile). It fails the test if d would be dead-lettered.
-func (w *world) deliver(d *Delivery) Report {
+func (w *fakeNimbus) deliver(d *Delivery) Report {
 	w.t.Helper()
 	for {
 		r := w.p.Process(context.Background(), d)
@@ -36,7 +36,7 @@ func (w *world) deliver(d *Delivery) Report {
 // drainAll delivers every replay request (ProcessDeferredRequest) sent so
 // far, and those sent meanwhile, to the DeferredProcessor function until
 // each completes. It returns the replays in order.
-func (w *world) drainAll() []Report {
+func (w *fakeNimbus) drainAll() []Report {
 	seen := &w.drained
 	w.t.Helper()
 	var out []Report
@@ -71,7 +71,7 @@ func (w *world) drainAll() []Report {
 
 // scheduledRetry returns the i-th scheduled RetryRequest as the endpoint
 // subscription delivers it.
-func (w *world) scheduledRetry(i int) *Delivery {
+func (w *fakeNimbus) scheduledRetry(i int) *Delivery {
 	w.t.Helper()
 	if i >= len(w.scheduled) {
 		w.t.Fatalf("only %d RetryRequests were scheduled", len(w.scheduled))
@@ -80,7 +80,7 @@ func (w *world) scheduledRetry(i int) *Delivery {
 }
 
 // successes lists the EventIds of successful handler runs, in order.
-func (w *world) successes() []string {
+func (w *fakeNimbus) successes() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -101,7 +101,7 @@ func evs(from, to int) []string {
 }
 
 // responsesOf lists the Resolver response types sent for eventID.
-func (w *world) responsesOf(eventID string) []string {
+func (w *fakeNimbus) responsesOf(eventID string) []string {
 	var out []string
 	for _, s := range w.responses() {
 		if t, ev, _ := strings.Cut(s, " "); ev == eventID {
@@ -114,7 +114,7 @@ func (w *world) responsesOf(eventID string) []string {
 // checkResolverFormat checks what NimBus's Resolver reads on every
 // response: To=Resolver, no From, the session, CorrelationId = the inbound
 // MessageId, and the identity properties.
-func checkResolverFormat(t *testing.T, w *world) {
+func checkResolverFormat(t *testing.T, w *fakeNimbus) {
 	t.Helper()
 	for _, m := range w.sent {
 		p := m.ApplicationProperties
@@ -135,7 +135,7 @@ func checkResolverFormat(t *testing.T, w *world) {
 }
 
 // sixEvents delivers events 1..6 of the session; the handler decides.
-func (w *world) sixEvents() {
+func (w *fakeNimbus) sixEvents() {
 	w.t.Helper()
 	for i := 1; i <= 6; i++ {
 		w.deliver(w.event(fmt.Sprintf("msg-%d", i), fmt.Sprintf("ev-%d", i)))
@@ -145,7 +145,7 @@ func (w *world) sixEvents() {
 // duringReplayOf delivers events 7 and 8 while the replay of eventID's
 // copy runs (its handler is on the stack: the replay holds the session's
 // parked copies).
-func (w *world) duringReplayOf(eventID string) *[]Report {
+func (w *fakeNimbus) duringReplayOf(eventID string) *[]Report {
 	var got []Report
 	done := false
 	w.onRun = func(ev *Event) {
@@ -164,7 +164,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 		// fail2 is how event 2 fails on its original delivery.
 		fail2 func(ev *Event) (Result, error)
 		// resolve resolves event 2.
-		resolve  func(t *testing.T, w *world)
+		resolve  func(t *testing.T, w *fakeNimbus)
 		policy   *testPolicy
 		ev2Runs  []string
 		ev2Resps []string
@@ -177,7 +177,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 	}
 	cases := []resolution{
 		{name: "Manager ResubmissionRequest", fail2: failOriginal,
-			resolve: func(t *testing.T, w *world) {
+			resolve: func(t *testing.T, w *fakeNimbus) {
 				r := w.deliver(w.resubmit("ev-2"))
 				if r.Outcome != OutcomeCompleted || !r.Unblocked || !r.DrainRequested || !w.recorded("msg-2") || !w.recorded(r.MessageID) {
 					t.Fatalf("resubmission %+v", r)
@@ -192,7 +192,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 				}
 				return Completed(), nil
 			},
-			resolve: func(t *testing.T, w *world) {
+			resolve: func(t *testing.T, w *fakeNimbus) {
 				first := w.scheduledRetry(0)
 				if first.Properties["InboxMessageId"] != "msg-2" || first.Properties["RetryCount"] != int32(1) {
 					t.Fatalf("first RetryRequest %v", first.Properties)
@@ -212,7 +212,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 			ev2Runs:  []string{"ev-2/original!", "ev-2/retry!", "ev-2/retry"},
 			ev2Resps: []string{"ErrorResponse", "ErrorResponse", "ResolutionResponse"}},
 		{name: "Manager SkipRequest", fail2: failOriginal,
-			resolve: func(t *testing.T, w *world) {
+			resolve: func(t *testing.T, w *fakeNimbus) {
 				if r := w.deliver(w.skip("ev-2")); r.Outcome != OutcomeSkipped || !r.Unblocked || !r.DrainRequested {
 					t.Fatalf("skip %+v", r)
 				}
@@ -226,7 +226,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 				}
 				return Completed(), nil
 			},
-			resolve: func(t *testing.T, w *world) {
+			resolve: func(t *testing.T, w *fakeNimbus) {
 				if r := w.deliver(w.handoffCompleted("ev-2")); r.Outcome != OutcomeHandoffCompleted || !r.Unblocked || !r.DrainRequested {
 					t.Fatalf("handoff completed %+v", r)
 				}
@@ -240,7 +240,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 				}
 				return Completed(), nil
 			},
-			resolve: func(t *testing.T, w *world) {
+			resolve: func(t *testing.T, w *fakeNimbus) {
 				r := w.deliver(w.handoffFailed("ev-2", "DMF rejected: invalid postal code", "DmfValidationError"))
 				if r.Outcome != OutcomeHandoffFailed || r.Unblocked || !w.state().BlockedBy("ev-2") {
 					t.Fatalf("handoff failed %+v", r)
@@ -257,7 +257,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t, worldOptions{policy: c.policy})
+			w := newFakeNimbus(t, fakeNimbusOptions{policy: c.policy})
 			w.handle = c.fail2
 			w.sixEvents()
 
@@ -335,7 +335,7 @@ func TestScenarioFailedEventResolvedByTheManager(t *testing.T) {
 }
 
 func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
-	w := newWorld(t, worldOptions{})
+	w := newFakeNimbus(t, fakeNimbusOptions{})
 	failing := map[string]bool{"ev-2": true, "ev-4": true}
 	w.handle = func(ev *Event) (Result, error) {
 		if failing[ev.EventID] && ev.Attempt != AttemptResubmission {
@@ -383,7 +383,7 @@ func TestScenarioReplayedCopyFailsAndBlocksAgain(t *testing.T) {
 // faultRun is the scenario of TestScenarioFailedEventResolvedByTheManager
 // (resubmission, events 7 and 8 arriving during the replay) driven through
 // whatever the fault plan injects, each failed delivery redelivered.
-func faultRun(w *world) {
+func faultRun(w *fakeNimbus) {
 	w.handle = func(ev *Event) (Result, error) {
 		if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
 			return Result{}, fmt.Errorf("ledger is closed")
@@ -402,7 +402,7 @@ func faultRun(w *world) {
 // redelivers what failed. Every run must lose nothing, keep the session's
 // order, and re-run no handler that succeeded.
 func TestScenarioCrashWindows(t *testing.T) {
-	clean := newWorld(t, worldOptions{})
+	clean := newFakeNimbus(t, fakeNimbusOptions{})
 	faultRun(clean)
 	total := clean.callSeq
 	if total < 50 {
@@ -413,7 +413,7 @@ func TestScenarioCrashWindows(t *testing.T) {
 	for _, mode := range []faultMode{faultBefore, faultAfter} {
 		for k := 1; k <= total; k++ {
 			t.Run(fmt.Sprintf("mode%d-call%d", mode, k), func(t *testing.T) {
-				w := newWorld(t, worldOptions{})
+				w := newFakeNimbus(t, fakeNimbusOptions{})
 				w.failAt, w.mode = k, mode
 				faultRun(w)
 				runs++
@@ -501,7 +501,7 @@ func TestScenarioCrashWindows(t *testing.T) {
 }
 
 // blockedWithParked builds a session blocked by ev-2 with ev-3 parked.
-func blockedWithParked(w *world) {
+func blockedWithParked(w *fakeNimbus) {
 	w.handle = func(ev *Event) (Result, error) {
 		if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
 			return Result{}, fmt.Errorf("ledger is closed")
@@ -520,7 +520,7 @@ func TestDrainLostCursorWriteOrCopyRemovalLeavesNothingWaiting(t *testing.T) {
 		mode faultMode
 	}{{"state.write", faultBefore}, {"state.write", faultAfter}, {"deferred.complete", faultBefore}, {"deferred.complete", faultAfter}} {
 		t.Run(fmt.Sprintf("%s-mode%d", c.op, c.mode), func(t *testing.T) {
-			w := newWorld(t, worldOptions{})
+			w := newFakeNimbus(t, fakeNimbusOptions{})
 			blockedWithParked(w)
 			w.deliver(w.event("msg-3", "ev-3"))
 			w.deliver(w.resubmit("ev-2"))
@@ -546,7 +546,7 @@ func TestDrainLostCursorWriteOrCopyRemovalLeavesNothingWaiting(t *testing.T) {
 func TestDrainSkipsACopyParkedTwice(t *testing.T) {
 	for _, noInbox := range []bool{true, false} {
 		t.Run(fmt.Sprintf("inbox off %v", noInbox), func(t *testing.T) {
-			w := newWorld(t, worldOptions{noInbox: noInbox})
+			w := newFakeNimbus(t, fakeNimbusOptions{noInbox: noInbox})
 			blockedWithParked(w)
 			w.failNext, w.failNextMode = "publish Deferred", faultAfter
 			if r := w.deliver(w.event("msg-3", "ev-3")); r.DeliveryCount != 2 || r.DeferralSequence != 0 {
@@ -576,12 +576,12 @@ func TestDrainSkipsACopyParkedTwice(t *testing.T) {
 // failed, so the redelivery runs it again — at most once per outage, never
 // out of order, nothing lost.
 func TestScenarioRecordOutageIsTheOnlyRerunWindow(t *testing.T) {
-	clean := newWorld(t, worldOptions{})
+	clean := newFakeNimbus(t, fakeNimbusOptions{})
 	faultRun(clean)
 	records := clean.calls["inbox.record"]
 	var reruns, runs int
 	for i := 1; i <= records; i++ {
-		w := newWorld(t, worldOptions{})
+		w := newFakeNimbus(t, fakeNimbusOptions{})
 		w.recordOutageFrom = i
 		faultRun(w)
 		runs++
@@ -623,7 +623,7 @@ func TestScenarioRecordOutageIsTheOnlyRerunWindow(t *testing.T) {
 func TestScenarioEventsDuringReplayConcurrently(t *testing.T) {
 	outcomes := map[Outcome]int{}
 	for i := range 40 {
-		w := newWorld(t, worldOptions{})
+		w := newFakeNimbus(t, fakeNimbusOptions{})
 		w.handle = func(ev *Event) (Result, error) {
 			if ev.EventID == "ev-2" && ev.Attempt == AttemptOriginal {
 				return Result{}, fmt.Errorf("ledger is closed")

@@ -71,7 +71,7 @@ type strictCase struct {
 	// cancelInHandler cancels the invocation while the handler runs.
 	cancelInHandler bool
 	noInbox         bool
-	d               func(w *world) *Delivery
+	d               func(w *fakeNimbus) *Delivery
 
 	outcome Outcome
 	runs    int
@@ -83,7 +83,7 @@ type strictCase struct {
 	deferred  int64
 	// nowRecorded are MessageIds recorded after, in addition to recorded.
 	nowRecorded []string
-	check       func(t *testing.T, w *world, r Report)
+	check       func(t *testing.T, w *fakeNimbus, r Report)
 }
 
 func blockedBy(eventID, msgID string) session.State {
@@ -108,9 +108,9 @@ func handoffResult(*Event) (Result, error) {
 }
 
 func strictCases() []strictCase {
-	ev := func(w *world) *Delivery { return w.event("msg-1", "event-1") }
-	retry := func(w *world) *Delivery { return w.retry("event-1", "msg-1", 1) }
-	resub := func(w *world) *Delivery { return w.resubmit("event-1") }
+	ev := func(w *fakeNimbus) *Delivery { return w.event("msg-1", "event-1") }
+	retry := func(w *fakeNimbus) *Delivery { return w.retry("event-1", "msg-1", 1) }
+	resub := func(w *fakeNimbus) *Delivery { return w.resubmit("event-1") }
 	fromNonManager := func(d *Delivery) *Delivery { d.Properties["From"] = "SomeEndpoint"; return d }
 	lastDelivery := func(d *Delivery) *Delivery { d.Broker.DeliveryCount = 10; return d }
 	return []strictCase{
@@ -121,13 +121,13 @@ func strictCases() []strictCase {
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}, nowRecorded: []string{"msg-1"}},
 		{name: "HandleEventRequest_Duplicate_SendsDuplicateResponseAndCompletes", d: ev, recorded: []string{"msg-1"},
 			outcome: OutcomeDuplicate, sent: []string{"SkipResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if text, _ := errorContent(t, w.lastSent("SkipResponse")); text != message.DuplicateDetected {
 					t.Fatalf("ErrorText %q", text)
 				}
 			}},
 		{name: "HandleEventRequest_EventHandlerNotFound_SendsUnsupportedAndCompletes",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Properties["EventTypeId"] = "NobodyHandlesThis"
 				d.Body = bodyOf("NobodyHandlesThis", "{}")
@@ -136,7 +136,7 @@ func strictCases() []strictCase {
 			outcome: OutcomeUnsupported, sent: []string{"UnsupportedResponse"}},
 		{name: "HandleEventRequest_SessionBlocked_SendsDeferralAndDefersToSubscription", d: ev, state: blockedBy("other-event", "other-msg"),
 			outcome: OutcomeDeferred, sent: []string{"Deferred", "DeferralResponse"}, blockedBy: "other-event", deferred: 1,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				c := w.lastSent("Deferred")
 				p := c.ApplicationProperties
 				if p["DeferralSequence"] != int32(0) || p["OriginalSessionId"] != strictSession || p["InboxMessageId"] != "msg-1" ||
@@ -153,7 +153,7 @@ func strictCases() []strictCase {
 			}},
 		{name: "HandleEventRequest_HandlerThrows_SendsErrorBlocksSessionAndCompletes", d: ev, handle: fail("boom"),
 			outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if text, typ := errorContent(t, w.lastSent("ErrorResponse")); text != "boom" || typ != "Error" {
 					t.Fatalf("ErrorResponse %q %q", text, typ)
 				}
@@ -170,7 +170,7 @@ func strictCases() []strictCase {
 			outcome: OutcomeHandlerFailed, runs: 1},
 		{name: "HandleEventRequest_CallerCancellation_PropagatesWithoutFailureSideEffects", d: ev, cancelInHandler: true,
 			policy: &testPolicy{max: 3, delay: time.Minute}, outcome: OutcomeCanceled, runs: 1,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if len(w.policy.asked) != 0 {
 					t.Fatal("the retry policy was consulted")
 				}
@@ -178,7 +178,7 @@ func strictCases() []strictCase {
 		{name: "HandleEventRequest_PermanentPayloadFailure_DeadLettersWithoutRetry", d: ev,
 			handle: func(*Event) (Result, error) { return Result{}, Permanent(errors.New("Malformed payload.")) },
 			policy: &testPolicy{max: 3, delay: time.Minute}, outcome: OutcomePermanentFailure, runs: 1,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if len(w.policy.asked) != 0 || len(w.scheduled) != 0 {
 					t.Fatal("a permanent failure consulted the retry policy")
 				}
@@ -187,10 +187,10 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "HandleEventRequest_PermanentPayloadFailure_DeadLettersWithoutRetry (last delivery: Resolver notified)",
-			d:       func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
+			d:       func(w *fakeNimbus) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
 			handle:  func(*Event) (Result, error) { return Result{}, Permanent(errors.New("Malformed payload.")) },
 			outcome: OutcomePermanentFailure, runs: 1, sent: []string{"ErrorResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				p := w.lastSent("ErrorResponse").ApplicationProperties
 				if p["DeadLetterReason"] != "Permanent failure: Error: Malformed payload." || p["DeadLetterErrorDescription"] == nil || !r.DeadLetterNotice {
 					t.Fatalf("dead-letter notice %v", p)
@@ -199,7 +199,7 @@ func strictCases() []strictCase {
 		{name: "HandleEventRequest_Discard_CompletesWithoutDeadLetterOrRetryAndNotifiesLifecycle", d: ev,
 			handle: func(*Event) (Result, error) { return Result{}, Discard(errors.New("Known bad event version.")) },
 			policy: &testPolicy{max: 3, delay: time.Minute}, outcome: OutcomeDiscarded, runs: 1, sent: []string{"SkipResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				text, _ := errorContent(t, w.lastSent("SkipResponse"))
 				if !strings.Contains(text, "Known bad event version.") || !strings.Contains(text, "Classified as Discard by") {
 					t.Fatalf("SkipResponse text %q", text)
@@ -214,7 +214,7 @@ func strictCases() []strictCase {
 			outcome: OutcomeDiscarded, runs: 1, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 1},
 		{name: "HandleEventRequest_HandlerSignalsPendingHandoff_SendsHandoffResponseAndBlocksSession", d: ev, handle: handoffResult,
 			outcome: OutcomePendingHandoff, runs: 1, sent: []string{"PendingHandoffResponse"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				p := w.lastSent("PendingHandoffResponse").ApplicationProperties
 				if p["HandoffReason"] != "DMF import in flight" || p["ExternalJobId"] != "JOB-42" || p["ExpectedBy"] == nil {
 					t.Fatalf("handoff properties %v", p)
@@ -244,47 +244,47 @@ func strictCases() []strictCase {
 
 		// ── HandleHandoffCompletedRequest / HandleHandoffFailedRequest ──
 		{name: "HandleHandoffCompletedRequest_AuthorizedAndBlockedByThis_UnblocksAndSendsResolution (+ _DoesNotInvokeUserHandler)",
-			d:     func(w *world) *Delivery { return w.handoffCompleted("event-1") },
+			d:     func(w *fakeNimbus) *Delivery { return w.handoffCompleted("event-1") },
 			state: withParked(blockedBy("event-1", "msg-1"), 2), outcome: OutcomeHandoffCompleted,
 			sent: []string{"ProcessDeferredRequest", "ResolutionResponse"}, deferred: 2,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if !r.Unblocked || !r.DrainRequested || w.recorded("msg-1") {
 					t.Fatalf("report %+v (a completed handoff records nothing)", r)
 				}
 			}},
 		{name: "HandleHandoffCompletedRequest_FromNonManager_DeadLetters",
-			d:     func(w *world) *Delivery { return fromNonManager(w.handoffCompleted("event-1")) },
+			d:     func(w *fakeNimbus) *Delivery { return fromNonManager(w.handoffCompleted("event-1")) },
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeUnauthorized, blockedBy: "event-1"},
 		{name: "HandleHandoffCompletedRequest_MismatchedEventId_SendsResolutionAndCompletes",
-			d:     func(w *world) *Delivery { return w.handoffCompleted("event-1") },
+			d:     func(w *fakeNimbus) *Delivery { return w.handoffCompleted("event-1") },
 			state: blockedBy("different-event", "msg-x"), outcome: OutcomeHandoffCompleted, sent: []string{"ResolutionResponse"}, blockedBy: "different-event"},
 		{name: "HandleHandoffCompletedRequest_SessionNotBlockedAtAll_SendsResolutionAndCompletes",
-			d: func(w *world) *Delivery { return w.handoffCompleted("event-1") }, outcome: OutcomeHandoffCompleted, sent: []string{"ResolutionResponse"}},
+			d: func(w *fakeNimbus) *Delivery { return w.handoffCompleted("event-1") }, outcome: OutcomeHandoffCompleted, sent: []string{"ResolutionResponse"}},
 		{name: "HandleHandoffFailedRequest_AuthorizedAndBlockedByThis_SendsErrorAndKeepsSessionBlocked",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				return w.handoffFailed("event-1", "DMF rejected: invalid postal code", "DmfValidationError")
 			},
 			state: withParked(blockedBy("event-1", "msg-1"), 1), outcome: OutcomeHandoffFailed, sent: []string{"ErrorResponse"}, blockedBy: "event-1", deferred: 1,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if text, typ := errorContent(t, w.lastSent("ErrorResponse")); text != "DMF rejected: invalid postal code" || typ != "HandoffFailedException" {
 					t.Fatalf("ErrorResponse %q %q", text, typ)
 				}
 			}},
 		{name: "HandleHandoffFailedRequest_MismatchedEventId_CompletesWithoutErrorResponse",
-			d:     func(w *world) *Delivery { return w.handoffFailed("event-1", "DMF rejected", "DmfValidationError") },
+			d:     func(w *fakeNimbus) *Delivery { return w.handoffFailed("event-1", "DMF rejected", "DmfValidationError") },
 			state: blockedBy("different-event", "msg-x"), outcome: OutcomeHandoffUnmatched, blockedBy: "different-event"},
 		{name: "HandleHandoffFailedRequest_SessionNotBlockedAtAll_CompletesWithoutErrorResponse",
-			d:       func(w *world) *Delivery { return w.handoffFailed("event-1", "DMF rejected", "DmfValidationError") },
+			d:       func(w *fakeNimbus) *Delivery { return w.handoffFailed("event-1", "DMF rejected", "DmfValidationError") },
 			outcome: OutcomeHandoffUnmatched},
 		{name: "HandleHandoffFailedRequest_FromNonManager_DeadLetters",
-			d:     func(w *world) *Delivery { return fromNonManager(w.handoffFailed("event-1", "x", "y")) },
+			d:     func(w *fakeNimbus) *Delivery { return fromNonManager(w.handoffFailed("event-1", "x", "y")) },
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeUnauthorized, blockedBy: "event-1"},
 
 		// ── Dead-letter Resolver notification ──
 		{name: "HandleResubmissionRequest_FromNonManager_NotifiesResolverOfDeadLetter",
-			d:       func(w *world) *Delivery { return lastDelivery(fromNonManager(w.resubmit("event-1"))) },
+			d:       func(w *fakeNimbus) *Delivery { return lastDelivery(fromNonManager(w.resubmit("event-1"))) },
 			outcome: OutcomeUnauthorized, sent: []string{"ErrorResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				m := w.lastSent("ErrorResponse")
 				if m.ApplicationProperties["DeadLetterReason"] != "Failed to handle message." {
 					t.Fatalf("DeadLetterReason %v", m.ApplicationProperties["DeadLetterReason"])
@@ -298,7 +298,7 @@ func strictCases() []strictCase {
 		{name: "HandleEventRequest_RetryPolicy_SchedulesWithSubMinutePrecision", d: ev, handle: fail("boom"),
 			policy: &testPolicy{max: 1, delay: 90 * time.Second}, outcome: OutcomeEventFailed, runs: 1,
 			sent: []string{"ErrorResponse", "RetryRequest"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				s := w.scheduled[0]
 				p := s.m.ApplicationProperties
 				if !s.at.Equal(w.now.Add(90*time.Second)) || p["To"] != "Retry" || p["RetryCount"] != int32(1) || p["InboxMessageId"] != "msg-1" || p["MessageType"] != "RetryRequest" {
@@ -306,13 +306,13 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "HandleEventRequest_HandlerThrows_RetryLookupUsesUserPropertyEventTypeId",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Body = []byte(`{"EventContent":{"EventTypeId":null,"EventJson":"{}"},"ErrorContent":null}`)
 				return d
 			},
 			handle: fail("boom"), policy: &testPolicy{max: 0}, outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if !slices.Equal(w.policy.asked, []string{"OrderPlaced"}) {
 					t.Fatalf("policy asked for %q", w.policy.asked)
 				}
@@ -321,14 +321,18 @@ func strictCases() []strictCase {
 		// ── HandleRetryRequest ──
 		{name: "HandleRetryRequest_BlockedByThis_HandlesUnblocksAndCompletes", d: retry, state: blockedBy("event-1", "msg-1"),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				// Stand-in ids: the source MessageId it stands in for, then its own.
 				if !w.recorded("msg-1") || !w.recorded(r.MessageID) || !r.Unblocked {
 					t.Fatalf("records: source %v own %v; report %+v", w.recorded("msg-1"), w.recorded(r.MessageID), r)
 				}
 			}},
 		{name: "HandleRetryRequest_Duplicate_UnblocksAndSendsDuplicateResponse (+ _RecordedDuplicate_WithSessionStillBlockedByThis_UnblocksBeforeCompleting)",
-			d:     func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
+			d: func(w *fakeNimbus) *Delivery {
+				d := w.retry("event-1", "msg-1", 1)
+				w.record(*d.Broker.MessageID)
+				return d
+			},
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}},
 		{name: "HandleRetryRequest_BlockedByThis_WithNewDeferred_SendsProcessDeferredRequest", d: retry, state: withParked(blockedBy("event-1", "msg-1"), 3),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ProcessDeferredRequest", "ResolutionResponse"}, deferred: 3},
@@ -339,37 +343,49 @@ func strictCases() []strictCase {
 		{name: "HandleRetryRequest_HandlerThrows_SendsErrorAndCompletes (policy: the next RetryRequest carries InboxMessageId on)",
 			d: retry, state: blockedBy("event-1", "msg-1"), handle: fail("boom"), policy: &testPolicy{max: 3, delay: time.Minute},
 			outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse", "RetryRequest"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				p := w.scheduled[0].m.ApplicationProperties
 				if p["RetryCount"] != int32(2) || p["InboxMessageId"] != "msg-1" {
 					t.Fatalf("next RetryRequest %v", p)
 				}
 			}},
 		{name: "HandleRetryRequest_RecordedDuplicate_WithUnblockedSession_SendsDuplicateResponse",
-			d:       func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
+			d: func(w *fakeNimbus) *Delivery {
+				d := w.retry("event-1", "msg-1", 1)
+				w.record(*d.Broker.MessageID)
+				return d
+			},
 			outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}},
 		{name: "HandleRetryRequest_RecordedDuplicate_WithUnblockedSession_DrainsDeferredSiblings",
-			d:     func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
+			d: func(w *fakeNimbus) *Delivery {
+				d := w.retry("event-1", "msg-1", 1)
+				w.record(*d.Broker.MessageID)
+				return d
+			},
 			state: withParked(session.State{}, 2), outcome: OutcomeDuplicate, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 2},
 		{name: "HandleRetryRequest_RecordedDuplicate_WithSessionBlockedByOther_LeavesBlockerAndSkipsDrain",
-			d:     func(w *world) *Delivery { d := w.retry("event-1", "msg-1", 1); w.record(*d.Broker.MessageID); return d },
+			d: func(w *fakeNimbus) *Delivery {
+				d := w.retry("event-1", "msg-1", 1)
+				w.record(*d.Broker.MessageID)
+				return d
+			},
 			state: withParked(blockedBy("other-event", "msg-x"), 2), outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}, blockedBy: "other-event", deferred: 2},
 
 		// ── HandleResubmissionRequest ──
 		{name: "HandleResubmissionRequest_FromManager_HandlesAndCompletes", d: resub,
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}},
 		{name: "HandleResubmissionRequest_Duplicate_SendsDuplicateResponse (+ _RecordedDuplicate_PreCheckSkipsHandler)",
-			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
+			d:     func(w *fakeNimbus) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
 			state: withParked(session.State{}, 1), outcome: OutcomeDuplicate, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 1},
 		{name: "HandleResubmissionRequest_RecordedDuplicate_PreCheckSkipsHandler (blocked by this: unblocks and replays, as the normal path)",
-			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
+			d:     func(w *fakeNimbus) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
 			state: withParked(blockedBy("event-1", "msg-1"), 2), outcome: OutcomeDuplicate, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 2},
 		{name: "HandleResubmissionRequest_RecordedDuplicate_PreCheckSkipsHandler (blocked by another event: block and parked copies left alone)",
-			d:     func(w *world) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
+			d:     func(w *fakeNimbus) *Delivery { d := w.resubmit("event-1"); w.record(*d.Broker.MessageID); return d },
 			state: withParked(blockedBy("event-b", "msg-b"), 2), outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}, blockedBy: "event-b", deferred: 2},
 		{name: "HandleResubmissionRequest_FromManager_BlockedByThis_Unblocks", d: resub, state: blockedBy("event-1", "msg-1"),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				// Stand-in ids: the session's BlockedByMessageId, then its own.
 				if !w.recorded("msg-1") || !w.recorded(r.MessageID) || !r.Unblocked {
 					t.Fatalf("records: blocked-by %v own %v; report %+v", w.recorded("msg-1"), w.recorded(r.MessageID), r)
@@ -377,15 +393,15 @@ func strictCases() []strictCase {
 			}},
 		{name: "HandleResubmissionRequest_FromManager_NotBlockedByThis_SkipsUnblock", d: resub, state: blockedBy("event-b", "msg-b"),
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}, blockedBy: "event-b",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if w.recorded("msg-b") {
 					t.Fatal("a resubmission recorded the MessageId of another event's block")
 				}
 			}},
 		{name: "HandleResubmissionRequest_FromNonManager_DeadLetters",
-			d: func(w *world) *Delivery { return fromNonManager(w.resubmit("event-1")) }, outcome: OutcomeUnauthorized},
+			d: func(w *fakeNimbus) *Delivery { return fromNonManager(w.resubmit("event-1")) }, outcome: OutcomeUnauthorized},
 		{name: "HandleResubmissionRequest_EventHandlerNotFound_SendsUnsupportedAndCompletes",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.resubmit("event-1")
 				d.Properties["EventTypeId"] = "NobodyHandlesThis"
 				d.Body = bodyOf("NobodyHandlesThis", "{}")
@@ -396,55 +412,55 @@ func strictCases() []strictCase {
 			handle: fail("boom"), policy: &testPolicy{max: 3, delay: time.Minute},
 			outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse"}, blockedBy: "event-1"},
 		{name: "Go: ResubmissionRequest from a case-insensitive \"manager\" is authorized",
-			d:       func(w *world) *Delivery { d := w.resubmit("event-1"); d.Properties["From"] = "mAnAgEr"; return d },
+			d:       func(w *fakeNimbus) *Delivery { d := w.resubmit("event-1"); d.Properties["From"] = "mAnAgEr"; return d },
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}},
 
 		// ── HandleSkipRequest ──
 		{name: "HandleSkipRequest_FromManager_BlockedByThis_UnblocksAndSendsSkip",
-			d: func(w *world) *Delivery { return w.skip("event-1") }, state: withParked(blockedBy("event-1", "msg-1"), 2),
+			d: func(w *fakeNimbus) *Delivery { return w.skip("event-1") }, state: withParked(blockedBy("event-1", "msg-1"), 2),
 			outcome: OutcomeSkipped, sent: []string{"ProcessDeferredRequest", "SkipResponse"}, deferred: 2,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if c, _ := message.ParseContent(w.lastSent("SkipResponse").Body); c.ErrorContent != nil || c.EventContent != nil {
 					t.Fatalf("SkipResponse content %s, want null content", w.lastSent("SkipResponse").Body)
 				}
 			}},
 		{name: "HandleSkipRequest_NotBlockedByThis_SendsSkipAndCompletes",
-			d: func(w *world) *Delivery { return w.skip("event-1") }, state: blockedBy("other-event", "msg-x"),
+			d: func(w *fakeNimbus) *Delivery { return w.skip("event-1") }, state: blockedBy("other-event", "msg-x"),
 			outcome: OutcomeSkipped, sent: []string{"SkipResponse"}, blockedBy: "other-event"},
 		{name: "HandleSkipRequest_FromNonManager_DeadLetters",
-			d: func(w *world) *Delivery { return fromNonManager(w.skip("event-1")) }, state: blockedBy("event-1", "msg-1"),
+			d: func(w *fakeNimbus) *Delivery { return fromNonManager(w.skip("event-1")) }, state: blockedBy("event-1", "msg-1"),
 			outcome: OutcomeUnauthorized, blockedBy: "event-1"},
 
 		// ── MessageType routing ──
 		{name: "Handle_UnsupportedResponse_RoutesToHandleEventRequest",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Properties["MessageType"] = "UnsupportedResponse"
 				return d
 			},
 			outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}},
 		{name: "Handle_UnhandledMessageType_DeadLetters",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Properties["MessageType"] = "ErrorResponse"
 				return d
 			},
 			outcome: OutcomeUnsupportedMessageType},
 		{name: "Go: ContinuationRequest (legacy broker deferral) is dead-lettered",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Properties["MessageType"], d.Properties["From"] = "ContinuationRequest", "Continuation"
 				return d
 			},
 			outcome: OutcomeUnsupportedMessageType},
 		{name: "Go: ProcessDeferredRequest on the main subscription is dead-lettered (last delivery: Resolver notified)",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := lastDelivery(w.event("msg-1", "event-1"))
 				d.Properties["MessageType"], d.Properties["To"] = "ProcessDeferredRequest", "DeferredProcessor"
 				return d
 			},
 			outcome: OutcomeUnsupportedMessageType, sent: []string{"ErrorResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if w.lastSent("ErrorResponse").ApplicationProperties["DeadLetterReason"] != "Failed to handle message." {
 					t.Fatal("wrong dead-letter reason")
 				}
@@ -462,7 +478,7 @@ func strictCases() []strictCase {
 			outcome: OutcomeDuplicate, sent: []string{"SkipResponse"}, blockedBy: "event-1"},
 		{name: "HandleEventRequest_PreCheckStoreFailure_AbandonsWithoutRunningHandler", d: ev, failOp: []string{"inbox.check"},
 			outcome: OutcomeTransientFailure,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if r.StoreOp != "check" || !r.Outcome.Spec().Pause {
 					t.Fatalf("report %+v", r)
 				}
@@ -470,21 +486,21 @@ func strictCases() []strictCase {
 
 		// ── Heartbeat (StrictMessageHandlerHeartbeatTests) ──
 		{name: "HandleEventRequest_HeartbeatOnBlockedSession_StillAnswers",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("hb-1", "hb-event")
 				d.Properties["EventTypeId"] = "nimbus.platform.HEARTBEAT"
 				return d
 			},
 			state: withParked(blockedBy("event-1", "msg-1"), 1), outcome: OutcomeHeartbeat, sent: []string{"ResolutionResponse"}, blockedBy: "event-1", deferred: 1},
 		{name: "HandleEventRequest_HeartbeatAlreadyRecordedInInbox_StillAnswers",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("hb-1", "hb-event")
 				d.Properties["EventTypeId"] = message.HeartbeatEventTypeID
 				return d
 			},
 			recorded: []string{"hb-1"}, outcome: OutcomeHeartbeat, sent: []string{"ResolutionResponse"}},
 		{name: "HandleEventRequest_HeartbeatOnlyInEventContent_StillAnswers",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("hb-1", "hb-event")
 				delete(d.Properties, "EventTypeId")
 				d.Body = bodyOf(message.HeartbeatEventTypeID, "{}")
@@ -496,11 +512,11 @@ func strictCases() []strictCase {
 		{name: "Go: the blocker's own redelivery is handled, not parked, and lifts its block", d: ev,
 			state: withParked(blockedBy("event-1", "msg-1"), 2), outcome: OutcomeCompleted, runs: 1,
 			sent: []string{"ProcessDeferredRequest", "ResolutionResponse"}, deferred: 2, nowRecorded: []string{"msg-1"}},
-		{name: "Go: the same EventId under another MessageId is parked behind the block", d: func(w *world) *Delivery { return w.event("msg-1b", "event-1") },
+		{name: "Go: the same EventId under another MessageId is parked behind the block", d: func(w *fakeNimbus) *Delivery { return w.event("msg-1b", "event-1") },
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeDeferred, sent: []string{"Deferred", "DeferralResponse"}, blockedBy: "event-1", deferred: 1},
 		{name: "Go: not blocked but parked copies wait: parked, and a replay request follows the copy", d: ev,
 			state: withParked(session.State{}, 2), outcome: OutcomeDeferred, sent: []string{"Deferred", "DeferralResponse", "ProcessDeferredRequest"}, deferred: 3,
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if r.DeferralSequence != 2 || !r.DrainRequested {
 					t.Fatalf("report %+v", r)
 				}
@@ -510,7 +526,7 @@ func strictCases() []strictCase {
 				}
 			}},
 		{name: "Go: a plain EventRequest carrying InboxMessageId is checked and recorded on its own MessageId only",
-			d: func(w *world) *Delivery {
+			d: func(w *fakeNimbus) *Delivery {
 				d := w.event("msg-1", "event-1")
 				d.Properties["InboxMessageId"] = "someone-else"
 				return d
@@ -518,7 +534,7 @@ func strictCases() []strictCase {
 			recorded: []string{"someone-else"}, outcome: OutcomeCompleted, runs: 1, sent: []string{"ResolutionResponse"}, nowRecorded: []string{"msg-1"}},
 		{name: "Go: a failed event overwrites nothing but its own session: BlockedByMessageId is the InboxMessageId of a retry", d: retry,
 			state: blockedBy("event-1", "msg-1"), handle: fail("again"), outcome: OutcomeEventFailed, runs: 1, sent: []string{"ErrorResponse"}, blockedBy: "event-1",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if st := w.state(); st.BlockedByMessageID != "msg-1" {
 					t.Fatalf("BlockedByMessageId %q", st.BlockedByMessageID)
 				}
@@ -527,7 +543,7 @@ func strictCases() []strictCase {
 		// ── Go: store failures are transient: never a skip, never a park ──
 		{name: "Go: session-state read failure on a fresh event: transient, handler not run, nothing parked", d: ev, failOp: []string{"state.read"},
 			state: blockedBy("other-event", "msg-x"), outcome: OutcomeTransientFailure, blockedBy: "other-event",
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				if r.StoreOp != "session_read" {
 					t.Fatalf("StoreOp %q", r.StoreOp)
 				}
@@ -537,7 +553,7 @@ func strictCases() []strictCase {
 		{name: "Go: session-state read failure on a RetryRequest: transient", d: retry, failOp: []string{"state.read"},
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeTransientFailure, blockedBy: "event-1"},
 		{name: "Go: session-state read failure on a SkipRequest: transient, not skipped",
-			d: func(w *world) *Delivery { return w.skip("event-1") }, failOp: []string{"state.read"},
+			d: func(w *fakeNimbus) *Delivery { return w.skip("event-1") }, failOp: []string{"state.read"},
 			state: blockedBy("event-1", "msg-1"), outcome: OutcomeTransientFailure, blockedBy: "event-1"},
 		{name: "Go: session-state write failure when parking: transient, nothing sent", d: ev, failOp: []string{"state.write"},
 			state: blockedBy("other-event", "msg-x"), outcome: OutcomeTransientFailure, blockedBy: "other-event"},
@@ -548,16 +564,16 @@ func strictCases() []strictCase {
 		{name: "Go: inbox record failure after the handler: transient, no response", d: ev, failOp: []string{"inbox.record"},
 			outcome: OutcomeTransientFailure, runs: 1},
 		{name: "Go: a transient failure on its last delivery tells the Resolver (MaxDeliveryCountExceeded)",
-			d:       func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
+			d:       func(w *fakeNimbus) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
 			handle:  func(*Event) (Result, error) { return Result{}, Transient(errors.New("db busy")) },
 			outcome: OutcomeHandlerFailed, runs: 1, sent: []string{"ErrorResponse"},
-			check: func(t *testing.T, w *world, r Report) {
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
 				p := w.lastSent("ErrorResponse").ApplicationProperties
 				if p["DeadLetterReason"] != "MaxDeliveryCountExceeded" || p["DeadLetterErrorDescription"] == nil {
 					t.Fatalf("notice %v", p)
 				}
 			}},
-		{name: "Go: a store outage on its last delivery tells the Resolver too", d: func(w *world) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
+		{name: "Go: a store outage on its last delivery tells the Resolver too", d: func(w *fakeNimbus) *Delivery { return lastDelivery(w.event("msg-1", "event-1")) },
 			failOp: []string{"inbox.check"}, outcome: OutcomeTransientFailure, sent: []string{"ErrorResponse"}},
 	}
 }
@@ -565,7 +581,7 @@ func strictCases() []strictCase {
 func TestStrictMessageHandlerPorted(t *testing.T) {
 	for _, c := range strictCases() {
 		t.Run(c.name, func(t *testing.T) {
-			w := newWorld(t, worldOptions{policy: c.policy, noInbox: c.noInbox})
+			w := newFakeNimbus(t, fakeNimbusOptions{policy: c.policy, noInbox: c.noInbox})
 			if c.state != (session.State{}) {
 				w.setState(c.state)
 			}
@@ -624,7 +640,7 @@ func TestStrictMessageHandlerPorted(t *testing.T) {
 // HandleEventRequest_Discard_DoesNotBlockNextMessageInSession: two events
 // of one session; the first is discarded, the second is handled.
 func TestStrictDiscardDoesNotBlockNextMessageInSession(t *testing.T) {
-	w := newWorld(t, worldOptions{})
+	w := newFakeNimbus(t, fakeNimbusOptions{})
 	w.handle = func(ev *Event) (Result, error) {
 		if ev.EventID == "event-1" {
 			return Result{}, Discard(errors.New("discard first"))

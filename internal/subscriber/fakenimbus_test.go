@@ -17,11 +17,11 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// This file is the in-process NimBus world the strict, scenario and
-// round-trip tests run the pipeline in: the endpoint topic's subscriptions
-// (main, Deferred, DeferredProcessor), the scheduler, the inbox and the
-// session-state store, each call of which can be made to fail before or
-// after it takes effect.
+// This file holds fakeNimbus, the in-process NimBus deployment the strict,
+// scenario and round-trip tests run the pipeline in: the endpoint topic's
+// subscriptions (main, Deferred, DeferredProcessor), the scheduler, the
+// inbox and the session-state store, each call of which can be made to fail
+// before or after it takes effect.
 
 const strictEndpoint = "BillingEndpoint"
 
@@ -38,8 +38,8 @@ const (
 	faultAfter
 )
 
-// world is the in-process broker, stores and handler around one pipeline.
-type world struct {
+// fakeNimbus is the in-process broker, stores and handler around one pipeline.
+type fakeNimbus struct {
 	t  testing.TB
 	mu sync.Mutex
 
@@ -84,6 +84,14 @@ type world struct {
 
 	// Counters of store requests and broker sends (for the benchmark).
 	checks, records, stateReads, stateWrites, sends int
+	// roundTrips counts the sequential round trips: a call that starts
+	// while no other call is in flight starts one, and calls made
+	// concurrently with it belong to it. latency is how long every call
+	// takes; with a latency, calls the pipeline starts together overlap
+	// (under testing/synctest the wait is on the bubble's fake clock, so
+	// the count is exact and costs no time).
+	roundTrips, inFlight int
+	latency              time.Duration
 
 	policy *testPolicy
 }
@@ -101,23 +109,23 @@ type handlerRun struct {
 	handoff bool
 }
 
-type worldOptions struct {
+type fakeNimbusOptions struct {
 	noSessions bool
 	noInbox    bool
 	policy     *testPolicy
 }
 
-func newWorld(t testing.TB, o worldOptions) *world {
-	w := &world{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
+func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
+	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
 	w.inner, _ = inbox.NewMemoryStore(inbox.MemoryOptions{})
 	w.sessions = session.NewMemory(session.MemoryOptions{Now: func() time.Time { return w.clock() }})
 	w.reg = NewRegistry()
 	w.reg.Handle("OrderPlaced", w.runHandler)
 	opts := Options{
 		EndpointID:    strictEndpoint,
-		Publisher:     worldPublisher{w},
-		Scheduler:     worldScheduler{w},
-		Deferred:      worldDeferred{w},
+		Publisher:     fakePublisher{w},
+		Scheduler:     fakeScheduler{w},
+		Deferred:      fakeDeferred{w},
 		Handlers:      w.reg,
 		Log:           zerolog.Nop(),
 		Now:           w.clock,
@@ -127,10 +135,10 @@ func newWorld(t testing.TB, o worldOptions) *world {
 		Rand:          func() float64 { return 0.5 },
 	}
 	if !o.noInbox {
-		opts.Inbox = worldInbox{w}
+		opts.Inbox = fakeInbox{w}
 	}
 	if !o.noSessions {
-		opts.Sessions = worldSessions{w}
+		opts.Sessions = fakeSessions{w}
 	}
 	if o.policy != nil {
 		opts.RetryPolicies = o.policy
@@ -142,14 +150,27 @@ func newWorld(t testing.TB, o worldOptions) *world {
 	return w
 }
 
-func (w *world) clock() time.Time {
+func (w *fakeNimbus) clock() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.now
 }
 
 // call runs one fallible operation under the fault plan.
-func (w *world) call(op string, do func() error) error {
+func (w *fakeNimbus) call(op string, do func() error) error {
+	w.mu.Lock()
+	if w.inFlight == 0 {
+		w.roundTrips++
+	}
+	w.inFlight++
+	latency := w.latency
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.inFlight--
+		w.mu.Unlock()
+	}()
+	time.Sleep(latency)
 	w.mu.Lock()
 	w.calls[op]++
 	w.callSeq++
@@ -186,7 +207,7 @@ func (w *world) call(op string, do func() error) error {
 	return nil
 }
 
-func (w *world) runHandler(ctx context.Context, ev *Event) (Result, error) {
+func (w *fakeNimbus) runHandler(ctx context.Context, ev *Event) (Result, error) {
 	if w.onRun != nil {
 		w.onRun(ev)
 	}
@@ -201,7 +222,7 @@ func (w *world) runHandler(ctx context.Context, ev *Event) (Result, error) {
 }
 
 // brokerID is a MessageId the broker assigns to a sent message.
-func (w *world) brokerID(prefix string) string {
+func (w *fakeNimbus) brokerID(prefix string) string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.nextID++
@@ -210,9 +231,9 @@ func (w *world) brokerID(prefix string) string {
 
 // ---- the stores and the broker, as the pipeline sees them ----
 
-type worldInbox struct{ w *world }
+type fakeInbox struct{ w *fakeNimbus }
 
-func (s worldInbox) HasProcessed(ctx context.Context, k inbox.Key) (seen bool, err error) {
+func (s fakeInbox) HasProcessed(ctx context.Context, k inbox.Key) (seen bool, err error) {
 	s.w.mu.Lock()
 	s.w.checks++
 	s.w.mu.Unlock()
@@ -220,20 +241,20 @@ func (s worldInbox) HasProcessed(ctx context.Context, k inbox.Key) (seen bool, e
 	return seen, err
 }
 
-func (s worldInbox) RecordProcessed(ctx context.Context, k inbox.Key) error {
+func (s fakeInbox) RecordProcessed(ctx context.Context, k inbox.Key) error {
 	s.w.mu.Lock()
 	s.w.records++
 	s.w.mu.Unlock()
 	return s.w.call("inbox.record", func() error { return s.w.inner.RecordProcessed(ctx, k) })
 }
 
-func (s worldInbox) PurgeExpired(ctx context.Context, e string, t time.Time) (int, error) {
+func (s fakeInbox) PurgeExpired(ctx context.Context, e string, t time.Time) (int, error) {
 	return s.w.inner.PurgeExpired(ctx, e, t)
 }
 
-type worldSessions struct{ w *world }
+type fakeSessions struct{ w *fakeNimbus }
 
-func (s worldSessions) Read(ctx context.Context, k session.Key) (st session.State, err error) {
+func (s fakeSessions) Read(ctx context.Context, k session.Key) (st session.State, err error) {
 	s.w.mu.Lock()
 	s.w.stateReads++
 	s.w.mu.Unlock()
@@ -241,7 +262,7 @@ func (s worldSessions) Read(ctx context.Context, k session.Key) (st session.Stat
 	return st, err
 }
 
-func (s worldSessions) Write(ctx context.Context, k session.Key, next session.State) (st session.State, err error) {
+func (s fakeSessions) Write(ctx context.Context, k session.Key, next session.State) (st session.State, err error) {
 	s.w.mu.Lock()
 	s.w.stateWrites++
 	s.w.mu.Unlock()
@@ -254,9 +275,9 @@ func (s worldSessions) Write(ctx context.Context, k session.Key, next session.St
 	return st, err
 }
 
-type worldPublisher struct{ w *world }
+type fakePublisher struct{ w *fakeNimbus }
 
-func (pb worldPublisher) Publish(ctx context.Context, m *message.Outgoing) error {
+func (pb fakePublisher) Publish(ctx context.Context, m *message.Outgoing) error {
 	w := pb.w
 	w.mu.Lock()
 	w.sends++
@@ -285,9 +306,9 @@ func (pb worldPublisher) Publish(ctx context.Context, m *message.Outgoing) error
 	})
 }
 
-type worldScheduler struct{ w *world }
+type fakeScheduler struct{ w *fakeNimbus }
 
-func (sc worldScheduler) Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error {
+func (sc fakeScheduler) Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error {
 	w := sc.w
 	w.mu.Lock()
 	w.sends++
@@ -324,9 +345,9 @@ type deferredQueue struct {
 	locked bool
 }
 
-type worldDeferred struct{ w *world }
+type fakeDeferred struct{ w *fakeNimbus }
 
-func (d worldDeferred) Accept(ctx context.Context, sid string) (DeferredSession, error) {
+func (d fakeDeferred) Accept(ctx context.Context, sid string) (DeferredSession, error) {
 	w := d.w
 	var out DeferredSession
 	err := w.call("deferred.accept", func() error {
@@ -348,7 +369,7 @@ func (d worldDeferred) Accept(ctx context.Context, sid string) (DeferredSession,
 }
 
 type deferredSession struct {
-	w *world
+	w *fakeNimbus
 	q *deferredQueue
 }
 
@@ -411,7 +432,7 @@ func (s *deferredSession) Close(ctx context.Context) error {
 }
 
 // parked returns the DeferralSequences of the copies waiting for sid.
-func (w *world) parked(sid string) []int64 {
+func (w *fakeNimbus) parked(sid string) []int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []int64
@@ -456,7 +477,7 @@ func bodyOf(eventTypeID, json string) []byte {
 
 // event is an EventRequest as a NimBus publisher's forwarder delivers it to
 // the endpoint.
-func (w *world) event(msgID, eventID string) *Delivery {
+func (w *fakeNimbus) event(msgID, eventID string) *Delivery {
 	return &Delivery{
 		Broker: message.Broker{MessageID: str(msgID), SessionID: str(strictSession), CorrelationID: str("corr-" + eventID), EnqueuedTime: w.clock(), DeliveryCount: 1},
 		Properties: map[string]any{
@@ -481,7 +502,7 @@ func managerProps(t message.Type, eventID, errorMsgID string) map[string]any {
 // resubmit is ManagerClient.Resubmit's ResubmissionRequest: no MessageId of
 // its own (the broker assigns one), CorrelationId of the ErrorResponse,
 // EventContent with the (possibly edited) event JSON.
-func (w *world) resubmit(eventID string) *Delivery {
+func (w *fakeNimbus) resubmit(eventID string) *Delivery {
 	return &Delivery{
 		Broker:     message.Broker{MessageID: str(w.brokerID("resubmit")), SessionID: str(strictSession), CorrelationID: str("corr-" + eventID), EnqueuedTime: w.clock(), DeliveryCount: 1},
 		Properties: managerProps(message.ResubmissionRequest, eventID, "error-response-"+eventID),
@@ -491,7 +512,7 @@ func (w *world) resubmit(eventID string) *Delivery {
 
 // skip is ManagerClient.Skip's SkipRequest: an empty MessageContent,
 // CorrelationId = the ErrorResponse's MessageId.
-func (w *world) skip(eventID string) *Delivery {
+func (w *fakeNimbus) skip(eventID string) *Delivery {
 	return &Delivery{
 		Broker:     message.Broker{MessageID: str(w.brokerID("skip")), SessionID: str(strictSession), CorrelationID: str("error-response-" + eventID), EnqueuedTime: w.clock(), DeliveryCount: 1},
 		Properties: managerProps(message.SkipRequest, eventID, "error-response-"+eventID),
@@ -501,7 +522,7 @@ func (w *world) skip(eventID string) *Delivery {
 
 // handoffCompleted and handoffFailed are HandoffControlMessageFactory's
 // settlements: a fresh GUID-like MessageId, From=Manager.
-func (w *world) handoffCompleted(eventID string) *Delivery {
+func (w *fakeNimbus) handoffCompleted(eventID string) *Delivery {
 	return &Delivery{
 		Broker:     message.Broker{MessageID: str(w.brokerID("handoff-completed")), SessionID: str(strictSession), CorrelationID: str("corr-" + eventID), EnqueuedTime: w.clock(), DeliveryCount: 1},
 		Properties: managerProps(message.HandoffCompletedRequest, eventID, "pending-"+eventID),
@@ -509,7 +530,7 @@ func (w *world) handoffCompleted(eventID string) *Delivery {
 	}
 }
 
-func (w *world) handoffFailed(eventID, text, typ string) *Delivery {
+func (w *fakeNimbus) handoffFailed(eventID, text, typ string) *Delivery {
 	c := message.Content{ErrorContent: &message.ErrorContent{ErrorText: message.Ptr(text), ErrorType: message.Ptr(typ)}}
 	return &Delivery{
 		Broker:     message.Broker{MessageID: str(w.brokerID("handoff-failed")), SessionID: str(strictSession), CorrelationID: str("corr-" + eventID), EnqueuedTime: w.clock(), DeliveryCount: 1},
@@ -521,7 +542,7 @@ func (w *world) handoffFailed(eventID, text, typ string) *Delivery {
 // delivered turns a message the pipeline sent to its own topic into the
 // delivery the broker makes of it: a fresh broker MessageId, the same
 // session, properties and body.
-func (w *world) delivered(m *message.Outgoing) *Delivery {
+func (w *fakeNimbus) delivered(m *message.Outgoing) *Delivery {
 	props := maps.Clone(m.ApplicationProperties)
 	if props[message.PropTo] == message.RetryAddress {
 		// The endpoint subscription's "retry" rule.
@@ -540,7 +561,7 @@ func (w *world) delivered(m *message.Outgoing) *Delivery {
 // retry is a RetryRequest as the endpoint subscription delivers the one the
 // pipeline scheduled after a failure of msgID (To=Retry rewritten to the
 // endpoint, From=Retry).
-func (w *world) retry(eventID, sourceMsgID string, retryCount int32) *Delivery {
+func (w *fakeNimbus) retry(eventID, sourceMsgID string, retryCount int32) *Delivery {
 	d := w.event(w.brokerID("retry"), eventID)
 	d.Properties["MessageType"] = message.RetryRequest.String()
 	d.Properties["From"] = message.RetryAddress
@@ -562,7 +583,7 @@ func redelivery(d *Delivery) *Delivery {
 // ---- inspection ----
 
 // sentKinds lists what was sent since index from, each as kindOf.
-func (w *world) sentKinds(from int) []string {
+func (w *fakeNimbus) sentKinds(from int) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -573,7 +594,7 @@ func (w *world) sentKinds(from int) []string {
 }
 
 // responses lists the Resolver responses as "Type EventId".
-func (w *world) responses() []string {
+func (w *fakeNimbus) responses() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -586,7 +607,7 @@ func (w *world) responses() []string {
 	return out
 }
 
-func (w *world) state() session.State {
+func (w *fakeNimbus) state() session.State {
 	w.t.Helper()
 	st, err := w.sessions.Read(context.Background(), session.NewKey(strictEndpoint, strictSession))
 	if err != nil {
@@ -596,7 +617,7 @@ func (w *world) state() session.State {
 }
 
 // setState stores st as the session's state.
-func (w *world) setState(st session.State) {
+func (w *fakeNimbus) setState(st session.State) {
 	w.t.Helper()
 	k := session.NewKey(strictEndpoint, strictSession)
 	cur, err := w.sessions.Read(context.Background(), k)
@@ -609,7 +630,7 @@ func (w *world) setState(st session.State) {
 	}
 }
 
-func (w *world) recorded(msgID string) bool {
+func (w *fakeNimbus) recorded(msgID string) bool {
 	w.t.Helper()
 	ok, err := w.inner.HasProcessed(context.Background(), inbox.NewKey(strictEndpoint, msgID))
 	if err != nil {
@@ -618,7 +639,7 @@ func (w *world) recorded(msgID string) bool {
 	return ok
 }
 
-func (w *world) record(msgID string) {
+func (w *fakeNimbus) record(msgID string) {
 	w.t.Helper()
 	if err := w.inner.RecordProcessed(context.Background(), inbox.NewKey(strictEndpoint, msgID)); err != nil {
 		w.t.Fatal(err)
@@ -627,7 +648,7 @@ func (w *world) record(msgID string) {
 
 // handled lists the handler runs as "EventId/attempt" (a failed run is
 // suffixed "!").
-func (w *world) handled() []string {
+func (w *fakeNimbus) handled() []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var out []string
@@ -641,7 +662,7 @@ func (w *world) handled() []string {
 	return out
 }
 
-func (w *world) lastSent(kind string) *message.Outgoing {
+func (w *fakeNimbus) lastSent(kind string) *message.Outgoing {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for i := len(w.sent) - 1; i >= 0; i-- {

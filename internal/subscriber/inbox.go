@@ -1,0 +1,95 @@
+package subscriber
+
+import (
+	"context"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// ownKey works out the inbox key of the delivery's own identity (the
+// CloudEvents source rule included), or records why the inbox is bypassed.
+func (j *job) ownKey() {
+	p, r := j.p, j.r
+	if p.o.Inbox == nil {
+		r.Inbox = InboxOff
+		return
+	}
+	id := j.in.MessageID
+	if j.ce != nil && p.o.DeduplicateCloudEventsBySource {
+		s, reason := inbox.CloudEventMessageID(j.ce.Source, j.ce.ID)
+		if reason == inbox.BypassNone {
+			reason = inbox.BypassReason(p.o.EndpointID, &s)
+		}
+		if reason != inbox.BypassNone {
+			j.bypass(reason)
+			return
+		}
+		id = &s
+	}
+	if reason := inbox.BypassReason(p.o.EndpointID, id); reason != inbox.BypassNone {
+		j.bypass(reason)
+		return
+	}
+	k := inbox.NewKey(p.o.EndpointID, *id)
+	j.own = &k
+}
+
+func (j *job) bypass(reason string) {
+	j.r.Inbox, j.r.BypassReason = InboxBypassed, reason
+	j.p.o.Metrics.Inc(telemetry.InboxBypassed, telemetry.TagBypassReason, reason)
+}
+
+// sourceKey is the inbox key of the stand-in's source MessageId
+// (InboxMessageId), when it is usable and differs from the own key.
+func (j *job) sourceKey() *inbox.Key {
+	src := j.in.InboxMessageID
+	if j.own == nil || src == nil || *src == j.own.MessageID ||
+		inbox.BypassReason(j.p.o.EndpointID, src) != inbox.BypassNone {
+		return nil
+	}
+	k := inbox.NewKey(j.p.o.EndpointID, *src)
+	return &k
+}
+
+// record writes keys in order (a stand-in's source first, its own last);
+// nil keys are skipped.
+func (j *job) record(ctx context.Context, keys ...*inbox.Key) error {
+	for _, k := range keys {
+		if k == nil {
+			continue
+		}
+		rctx, span := j.p.o.Tracer.Start(ctx, spanInboxRecord)
+		if err := j.p.record(rctx, j.r, *k); err != nil {
+			se := NewStoreError(inbox.OpRecord, err)
+			endSpan(span, se)
+			return se
+		}
+		span.End()
+	}
+	return nil
+}
+
+// record writes k, retrying a failure a few times: once the handler has
+// succeeded, a failed record means it runs again on redelivery.
+func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
+	wait := p.o.RecordBackoff
+	for attempt := 1; ; attempt++ {
+		if attempt > 1 {
+			r.RecordRetries++
+		}
+		err := p.o.Inbox.RecordProcessed(ctx, k)
+		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait *= 2
+	}
+}

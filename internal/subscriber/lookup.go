@@ -1,0 +1,90 @@
+package subscriber
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
+)
+
+// lookup runs the inbox checks of keys (nil keys are skipped) and, when
+// withState and the delivery has a session, the session-state read, all at
+// once: one sequential round trip. It returns the first key found
+// recorded. A failed inbox check fails the lookup; a failed state read does
+// too, unless an original delivery turned out to be a duplicate (its
+// answer needs no state).
+func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (dup *inbox.Key, err error) {
+	p, r := j.p, j.r
+	readState := withState && j.hasSession
+	type check struct {
+		seen bool
+		err  error
+	}
+	checks := make([]check, len(keys))
+	var stErr error
+	var wg sync.WaitGroup
+	checked := false
+	for i, k := range keys {
+		if k == nil {
+			continue
+		}
+		checked = true
+		wg.Go(func() {
+			cctx, span := p.o.Tracer.Start(ctx, spanInboxCheck)
+			seen, err := p.o.Inbox.HasProcessed(cctx, *k)
+			if err != nil {
+				// The span says only what the report says: provider
+				// details may carry account names or keys.
+				endSpan(span, NewStoreError(inbox.OpCheck, err))
+			} else {
+				if span.IsRecording() {
+					span.SetAttributes(attribute.Bool("nimbus.inbox.duplicate", seen))
+				}
+				span.End()
+			}
+			checks[i] = check{seen: seen, err: err}
+		})
+	}
+	if readState {
+		wg.Go(func() {
+			sctx, span := p.o.Tracer.Start(ctx, spanSessionRead)
+			j.st, stErr = p.o.Sessions.Read(sctx, j.sk)
+			if stErr != nil {
+				endSpan(span, NewStoreError(sessionStoreOp(session.OpRead), stErr))
+			} else {
+				span.End()
+			}
+		})
+	}
+	wg.Wait()
+	for i, c := range checks {
+		if keys[i] == nil {
+			continue
+		}
+		if c.err != nil {
+			return nil, NewStoreError(inbox.OpCheck, c.err)
+		}
+		if c.seen && dup == nil {
+			dup = keys[i]
+		}
+	}
+	if dup != nil {
+		r.Inbox = InboxDuplicate
+	} else if checked {
+		r.Inbox = InboxNew
+	}
+	if stErr != nil && (dup == nil || j.attempt != AttemptOriginal) {
+		return nil, NewStoreError(sessionStoreOp(session.OpRead), stErr)
+	}
+	return dup, nil
+}
+
+// readState reads the session state alone (control requests that do not
+// touch the inbox).
+func (j *job) readState(ctx context.Context) error {
+	_, err := j.lookup(ctx, nil, true)
+	return err
+}

@@ -1,0 +1,120 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
+)
+
+// change applies one transition to the session state (ETag-conditioned,
+// re-read on a lost race) and keeps the state it leaves. Without a session
+// it does nothing. A change that returns errNotGated ends without a write
+// and without error, keeping the fresh state.
+func (j *job) change(ctx context.Context, what string, c session.Change) error {
+	if !j.hasSession {
+		return nil
+	}
+	p := j.p
+	wctx, span := p.o.Tracer.Start(ctx, spanSessionWrite)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("nimbus.session.change", what))
+	}
+	st, wrote, err := session.Apply(wctx, p.o.Sessions, j.sk, j.st, 0, c)
+	switch {
+	case errors.Is(err, errNotGated):
+		span.End()
+		j.st = st
+		return nil
+	case err != nil:
+		se := NewStoreError(sessionStoreOp(session.OpWrite), err)
+		endSpan(span, se)
+		return se
+	}
+	span.End()
+	if wrote {
+		j.st = st
+	}
+	return nil
+}
+
+// errNotGated stops a park whose fresh state no longer gates the session.
+var errNotGated = errors.New("the session is no longer blocked and nothing waits in it")
+
+// isBlocker reports whether this delivery is the one that blocked the
+// session in state s: same EventId, and its source MessageId is the
+// recorded BlockedByMessageId.
+func (j *job) isBlocker(s session.State) bool {
+	return s.BlockedBy(j.eventID()) && s.BlockedByMessageID != "" && s.BlockedByMessageID == j.source
+}
+
+// mustWait reports whether this delivery must wait behind the session's
+// block or its parked copies. The delivery that blocked the session (its
+// own redelivery, after a failure that was not answered) need not: it is
+// handled again.
+func (j *job) mustWait() bool {
+	return j.hasSession && j.st.Gated() && !j.isBlocker(j.st)
+}
+
+// block blocks the session by this event (and its source MessageId).
+func (j *job) block(ctx context.Context) error {
+	ev, src := j.eventID(), j.source
+	if ev == "" || !j.hasSession {
+		return nil
+	}
+	if err := j.change(ctx, "block", func(s session.State) (session.State, bool, error) { return s.Block(ev, src) }); err != nil {
+		return err
+	}
+	if j.st.BlockedBy(ev) {
+		j.r.Blocked = true
+	}
+	return nil
+}
+
+// unblockAndDrain removes this event's block, when it is the one blocking
+// the session, and then asks for the replay of whatever waits (when the
+// session is no longer blocked).
+func (j *job) unblockAndDrain(ctx context.Context) error {
+	if !j.hasSession {
+		return nil
+	}
+	ev := j.eventID()
+	if j.st.BlockedBy(ev) {
+		now := j.p.o.Now()
+		err := j.change(ctx, "unblock", func(s session.State) (session.State, bool, error) {
+			if !s.BlockedBy(ev) {
+				return s, false, nil
+			}
+			s, _ = s.Unblock()
+			s, _ = s.RequestDrain(now)
+			return s, true, nil
+		})
+		if err != nil {
+			return err
+		}
+		j.r.Unblocked = !j.st.Blocked()
+	}
+	return j.drainIfWaiting(ctx)
+}
+
+// drainIfWaiting sends a replay request when the session is not blocked
+// and parked copies wait.
+func (j *job) drainIfWaiting(ctx context.Context) error {
+	if !j.hasSession || j.replaying || j.st.Blocked() || j.st.DeferredCount == 0 {
+		return nil
+	}
+	return j.requestReplay(ctx)
+}
+
+// requestReplay sends a replay request (ProcessDeferredRequest) for the
+// session.
+func (j *job) requestReplay(ctx context.Context) error {
+	if err := j.send(ctx, message.NewProcessDeferredRequest(j.in)); err != nil {
+		return err
+	}
+	j.r.DrainRequested = true
+	return nil
+}
