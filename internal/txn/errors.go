@@ -121,7 +121,9 @@ func (e *AmbiguousError) Error() string {
 func (e *AmbiguousError) Unwrap() error { return e.Err }
 
 // Is matches ErrAmbiguous and ErrTransient.
-func (e *AmbiguousError) Is(target error) bool { return target == ErrAmbiguous || target == ErrTransient }
+func (e *AmbiguousError) Is(target error) bool {
+	return target == ErrAmbiguous || target == ErrTransient
+}
 
 // Limits a LimitError names.
 const (
