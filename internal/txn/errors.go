@@ -65,7 +65,8 @@ func (e *ConflictError) Error() string {
 func (e *ConflictError) Is(target error) bool { return target == ErrConflict || target == ErrTransient }
 
 // RejectedError reports an operation the service refused for good. Index
-// counts the handler's operations; Marker is set when a marker was refused.
+// counts the handler's operations (-1: the whole batch was refused);
+// Marker is set when a marker was refused.
 type RejectedError struct {
 	Index  int
 	Kind   OpKind
@@ -75,7 +76,10 @@ type RejectedError struct {
 
 func (e *RejectedError) Error() string {
 	what := fmt.Sprintf("handler operation %d (%s)", e.Index, e.Kind)
-	if e.Marker {
+	switch {
+	case e.Index < 0:
+		what = "the batch"
+	case e.Marker:
 		what = fmt.Sprintf("inbox marker %d", e.Index)
 	}
 	return fmt.Sprintf("txn: %s rejected with %d; nothing applied", what, e.Status)
@@ -93,10 +97,7 @@ type TransientError struct {
 }
 
 func (e *TransientError) Error() string {
-	switch {
-	case e.Err != nil && e.Status != 0:
-		return fmt.Sprintf("txn: transient failure (%d): %v", e.Status, e.Err)
-	case e.Err != nil:
+	if e.Err != nil && e.Status == 0 {
 		return "txn: transient failure: " + e.Err.Error()
 	}
 	return fmt.Sprintf("txn: transient failure (%d %s); nothing applied", e.Status, reason(e.Status))
@@ -114,7 +115,7 @@ func (e *TransientError) Is(target error) bool { return target == ErrTransient }
 type AmbiguousError struct{ Err error }
 
 func (e *AmbiguousError) Error() string {
-	return "txn: batch outcome unknown (it may have been applied): " + e.Err.Error()
+	return "txn: batch outcome unknown (it may have been applied): " + bounded(e.Err.Error(), 256)
 }
 
 // Unwrap returns the cause.
@@ -222,10 +223,10 @@ func reason(status int) string {
 	return ""
 }
 
-// bounded cuts s to 64 bytes for error texts.
-func bounded(s string) string {
-	if len(s) <= 64 {
+// bounded cuts s to n bytes for error texts.
+func bounded(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	return strings.ToValidUTF8(s[:64], "") + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }

@@ -34,7 +34,7 @@ func (t Target) Validate() error {
 	}
 	p := t.PartitionKeyPath
 	if len(p) < 2 || p[0] != '/' || len(p) > 256 {
-		return fmt.Errorf("%w: partition key path %q is not a path such as /customerId", ErrInvalid, bounded(p))
+		return fmt.Errorf("%w: partition key path %q is not a path such as /customerId", ErrInvalid, bounded(p, 64))
 	}
 	for i, s := range t.segments() {
 		switch {

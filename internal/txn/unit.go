@@ -371,14 +371,14 @@ func (p *Patch) add(op, path string, v any, withValue bool) {
 		return
 	}
 	if len(path) < 2 || path[0] != '/' || strings.HasPrefix(path, "/_") || path == "/id" || strings.ContainsAny(path, "\"\\") {
-		p.err = fmt.Errorf("patch path %q is not usable", bounded(path))
+		p.err = fmt.Errorf("patch path %q is not usable", bounded(path, 64))
 		return
 	}
 	o := PatchOp{Op: op, Path: path}
 	if withValue {
 		b, err := json.Marshal(v)
 		if err != nil {
-			p.err = fmt.Errorf("patch value for %q cannot be encoded as JSON", bounded(path))
+			p.err = fmt.Errorf("patch value for %q cannot be encoded as JSON", bounded(path, 64))
 			return
 		}
 		o.Value = b
