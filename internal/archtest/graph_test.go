@@ -39,7 +39,7 @@ func list(t *testing.T) map[string]pkg {
 
 func TestNoAzureSDKBelowTheAdapters(t *testing.T) {
 	pkgs := list(t)
-	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking"} {
+	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking", "internal/txn"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)

@@ -1,0 +1,225 @@
+// Package cosmostxn is the Cosmos DB txn.Store: point reads and
+// transactional batches through azcosmos, on any container a target names.
+//
+// Each container is initialized once, on first use, through the shared
+// adapter (internal/cosmos): the account's Strong check (unless
+// AllowRelaxedConsistency), then the container: created when missing (with
+// AutoCreateContainer) with the target's partition key path and time to
+// live on without a default (-1), so that markers' item ttl takes effect;
+// an existing container must have the target's partition key path and time
+// to live on. A container with time to live off is refused: every commit
+// fails transiently with an operator error (wrapping txn.ErrTTLOff) that
+// names the database and container and how to turn it on, and nothing is
+// written, because a marker there would live for ever. A failed
+// initialization is retried by the next use, so the operator's fix is
+// picked up without a restart.
+//
+// A batch the service answered is a txn.Result (a 207 is not an error in
+// azcosmos: the per-operation results say which one failed). A 408, 429,
+// 449 or 5xx answer is a *txn.TransientError; a transport failure, a
+// timeout or an unreadable answer after the request was sent is a
+// *txn.AmbiguousError, since the batch may have committed.
+package cosmostxn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+)
+
+var _ txn.Store = (*Store)(nil)
+
+// strongReason words the operator error of a relaxed account.
+var strongReason = cosmos.StrongReason{
+	Store:     "a transactional handler's container",
+	Why:       "the duplicate check before the handler must see markers other processes committed, which only Strong guarantees (the commit itself stays exactly-once)",
+	Accepting: "that a copy of a delivery may run its handler before its commit is refused as a duplicate",
+}
+
+// Options configures a Store. Its StoreOptions apply to every container
+// (AutoCreateContainer, AllowRelaxedConsistency, RelaxAs, InitTimeout);
+// the database is the target's, so DatabaseID is not used.
+type Options struct {
+	cosmos.StoreOptions
+}
+
+// Store is the Cosmos DB transactional store. It is safe for concurrent
+// use.
+type Store struct {
+	account *cosmos.Account
+	opts    Options
+
+	mu         sync.Mutex
+	containers map[string]*cosmos.Container
+}
+
+// New returns a store on account's client. It does no I/O.
+func New(account *cosmos.Account, opts Options) (*Store, error) {
+	if account == nil || account.Client == nil {
+		return nil, errors.New("cosmostxn: account is required")
+	}
+	if errs := opts.ApplyDefaults("MessageDatabase"); len(errs) > 0 {
+		return nil, fmt.Errorf("cosmostxn: invalid options: %w", errors.Join(errs...))
+	}
+	return &Store{account: account, opts: opts, containers: map[string]*cosmos.Container{}}, nil
+}
+
+// container returns target's container, ready for use.
+func (s *Store) container(ctx context.Context, t txn.Target) (*cosmos.Container, error) {
+	if err := t.Validate(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	box := s.containers[t.String()]
+	if box == nil {
+		o := s.opts.StoreOptions
+		o.DatabaseID = t.DatabaseID
+		var err error
+		box, err = s.account.Container(o.ContainerOptions(cosmos.ContainerSpec{
+			ContainerID:      t.ContainerID,
+			PartitionKeyPath: t.PartitionKeyPath,
+			DefaultTTL:       cosmos.TTLOnNoDefault,
+		}, strongReason))
+		if err != nil {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: %w", txn.ErrInvalid, err)
+		}
+		s.containers[t.String()] = box
+	}
+	s.mu.Unlock()
+	if box.Spec().PartitionKeyPath != t.PartitionKeyPath {
+		return nil, fmt.Errorf("%w: container %s is used with partition key paths %s and %s", txn.ErrInvalid, t, box.Spec().PartitionKeyPath, t.PartitionKeyPath)
+	}
+	if err := box.Ready(ctx); err != nil {
+		return nil, s.initError(ctx, box, t, err)
+	}
+	return box, nil
+}
+
+// initError explains a failed initialization. A container refused for
+// having time to live off gets its own operator error; every other
+// failure (transport, a relaxed account, a missing or wrongly partitioned
+// container) is transient: nothing was written, and a later use retries.
+func (s *Store) initError(ctx context.Context, box *cosmos.Container, t txn.Target, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if errors.Is(err, cosmos.ErrContainer) {
+		if props, rerr := box.Client.Read(ctx, nil); rerr == nil && props.ContainerProperties != nil &&
+			props.ContainerProperties.DefaultTimeToLive == nil &&
+			len(props.ContainerProperties.PartitionKeyDefinition.Paths) == 1 &&
+			props.ContainerProperties.PartitionKeyDefinition.Paths[0] == t.PartitionKeyPath {
+			return &txn.TransientError{Err: cosmos.OperatorErrorf(
+				"%w: container %q in database %q: inbox markers there would never expire; turn time to live on without a default (DefaultTimeToLive -1: az cosmosdb sql container update --ttl -1, or defaultTtl: -1 in Bicep); items without a ttl property keep living for ever",
+				txn.ErrTTLOff, t.ContainerID, t.DatabaseID)}
+		}
+	}
+	return &txn.TransientError{Err: err}
+}
+
+// Read implements txn.Store with a point read.
+func (s *Store) Read(ctx context.Context, t txn.Target, pk, id string) ([]byte, string, bool, error) {
+	box, err := s.container(ctx, t)
+	if err != nil {
+		return nil, "", false, err
+	}
+	resp, err := box.Client.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+	switch {
+	case err == nil:
+		return resp.Value, string(resp.ETag), true, nil
+	case cosmos.IsNotFound(err):
+		return nil, "", false, nil
+	}
+	if c := cosmos.Classify(err); c.Kind == cosmos.KindCanceled {
+		return nil, "", false, err
+	} else if c.Transient() {
+		return nil, "", false, &txn.TransientError{Status: c.Status, Err: err}
+	}
+	return nil, "", false, fmt.Errorf("cosmostxn: read: %w", err)
+}
+
+// Execute implements txn.Store with one transactional batch.
+func (s *Store) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+	box, err := s.container(ctx, t)
+	if err != nil {
+		return txn.Result{}, err
+	}
+	b := box.Client.NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
+	for _, op := range ops {
+		var o *azcosmos.TransactionalBatchItemOptions
+		if op.IfMatch != "" {
+			etag := azcore.ETag(op.IfMatch)
+			o = &azcosmos.TransactionalBatchItemOptions{IfMatchETag: &etag}
+		}
+		switch op.Kind {
+		case txn.OpCreate:
+			b.CreateItem(op.Body, nil)
+		case txn.OpUpsert:
+			b.UpsertItem(op.Body, o)
+		case txn.OpReplace:
+			b.ReplaceItem(op.ID, op.Body, o)
+		case txn.OpPatch:
+			b.PatchItem(op.ID, patchOf(op.Patch), o)
+		case txn.OpDelete:
+			b.DeleteItem(op.ID, o)
+		default:
+			return txn.Result{}, fmt.Errorf("%w: operation kind %v", txn.ErrInvalid, op.Kind)
+		}
+	}
+	resp, err := box.Client.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil {
+		return txn.Result{}, batchError(err)
+	}
+	res := txn.Result{Status: resp.RawResponse.StatusCode, Charge: float64(resp.RequestCharge), Ops: make([]txn.OpResult, len(resp.OperationResults))}
+	for i, r := range resp.OperationResults {
+		res.Ops[i] = txn.OpResult{Status: int(r.StatusCode), ETag: string(r.ETag)}
+	}
+	return res, nil
+}
+
+// batchError classifies a batch that got no verdict.
+func batchError(err error) error {
+	status := cosmos.StatusCode(err)
+	switch {
+	case status == 0 || status < 300 || status == txn.StatusMultiStatus:
+		// No answer (transport, timeout, cancellation after sending) or
+		// an answer that could not be read: the batch may have committed.
+		return &txn.AmbiguousError{Err: err}
+	case txn.TransientStatus(status) || status == http.StatusNotFound:
+		// Throttled, unavailable, or the container vanished: not applied.
+		return &txn.TransientError{Status: status, Err: err}
+	}
+	return &txn.RejectedError{Index: -1, Status: status}
+}
+
+func patchOf(ops []txn.PatchOp) azcosmos.PatchOperations {
+	var p azcosmos.PatchOperations
+	for _, o := range ops {
+		switch o.Op {
+		case txn.PatchSet:
+			p.AppendSet(o.Path, o.Value)
+		case txn.PatchAdd:
+			p.AppendAdd(o.Path, o.Value)
+		case txn.PatchReplace:
+			p.AppendReplace(o.Path, o.Value)
+		case txn.PatchRemove:
+			p.AppendRemove(o.Path)
+		case txn.PatchIncrement:
+			var by int64
+			_, _ = fmt.Sscan(string(o.Value), &by)
+			p.AppendIncrement(o.Path, by)
+		}
+	}
+	return p
+}

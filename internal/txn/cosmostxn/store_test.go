@@ -1,0 +1,169 @@
+package cosmostxn_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/txntest"
+)
+
+// One local Cosmos server for the package; each test uses databases of
+// its own.
+var (
+	server    *testenv.Process
+	serverErr error
+	databases atomic.Int64
+)
+
+func TestMain(m *testing.M) {
+	server, serverErr = testenv.StartNode("cosmos.js", "PORT=0", "COSMOS_CONSISTENCY=Strong")
+	if serverErr != nil && testenv.Required() {
+		fmt.Fprintf(os.Stderr, "local Cosmos DB stand-in unavailable: %v (%s=1)\n", serverErr, testenv.RequireEnv)
+		os.Exit(1)
+	}
+	code := m.Run()
+	server.Stop()
+	os.Exit(code)
+}
+
+// env is an account on the shared server whose requests are recorded.
+type env struct {
+	rec     *cosmostest.Recorder
+	account *cosmos.Account
+	store   *cosmostxn.Store
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	if serverErr != nil {
+		testenv.Unavailable(t, "local Cosmos DB stand-in unavailable: %v", serverErr)
+	}
+	rec := cosmostest.NewRecorder()
+	cs := fmt.Sprintf("AccountEndpoint=http://127.0.0.1:%d/;AccountKey=%s;", server.Port, testenv.CosmosEmulatorKey)
+	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: cs, Retry: cosmostest.NoRetry, ClientOptions: cosmostest.ClientOptions(rec)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(acct.Client.Close)
+	s, err := cosmostxn.New(acct, cosmostxn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{rec: rec, account: acct, store: s}
+}
+
+func newTarget(pkPath string) txn.Target {
+	return txn.Target{DatabaseID: fmt.Sprintf("txn%d", databases.Add(1)), ContainerID: "orders", PartitionKeyPath: pkPath}
+}
+
+func TestConformance(t *testing.T) {
+	txntest.Run(t, txntest.Harness{
+		New: func(t *testing.T, pkPath string) (txn.Store, txn.Target) {
+			return newEnv(t).store, newTarget(pkPath)
+		},
+		NewTTLOff: func(t *testing.T) (txn.Store, txn.Target) {
+			e := newEnv(t)
+			tg := newTarget("/tenant")
+			ctx := context.Background()
+			if _, err := e.account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: tg.DatabaseID}, nil); err != nil {
+				t.Fatal(err)
+			}
+			db, _ := e.account.Client.NewDatabase(tg.DatabaseID)
+			props := azcosmos.ContainerProperties{ID: tg.ContainerID, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{tg.PartitionKeyPath}}}
+			if _, err := db.CreateContainer(ctx, props, nil); err != nil {
+				t.Fatal(err)
+			}
+			return e.store, tg
+		},
+		Trials: 5,
+	})
+}
+
+// TestCreatesContainerWithTTL: a missing container is created with the
+// target's partition key path and time to live on without a default.
+func TestCreatesContainerWithTTL(t *testing.T) {
+	e := newEnv(t)
+	tg := newTarget("/a/b")
+	if _, err := txn.HasMarker(context.Background(), e.store, tg, "pk", "e", "m"); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.account.Client.NewContainer(tg.DatabaseID, tg.ContainerID)
+	props, err := c.Read(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := props.ContainerProperties
+	if p.DefaultTimeToLive == nil || *p.DefaultTimeToLive != -1 || len(p.PartitionKeyDefinition.Paths) != 1 || p.PartitionKeyDefinition.Paths[0] != "/a/b" {
+		t.Fatalf("container created with ttl %v and paths %v", p.DefaultTimeToLive, p.PartitionKeyDefinition.Paths)
+	}
+}
+
+// TestOneCommitIsOneRequest measures a commit of a create, a replace and
+// a marker once the container is initialized, and checks that the size
+// estimate bounds the body the SDK sent.
+func TestOneCommitIsOneRequest(t *testing.T) {
+	e := newEnv(t)
+	tg := newTarget("/tenant")
+	ctx := context.Background()
+	tx := txn.Begin(e.store, tg, "t", nil)
+	if err := tx.Unit().Create(map[string]any{"id": "balance", "tenant": "t", "amount": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u := txn.Begin(e.store, tg, "t", nil)
+	var doc map[string]any
+	_, etag, err := u.Unit().Read(ctx, "balance", &doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc["amount"] = 2
+	doc["note"] = "<a & b> \u2028"
+	if err := u.Unit().Create(map[string]any{"id": "order-1", "tenant": "t", "total": 12.5}); err != nil {
+		t.Fatal(err)
+	}
+	if err := u.Unit().Replace("balance", doc, etag); err != nil {
+		t.Fatal(err)
+	}
+	e.rec.Reset()
+	rc, err := u.Commit(ctx, txn.Marker{EndpointID: "billing", MessageID: "m-1", Retention: 3600e9})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := e.rec.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("one commit sent %d requests, want 1", len(sent))
+	}
+	t.Logf("one commit (create + replace + marker): %d request, charge %.2f RU reported, body %d bytes", len(sent), rc.Charge, len(sent[0].Body))
+
+	// The estimate is an upper bound of what the SDK sends.
+	ops := []txn.Op{
+		{Kind: txn.OpCreate, ID: "x<&>", Body: []byte(`{"id":"x<&>","tenant":"t","s":"<<>>&&\u2028"}`)},
+		{Kind: txn.OpReplace, ID: "balance", Body: []byte(`{"id":"balance","tenant":"t","v":"` + strings.Repeat("é", 100) + `"}`), IfMatch: etag},
+		{Kind: txn.OpPatch, ID: "balance", Patch: []txn.PatchOp{{Op: txn.PatchSet, Path: "/v", Value: []byte(`"<>"`)}, {Op: txn.PatchIncrement, Path: "/n", Value: []byte(`3`)}}},
+		{Kind: txn.OpDelete, ID: "nope", IfMatch: etag},
+		{Kind: txn.OpUpsert, ID: "u", Body: []byte(`{"id":"u","tenant":"t"}`)},
+	}
+	e.rec.Reset()
+	if _, err := e.store.Execute(ctx, tg, "t", ops); err != nil {
+		t.Fatal(err)
+	}
+	body := len(e.rec.Sent()[0].Body)
+	if est := txn.EstimateRequestBytes(ops); est < body {
+		t.Fatalf("estimate %d bytes is below the %d bytes the SDK sent", est, body)
+	} else {
+		t.Logf("request body %d bytes, estimate %d", body, est)
+	}
+}

@@ -1,0 +1,58 @@
+package txn_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/txntest"
+)
+
+var memTargets atomic.Int64
+
+func memTarget(pkPath string) txn.Target {
+	return txn.Target{DatabaseID: "db", ContainerID: fmt.Sprintf("c%d", memTargets.Add(1)), PartitionKeyPath: pkPath}
+}
+
+func TestMemoryConformance(t *testing.T) {
+	txntest.Run(t, txntest.Harness{
+		New: func(t *testing.T, pkPath string) (txn.Store, txn.Target) {
+			return txn.NewMemory(nil), memTarget(pkPath)
+		},
+		NewTTLOff: func(t *testing.T) (txn.Store, txn.Target) {
+			m, tg := txn.NewMemory(nil), memTarget("/tenant")
+			if err := m.SetTTL(tg, false); err != nil {
+				t.Fatal(err)
+			}
+			return m, tg
+		},
+	})
+}
+
+func TestMemoryMarkerExpires(t *testing.T) {
+	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	m := txn.NewMemory(func() time.Time { return now })
+	tg := memTarget("/tenant")
+	tx := txn.Begin(m, tg, "t", nil)
+	if _, err := tx.Commit(context.Background(), txn.Marker{EndpointID: "e", MessageID: "m", Retention: 90 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		after time.Duration
+		want  bool
+	}{{89 * time.Second, true}, {90 * time.Second, false}} {
+		now = time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC).Add(c.after)
+		got, err := txn.HasMarker(context.Background(), m, tg, "t", "e", "m")
+		if err != nil || got != c.want {
+			t.Errorf("after %v: HasMarker = %v, %v; want %v", c.after, got, err, c.want)
+		}
+	}
+	// An expired marker no longer blocks a new one.
+	tx = txn.Begin(m, tg, "t", nil)
+	if _, err := tx.Commit(context.Background(), txn.Marker{EndpointID: "e", MessageID: "m", Retention: time.Second}); err != nil {
+		t.Fatalf("recreating an expired marker: %v", err)
+	}
+}

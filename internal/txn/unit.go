@@ -1,0 +1,387 @@
+package txn
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Txn is one delivery's transaction on (target, partition key value): the
+// pipeline begins it, hands its Unit to the handler, and commits it once
+// the handler has succeeded. The Unit, the handler's view, cannot commit.
+type Txn struct {
+	store  Store
+	target Target
+	pk     string
+	now    func() time.Time
+	unit   Unit
+}
+
+// Begin starts a transaction on partition pk of target. now is the clock
+// of the markers' createdAtUtc (nil means time.Now). A bad target makes
+// every later call fail with the reason.
+func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
+	if now == nil {
+		now = time.Now
+	}
+	t := &Txn{store: store, target: target, pk: pk, now: now}
+	t.unit.tx = t
+	if err := target.Validate(); err != nil {
+		t.unit.err = err
+	} else if pk == "" {
+		t.unit.err = fmt.Errorf("%w: the partition key value is empty", ErrInvalid)
+	}
+	return t
+}
+
+// Unit returns the handler's view of the transaction.
+func (t *Txn) Unit() *Unit { return &t.unit }
+
+// Receipt describes a committed batch.
+type Receipt struct {
+	// ETags are the handler's operations' new ETags, in order (empty for
+	// a delete, and when the store does not report them).
+	ETags []string
+	// Charge is the request charge the service reported.
+	Charge float64
+}
+
+// Commit executes the handler's queued operations and the creation of
+// markers as one transactional batch, after checking every limit. The
+// markers come first in the batch, so a copy of the delivery that lost the
+// race is told Duplicate even when its own operations would also fail.
+//
+// The error is nil (committed) or one of: *DuplicateError, *ConflictError,
+// *TransientError, *AmbiguousError, *LimitError, *RejectedError, or an
+// ErrInvalid/ErrDone error; Classify maps it to an Outcome. A Txn commits
+// at most once; a second Commit fails with ErrDone.
+func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
+	u := &t.unit
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return Receipt{}, ErrDone
+	}
+	u.done = true
+	if u.err != nil {
+		return Receipt{}, u.err
+	}
+	if err := ctx.Err(); err != nil {
+		return Receipt{}, err
+	}
+	if len(u.ops) > MaxHandlerOps || len(u.ops)+len(markers) > MaxOps {
+		return Receipt{}, &LimitError{Limit: LimitOperations, Index: -1, Detail: fmt.Sprintf("%d handler operations and %d markers; at most %d and %d in all", len(u.ops), len(markers), MaxHandlerOps, MaxOps)}
+	}
+	ops := make([]Op, 0, len(markers)+len(u.ops))
+	now := t.now()
+	for _, m := range markers {
+		op, err := markerDoc(t.target, t.pk, m, now)
+		if err != nil {
+			return Receipt{}, err
+		}
+		ops = append(ops, op)
+	}
+	ops = append(ops, u.ops...)
+	if len(ops) == 0 {
+		return Receipt{}, nil
+	}
+	if n := EstimateRequestBytes(ops); n > MaxRequestBytes {
+		return Receipt{}, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("about %d bytes, over %d", n, MaxRequestBytes)}
+	}
+	res, err := t.store.Execute(ctx, t.target, t.pk, ops)
+	if err != nil {
+		return Receipt{}, err
+	}
+	return verdict(res, len(markers), ops)
+}
+
+// verdict turns a batch's answer into a Receipt or a typed error. The
+// cause of a failed batch is its first operation that did not answer 424.
+func verdict(res Result, markers int, ops []Op) (Receipt, error) {
+	if len(res.Ops) != len(ops) {
+		return Receipt{}, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for %d operations", len(res.Ops), len(ops))}
+	}
+	if res.Status != StatusMultiStatus {
+		for _, r := range res.Ops {
+			if r.Status >= 300 {
+				return Receipt{}, &AmbiguousError{Err: fmt.Errorf("batch status %d with an operation status %d", res.Status, r.Status)}
+			}
+		}
+		rc := Receipt{Charge: res.Charge, ETags: make([]string, 0, len(ops)-markers)}
+		for _, r := range res.Ops[markers:] {
+			rc.ETags = append(rc.ETags, r.ETag)
+		}
+		return rc, nil
+	}
+	for i, r := range res.Ops {
+		if r.Status == StatusFailedDependency {
+			continue
+		}
+		isMarker, idx := i < markers, i-markers
+		if isMarker {
+			idx = i
+		}
+		switch {
+		case isMarker && r.Status == http.StatusConflict:
+			return Receipt{}, &DuplicateError{Marker: idx}
+		case !isMarker && (r.Status == http.StatusConflict || r.Status == http.StatusPreconditionFailed || r.Status == http.StatusNotFound):
+			return Receipt{}, &ConflictError{Index: idx, Kind: ops[i].Kind, Status: r.Status}
+		case TransientStatus(r.Status):
+			return Receipt{}, &TransientError{Status: r.Status}
+		}
+		return Receipt{}, &RejectedError{Index: idx, Kind: ops[i].Kind, Marker: isMarker, Status: r.Status}
+	}
+	return Receipt{}, &TransientError{Status: StatusMultiStatus}
+}
+
+// Unit is a handler's unit of work on one partition of one container:
+// reads run at once, writes are queued and applied together, all or
+// nothing, after the handler succeeds. A handler cannot execute the batch.
+// A Unit is safe for concurrent use. Reads do not see queued writes.
+type Unit struct {
+	tx *Txn
+
+	mu   sync.Mutex
+	ops  []Op
+	err  error // the first failed queueing: the commit fails with it
+	done bool
+}
+
+// PartitionKey returns the partition key value the unit is bound to.
+func (u *Unit) PartitionKey() string { return u.tx.pk }
+
+// Target returns the container the unit writes to.
+func (u *Unit) Target() Target { return u.tx.target }
+
+// Read point-reads document id in the unit's partition and, when found,
+// decodes it into into (unless nil). It returns the document's ETag, for
+// a condition on a later write.
+func (u *Unit) Read(ctx context.Context, id string, into any) (found bool, etag string, err error) {
+	u.mu.Lock()
+	uerr, done := u.err, u.done
+	u.mu.Unlock()
+	switch {
+	case done:
+		return false, "", ErrDone
+	case uerr != nil && !isOpError(uerr):
+		return false, "", uerr
+	}
+	if err := CheckID(id); err != nil {
+		return false, "", err
+	}
+	body, etag, found, err := u.tx.store.Read(ctx, u.tx.target, u.tx.pk, id)
+	if err != nil || !found {
+		return false, "", err
+	}
+	if into != nil {
+		if err := json.Unmarshal(body, into); err != nil {
+			return true, etag, fmt.Errorf("txn: decoding document: %w", err)
+		}
+	}
+	return true, etag, nil
+}
+
+// Create queues the creation of doc (any JSON object with a string "id"
+// and the partition key value at the partition key path). It fails with
+// 409 at commit if the id exists.
+func (u *Unit) Create(doc any) error { return u.queueDoc(OpCreate, "", doc, "") }
+
+// Upsert queues the creation or replacement of doc; ifMatch (when not
+// empty) must be the current ETag of an existing document.
+func (u *Unit) Upsert(doc any, ifMatch string) error { return u.queueDoc(OpUpsert, "", doc, ifMatch) }
+
+// Replace queues the replacement of document id by doc (whose id must be
+// id); ifMatch (when not empty) must be its current ETag. It fails with
+// 404 at commit if the document does not exist.
+func (u *Unit) Replace(id string, doc any, ifMatch string) error {
+	return u.queueDoc(OpReplace, id, doc, ifMatch)
+}
+
+// Delete queues the deletion of document id; ifMatch (when not empty)
+// must be its current ETag.
+func (u *Unit) Delete(id, ifMatch string) error {
+	return u.queue(func(index int) (Op, error) {
+		if err := CheckID(id); err != nil {
+			return Op{}, at(err, index)
+		}
+		return Op{Kind: OpDelete, ID: id, IfMatch: ifMatch}, nil
+	})
+}
+
+// Patch queues the patch p of document id; ifMatch (when not empty) must
+// be its current ETag.
+func (u *Unit) Patch(id string, p Patch, ifMatch string) error {
+	return u.queue(func(index int) (Op, error) {
+		if err := CheckID(id); err != nil {
+			return Op{}, at(err, index)
+		}
+		if p.err != nil {
+			return Op{}, &LimitError{Limit: LimitPatch, Index: index, Detail: p.err.Error()}
+		}
+		if len(p.ops) == 0 || len(p.ops) > MaxPatchOps {
+			return Op{}, &LimitError{Limit: LimitPatch, Index: index, Detail: fmt.Sprintf("%d patch operations; 1 to %d", len(p.ops), MaxPatchOps)}
+		}
+		pk := u.tx.target.PartitionKeyPath
+		for _, o := range p.ops {
+			if o.Path == pk || strings.HasPrefix(pk, o.Path+"/") {
+				return Op{}, &LimitError{Limit: LimitPartitionKey, Index: index, Detail: "a patch may not change the partition key"}
+			}
+		}
+		return Op{Kind: OpPatch, ID: id, Patch: append([]PatchOp(nil), p.ops...), IfMatch: ifMatch}, nil
+	})
+}
+
+// queueDoc queues a Create, Upsert or Replace of doc.
+func (u *Unit) queueDoc(kind OpKind, id string, doc any, ifMatch string) error {
+	return u.queue(func(index int) (Op, error) {
+		body, docID, err := u.encode(doc, index)
+		if err != nil {
+			return Op{}, err
+		}
+		if kind == OpReplace && docID != id {
+			return Op{}, &LimitError{Limit: LimitDocument, Index: index, Detail: "the document's id differs from the id replaced"}
+		}
+		return Op{Kind: kind, ID: docID, Body: body, IfMatch: ifMatch}, nil
+	})
+}
+
+// queue builds an operation and appends it, or records the first failure.
+func (u *Unit) queue(build func(index int) (Op, error)) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done {
+		return ErrDone
+	}
+	if u.err != nil {
+		return u.err
+	}
+	index := len(u.ops)
+	if index >= MaxHandlerOps {
+		u.err = &LimitError{Limit: LimitOperations, Index: index, Detail: fmt.Sprintf("a handler may queue at most %d operations", MaxHandlerOps)}
+		return u.err
+	}
+	op, err := build(index)
+	if err != nil {
+		u.err = err
+		return err
+	}
+	u.ops = append(u.ops, op)
+	return nil
+}
+
+// encode marshals doc and checks that it is an object with a valid string
+// id and the bound partition key value at the partition key path.
+func (u *Unit) encode(doc any, index int) ([]byte, string, error) {
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, "", &LimitError{Limit: LimitDocument, Index: index, Detail: "the document cannot be encoded as JSON"}
+	}
+	body, err := compactObject(raw)
+	if err != nil {
+		return nil, "", &LimitError{Limit: LimitDocument, Index: index, Detail: "the document is not a JSON object"}
+	}
+	var probe map[string]json.RawMessage
+	if err := json.Unmarshal(body, &probe); err != nil {
+		return nil, "", &LimitError{Limit: LimitDocument, Index: index, Detail: "the document is not a JSON object"}
+	}
+	var id string
+	if err := json.Unmarshal(probe["id"], &id); err != nil {
+		return nil, "", &LimitError{Limit: LimitDocument, Index: index, Detail: "the document has no string id"}
+	}
+	if err := CheckID(id); err != nil {
+		return nil, "", at(err, index)
+	}
+	if v, ok := lookupString(probe, u.tx.target.segments()); !ok || v != u.tx.pk {
+		return nil, "", &LimitError{Limit: LimitPartitionKey, Index: index, Detail: fmt.Sprintf("the document lacks the bound partition key value at %s", u.tx.target.PartitionKeyPath)}
+	}
+	return body, id, nil
+}
+
+// lookupString returns the string at the property path segs of obj.
+func lookupString(obj map[string]json.RawMessage, segs []string) (string, bool) {
+	for i, s := range segs {
+		raw, ok := obj[s]
+		if !ok {
+			return "", false
+		}
+		if i == len(segs)-1 {
+			var v string
+			if json.Unmarshal(raw, &v) != nil {
+				return "", false
+			}
+			return v, true
+		}
+		obj = nil
+		if json.Unmarshal(raw, &obj) != nil || obj == nil {
+			return "", false
+		}
+	}
+	return "", false
+}
+
+// at sets the operation index of a *LimitError.
+func at(err error, index int) error {
+	if le, ok := err.(*LimitError); ok {
+		c := *le
+		c.Index = index
+		return &c
+	}
+	return err
+}
+
+func isOpError(err error) bool {
+	_, ok := err.(*LimitError)
+	return ok
+}
+
+// MaxPatchOps is the most operations one patch may hold.
+const MaxPatchOps = 10
+
+// Patch is a list of patch operations on one document, built with its
+// methods; the zero value is empty. Paths are JSON pointers into the
+// document ("/balance", "/tags/-"); system properties ("/_…"), the id and
+// the partition key may not be patched.
+type Patch struct {
+	ops []PatchOp
+	err error
+}
+
+// Set sets path to v, creating the last property if absent.
+func (p *Patch) Set(path string, v any) { p.add(PatchSet, path, v, true) }
+
+// Add inserts v at path: a property, or an array index ("-" appends).
+func (p *Patch) Add(path string, v any) { p.add(PatchAdd, path, v, true) }
+
+// Replace replaces the existing value at path by v.
+func (p *Patch) Replace(path string, v any) { p.add(PatchReplace, path, v, true) }
+
+// Remove removes the existing value at path.
+func (p *Patch) Remove(path string) { p.add(PatchRemove, path, nil, false) }
+
+// Increment adds by to the number at path (a missing property is set to
+// by).
+func (p *Patch) Increment(path string, by int64) { p.add(PatchIncrement, path, by, true) }
+
+func (p *Patch) add(op, path string, v any, withValue bool) {
+	if p.err != nil {
+		return
+	}
+	if len(path) < 2 || path[0] != '/' || strings.HasPrefix(path, "/_") || path == "/id" || strings.ContainsAny(path, "\"\\") {
+		p.err = fmt.Errorf("patch path %q is not usable", bounded(path, 64))
+		return
+	}
+	o := PatchOp{Op: op, Path: path}
+	if withValue {
+		b, err := json.Marshal(v)
+		if err != nil {
+			p.err = fmt.Errorf("patch value for %q cannot be encoded as JSON", bounded(path, 64))
+			return
+		}
+		o.Value = b
+	}
+	p.ops = append(p.ops, o)
+}
