@@ -354,6 +354,7 @@ func Load(lookup Lookup) (*Config, error) {
 
 	l.cloudEvents(c)
 	l.retryPolicies(c)
+	l.otel()
 
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}
