@@ -41,7 +41,7 @@ func run() int {
 	zerolog.TimeFieldFormat = time.RFC3339Nano
 	log := zerolog.New(os.Stdout).With().Timestamp().Logger()
 
-	cfg, err := config.Load(os.LookupEnv)
+	cfg, err := config.LoadEnviron(os.Environ())
 	if err != nil {
 		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the app settings")
 		fmt.Fprintln(os.Stderr, err)

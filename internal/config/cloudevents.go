@@ -76,12 +76,15 @@ func (l *loader) cloudEvents(c *Config) {
 	if raw == "" {
 		raw = DefaultCloudEventsPrefixes
 	}
-	seen := map[string]bool{}
+	seen, emptyReported := map[string]bool{}, false
 	for _, p := range strings.Split(raw, ",") {
 		p = strings.TrimSpace(p)
 		switch {
 		case p == "":
-			l.problem("%s=%s has an empty prefix: list prefixes separated by commas, such as %s", KeyCloudEventsPrefixes, show(raw), DefaultCloudEventsPrefixes)
+			if !emptyReported {
+				l.problem("%s=%s has an empty prefix: list prefixes separated by commas, such as %s", KeyCloudEventsPrefixes, show(raw), DefaultCloudEventsPrefixes)
+				emptyReported = true
+			}
 		case seen[p]:
 			l.problem("%s=%s lists %s twice", KeyCloudEventsPrefixes, show(raw), show(p))
 		default:
@@ -100,6 +103,8 @@ func (l *loader) cloudEvents(c *Config) {
 			l.problem("%s is %d bytes long; the most is %d", KeyCloudEventsTypeMap, len(raw), MaxCloudEventsTypeMapBytes)
 		case json.Unmarshal([]byte(raw), &m) != nil || m == nil:
 			l.problem("%s=%s is not a JSON object of CloudEvents type to EventTypeId strings, such as {\"com.acme.order.placed\":\"OrderPlaced\"}", KeyCloudEventsTypeMap, show(raw))
+		case duplicateKey(raw) != "":
+			l.problem("%s maps %s twice: give each CloudEvents type one EventTypeId", KeyCloudEventsTypeMap, show(duplicateKey(raw)))
 		default:
 			for k, v := range m {
 				if strings.TrimSpace(v) == "" {
@@ -156,4 +161,30 @@ func (l *loader) attribute(key, def string) string {
 		}
 	}
 	return raw
+}
+
+// duplicateKey returns the first key that a valid JSON object repeats
+// (json.Unmarshal would keep the last silently), or "".
+func duplicateKey(raw string) string {
+	dec := json.NewDecoder(strings.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		k, ok := t.(string)
+		if err != nil || !ok {
+			return ""
+		}
+		if seen[k] {
+			return k
+		}
+		seen[k] = true
+		var v json.RawMessage
+		if dec.Decode(&v) != nil {
+			return ""
+		}
+	}
+	return ""
 }

@@ -36,6 +36,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/rs/zerolog"
 
@@ -240,8 +242,15 @@ type Error struct {
 	Problems []string
 }
 
+// maxListed bounds the problems Error lists (each is bounded already).
+const maxListed = 50
+
 func (e *Error) Error() string {
-	return "invalid configuration:\n  - " + strings.Join(e.Problems, "\n  - ")
+	p := e.Problems
+	if len(p) > maxListed {
+		p = append(p[:maxListed:maxListed], fmt.Sprintf("… and %d more problems", len(e.Problems)-maxListed))
+	}
+	return "invalid configuration:\n  - " + strings.Join(p, "\n  - ")
 }
 
 // Lookup returns a setting and whether it is set.
@@ -268,6 +277,10 @@ func Load(lookup Lookup) (*Config, error) {
 		l.problem("%s is required: the NimBus endpoint this app serves (its topic and session subscription name, and the endpoint side of every inbox key)", KeyEndpoint)
 	case n > MaxEndpointLen:
 		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", KeyEndpoint, show(c.Endpoint), n, MaxEndpointLen)
+	case strings.IndexFunc(c.Endpoint, unicode.IsControl) >= 0 || !utf8.ValidString(c.Endpoint):
+		// A topic name never holds one, and the endpoint goes into every
+		// inbox key, log line and Resolver message.
+		l.problem("%s=%s holds a control character (such as a line break) or invalid UTF-8", KeyEndpoint, show(c.Endpoint))
 	}
 	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
 	// the Resolver app's tracking settings carry its value.
@@ -354,6 +367,7 @@ func Load(lookup Lookup) (*Config, error) {
 
 	l.cloudEvents(c)
 	l.retryPolicies(c)
+	l.otel()
 
 	if len(l.problems) > 0 {
 		return nil, &Error{Problems: l.problems}

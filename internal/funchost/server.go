@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -107,6 +108,17 @@ const DefaultMaxBody = 140 << 20
 // in-flight byte budget before it is answered 503.
 const DefaultAdmitWait = 10 * time.Second
 
+// DefaultBodyTimeout bounds how long reading one envelope may take. The
+// Functions host sends an envelope whole, at loopback speed (140 MB in well
+// under a second): a body still arriving after this is not the host, and
+// must not hold its share of the byte budget, or shutdown, any longer.
+const DefaultBodyTimeout = 5 * time.Second
+
+// MaxDiscard bounds the body an invocation that is refused (overload, bad
+// length) reads and discards before it answers, so that a client still
+// sending its envelope reads the answer instead of a reset connection.
+const MaxDiscard = DefaultMaxBody
+
 // Options configures a Server. Zero values mean the defaults.
 type Options struct {
 	// MaxBody bounds one envelope; default DefaultMaxBody.
@@ -119,6 +131,10 @@ type Options struct {
 	// AdmitWait is how long an invocation waits for room; default
 	// DefaultAdmitWait.
 	AdmitWait time.Duration
+	// BodyTimeout bounds the time from admission to the envelope's last
+	// byte (and the discarding of a refused one); default
+	// DefaultBodyTimeout. An envelope not read by then is answered 408.
+	BodyTimeout time.Duration
 	// Stopping, when done, ends every wait for room at once (shutdown).
 	Stopping context.Context
 	// OnOverload is called when an invocation is refused for want of room
@@ -134,6 +150,7 @@ type Server struct {
 	budget   *semaphore.Weighted // nil: unbounded
 	capacity int64
 	wait     time.Duration
+	bodyWait time.Duration
 	stopping context.Context
 	overload func(string)
 	funcs    map[string]Func // lower-cased name
@@ -143,13 +160,16 @@ type Server struct {
 
 // NewServer returns a server that logs protocol problems to log.
 func NewServer(log zerolog.Logger, o Options) *Server {
-	s := &Server{log: log, maxBody: o.MaxBody, wait: o.AdmitWait, stopping: o.Stopping, overload: o.OnOverload,
+	s := &Server{log: log, maxBody: o.MaxBody, wait: o.AdmitWait, bodyWait: o.BodyTimeout, stopping: o.Stopping, overload: o.OnOverload,
 		funcs: map[string]Func{}, extra: map[string]http.Handler{}}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
 	if s.wait <= 0 {
 		s.wait = DefaultAdmitWait
+	}
+	if s.bodyWait <= 0 {
+		s.bodyWait = DefaultBodyTimeout
 	}
 	if s.stopping == nil {
 		s.stopping = context.Background()
@@ -218,20 +238,36 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if s.overload != nil {
 			s.overload(name)
 		}
+		s.discardBody(w, r)
 		writeResult(w, http.StatusServiceUnavailable)
 		return
 	}
 	defer func() { s.release(held) }()
+	// The body must arrive within the body timeout: a trickling client
+	// would otherwise hold its reservation, and shutdown, for as long as
+	// it trickles.
+	rc := http.NewResponseController(w)
+	deadlineSet := rc.SetReadDeadline(time.Now().Add(s.bodyWait)) == nil
 	body, err := s.readBody(r, &held)
+	if deadlineSet {
+		_ = rc.SetReadDeadline(time.Time{})
+	}
 	if err != nil {
 		s.log.Error().Str("function", logsafe.Bound(name)).Str("invocationId", logsafe.Bound(invocationID)).
 			Str("error", logsafe.Bound(err.Error())).Msg("could not read the invocation body; the host will retry it")
 		status := http.StatusBadRequest
-		if errors.Is(err, errOverBudget) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &ne) && ne.Timeout():
+			status = http.StatusRequestTimeout
+		case errors.Is(err, errTooLarge):
+			s.discardBody(w, r)
+		case errors.Is(err, errOverBudget):
 			status = http.StatusServiceUnavailable
 			if s.overload != nil {
 				s.overload(name)
 			}
+			s.discardBody(w, r)
 		}
 		writeResult(w, status)
 		return
@@ -245,7 +281,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeResult(w, status)
 }
 
-var errOverBudget = errors.New("the in-flight byte budget is spent")
+var (
+	errOverBudget = errors.New("the in-flight byte budget is spent")
+	errTooLarge   = errors.New("the envelope exceeds the size limit")
+)
+
+// discardBody reads and drops what is left of a refused invocation's body,
+// at most MaxDiscard bytes within the body timeout, so that the client,
+// still sending, reads the answer that follows. Go's server would
+// otherwise close the connection under it (it drains at most 256 KiB),
+// and the client would see a reset instead of the status.
+func (s *Server) discardBody(w http.ResponseWriter, r *http.Request) {
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(s.bodyWait)) != nil {
+		return
+	}
+	_, _ = io.CopyN(io.Discard, r.Body, MaxDiscard)
+	_ = rc.SetReadDeadline(time.Time{})
+}
 
 // admit reserves room for an envelope of n bytes (n < 0: unknown, reserved
 // while reading). It waits up to the admit wait, or until shutdown.
@@ -290,7 +343,7 @@ func (s *Server) invoke(ctx context.Context, f Func, inv *Invocation) (status in
 // waiting reader holding part of the budget could deadlock with another).
 func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 	if r.ContentLength > s.maxBody {
-		return nil, fmt.Errorf("envelope of %d bytes exceeds the %d byte limit", r.ContentLength, s.maxBody)
+		return nil, fmt.Errorf("%w: envelope of %d bytes exceeds the %d byte limit", errTooLarge, r.ContentLength, s.maxBody)
 	}
 	if r.ContentLength >= 0 {
 		// The length is announced (the host always does): read exactly
@@ -326,7 +379,7 @@ func (s *Server) readBody(r *http.Request, held *int64) ([]byte, error) {
 		}
 	}
 	if int64(len(buf)) > s.maxBody {
-		return nil, fmt.Errorf("envelope exceeds the %d byte limit", s.maxBody)
+		return nil, fmt.Errorf("%w: envelope exceeds the %d byte limit", errTooLarge, s.maxBody)
 	}
 	return buf, nil
 }

@@ -5,7 +5,9 @@
 package logsafe
 
 import (
+	"regexp"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -76,4 +78,36 @@ func Stack(b []byte) string {
 // (made of bounded parts) that need a bound of their own.
 func BoundTo(s string, max int) string {
 	return bound(s, max)
+}
+
+// Patterns of credentials that error texts from libraries may quote: the
+// user info and query of a URL, and the secret parts of a connection string
+// or header list.
+var (
+	userInfo  = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://)[^/?#@\s"']*@`)
+	urlQuery  = regexp.MustCompile(`(?i)\b([a-z][a-z0-9+.-]*://[^?#\s"']*)\?[^#\s"']*`)
+	authValue = regexp.MustCompile(`(?i)\b(Bearer|Basic|SharedAccessSignature)\s+[^\s"',;]+`)
+	secretKey = regexp.MustCompile(`(?i)\b(AccountKey|SharedAccessKey|SharedAccessSignature|Password|Pwd|ClientSecret|Secret|Token|Sig|Signature|api[-_]?key|Authorization)(\s*[=:]\s*)("[^"]*"|[^;,&\s"']*)`)
+)
+
+// Redacted replaces every credential Redact removes.
+const Redacted = "***"
+
+// Redact removes from s what may be a credential: a URL's user info and
+// query, the values of connection-string keys (AccountKey,
+// SharedAccessKey, …) and of key-like fields (api-key, token, password,
+// Authorization), and every occurrence of each of secrets (values known to
+// be credentials, such as configured header values); then bounds it. Use it
+// on any text that a library wrote and that may quote a setting.
+func Redact(s string, secrets ...string) string {
+	for _, v := range secrets {
+		if len(v) >= 3 {
+			s = strings.ReplaceAll(s, v, Redacted)
+		}
+	}
+	s = userInfo.ReplaceAllString(s, "${1}"+Redacted+"@")
+	s = urlQuery.ReplaceAllString(s, "${1}?"+Redacted)
+	s = authValue.ReplaceAllString(s, "${1} "+Redacted)
+	s = secretKey.ReplaceAllString(s, "${1}${2}"+Redacted)
+	return Bound(s)
 }

@@ -70,3 +70,32 @@ func TestStack(t *testing.T) {
 		t.Fatalf("long stack not bounded: %d bytes", len(got))
 	}
 }
+
+func TestRedact(t *testing.T) {
+	const secret = "S3cr3tValue"
+	for _, c := range []struct{ name, in, keep string }{
+		{"url user info", `parse "http://user:` + secret + `@127.0.0.1:1/%zz": invalid URL escape "%zz"`, `http://***@127.0.0.1:1/%zz`},
+		{"url query", `Post "https://c.example/v1/traces?code=` + secret + `": EOF`, `https://c.example/v1/traces?***`},
+		{"service bus connection string", "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=" + secret, "SharedAccessKeyName=k;SharedAccessKey=***"},
+		{"cosmos connection string", "AccountEndpoint=https://a.documents.azure.com:443/;AccountKey=" + secret + ";", "AccountKey=***;"},
+		{"header list", `"msg"="parse headers" "input"="api-key=` + secret + `"`, `api-key=***`},
+		{"authorization", "Authorization: Bearer " + secret, "Authorization: ***"},
+		{"known secret", `"input"="x-token ` + secret + ` %zz"`, `"input"="x-token *** %zz"`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := Redact(c.in, secret)
+			if c.name != "known secret" {
+				got = Redact(c.in) // the patterns alone
+			}
+			if strings.Contains(got, secret) || !strings.Contains(got, c.keep) {
+				t.Fatalf("Redact(%q) = %q, want it without the secret and with %q", c.in, got, c.keep)
+			}
+		})
+	}
+	if got := Redact(strings.Repeat("x", 1<<16)); units(got) > MaxUnits+40 {
+		t.Fatalf("Redact does not bound: %d units", units(got))
+	}
+	if got := Redact("no credentials here: dial tcp 127.0.0.1:4318: connect: connection refused"); got != "no credentials here: dial tcp 127.0.0.1:4318: connect: connection refused" {
+		t.Fatalf("Redact changed a harmless text: %q", got)
+	}
+}

@@ -8,6 +8,7 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"sort"
 	"strings"
@@ -18,6 +19,8 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/resource"
+
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 )
 
 // Meter names, as NimBus's (NimBusInstrumentation): an OpenTelemetry
@@ -215,13 +218,17 @@ func (m *Metrics) Record(name, tagKey, tagValue string, v float64) {
 }
 
 // Shutdown flushes and stops every reader (the exporting ones export what
-// is left).
+// is left). An exporter's error may quote its endpoint: the error returned
+// has credentials redacted (logsafe.Redact).
 func (m *Metrics) Shutdown(ctx context.Context) error {
 	if m == nil {
 		return nil
 	}
 	m.init()
-	return m.provider.Shutdown(ctx)
+	if err := m.provider.Shutdown(ctx); err != nil {
+		return errors.New(logsafe.Redact(err.Error()))
+	}
+	return nil
 }
 
 // Snapshot returns every series by its key: "name" or "name{key=value}" for

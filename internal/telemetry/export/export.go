@@ -4,13 +4,17 @@
 // ingestion: there is no maintained Azure Monitor exporter for Go); without
 // them nothing is exported and spans only carry the trace on (see
 // telemetry.PropagatingTracerProvider). Only main calls Setup: the SDK's
-// exporters read their standard variables when they are created.
+// exporters read their standard variables when they are created. Setup
+// also routes the SDK's own logging and error reports into the process log,
+// redacted and bounded (see installSDKLog).
 package export
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
 	"strings"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
@@ -40,6 +44,13 @@ type Config struct {
 	// ServiceName is service.name unless OTEL_SERVICE_NAME or
 	// OTEL_RESOURCE_ATTRIBUTES set it; ServiceVersion is service.version.
 	ServiceName, ServiceVersion string
+	// Log receives the SDK's own problem reports as JSON lines, redacted
+	// and bounded; nil means standard output, where the process logs.
+	Log io.Writer
+
+	// secrets are the configured values that are credentials (header
+	// values), redacted from every line the SDK writes.
+	secrets []string
 }
 
 // FromEnv reads which exporters the standard variables ask for: traces
@@ -53,6 +64,11 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 		return strings.TrimSpace(v)
 	}
 	var c Config
+	for _, sig := range []string{"", "TRACES_", "METRICS_"} {
+		if h := get("OTEL_EXPORTER_OTLP_" + sig + "HEADERS"); h != "" {
+			c.secrets = append(c.secrets, headerSecrets(h)...)
+		}
+	}
 	if strings.EqualFold(get(EnvSDKDisabled), "true") {
 		return c, nil
 	}
@@ -73,6 +89,7 @@ type Telemetry struct {
 	MetricReaders  []sdkmetric.Reader
 	Resource       *resource.Resource
 	exporting      bool
+	secrets        []string
 	shutdown       []func(context.Context) error
 }
 
@@ -86,13 +103,18 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 	for _, f := range t.shutdown {
 		errs = append(errs, f(ctx))
 	}
-	return errors.Join(errs...)
+	return redactErr(errors.Join(errs...), t.secrets)
 }
 
 // Setup builds the providers for c. With nothing to export it creates no
 // SDK pipeline at all.
 func Setup(ctx context.Context, c Config) (*Telemetry, error) {
-	t := &Telemetry{TracerProvider: telemetry.PropagatingTracerProvider()}
+	t := &Telemetry{TracerProvider: telemetry.PropagatingTracerProvider(), secrets: c.secrets}
+	w := c.Log
+	if w == nil {
+		w = os.Stdout
+	}
+	installSDKLog(w, c.secrets)
 	if !c.Traces && !c.Metrics {
 		return t, nil
 	}
