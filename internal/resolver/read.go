@@ -10,15 +10,9 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
-// Application properties the Resolver reads besides those of package
-// message.
-const (
-	PropThrottleRetryCount = "ThrottleRetryCount"
-	PropCloudEventID       = "CloudEventId"
-	PropCloudEventSource   = "CloudEventSource"
-	PropCloudEventType     = "CloudEventType"
-	PropCloudEventSubject  = "CloudEventSubject"
-)
+// PropThrottleRetryCount is the application property on which the Resolver
+// counts its own scheduled re-sends of a message.
+const PropThrottleRetryCount = "ThrottleRetryCount"
 
 // Delivery is one message from the Resolver subscription.
 type Delivery struct {

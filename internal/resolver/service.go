@@ -444,10 +444,10 @@ func (s *Service) entity(r *received) tracking.MessageEntity {
 		HandoffReason:              r.prop(message.PropHandoffReason),
 		ExternalJobID:              r.prop(message.PropExternalJobID),
 		ExpectedBy:                 r.timeProp(message.PropExpectedBy),
-		CloudEventID:               r.prop(PropCloudEventID),
-		CloudEventSource:           r.prop(PropCloudEventSource),
-		CloudEventType:             r.prop(PropCloudEventType),
-		CloudEventSubject:          r.prop(PropCloudEventSubject),
+		CloudEventID:               r.prop(message.PropCloudEventID),
+		CloudEventSource:           r.prop(message.PropCloudEventSource),
+		CloudEventType:             r.prop(message.PropCloudEventType),
+		CloudEventSubject:          r.prop(message.PropCloudEventSubject),
 	}
 	if r.typ == message.PendingHandoffResponse {
 		e.PendingSubStatus = tracking.Str(tracking.PendingSubStatusHandoff)
