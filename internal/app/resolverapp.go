@@ -286,7 +286,7 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolverapp.Report, deli
 // updated row of the event across sessions; 404 when there is none.
 func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
 	endpoint, event := r.URL.Query().Get("endpoint"), r.URL.Query().Get("event")
-	row, err := a.trackingReader.GetEvent(r.Context(), endpoint, event)
+	row, err := a.trackingReader.GetEvent(r.Context(), tracking.EventKey{EndpointID: endpoint, EventID: event})
 	switch {
 	case err != nil:
 		http.Error(w, logsafe.Bound(err.Error()), http.StatusBadRequest)

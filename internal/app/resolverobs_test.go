@@ -57,9 +57,9 @@ func (w *chargingWriter) StoreMessage(ctx context.Context, m tracking.MessageEnt
 	return w.Writer.StoreMessage(ctx, m)
 }
 
-func (w *chargingWriter) UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+func (w *chargingWriter) Upload(ctx context.Context, key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) (bool, error) {
 	telemetry.ChargeFrom(ctx).Add(3)
-	return w.Writer.UploadPendingMessage(ctx, eventID, sessionID, endpointID, row)
+	return w.Writer.Upload(ctx, key, status, row)
 }
 
 // spanScheduler keeps the span context each scheduled re-send was given.

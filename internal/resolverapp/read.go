@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
 // PropThrottleRetryCount is the application property on which the Resolver
@@ -129,6 +130,11 @@ func (r *received) endpoint() string {
 		return *r.to
 	}
 	return *r.from
+}
+
+// key is the tracking row the message projects onto.
+func (r *received) key() tracking.Key {
+	return tracking.Key{EndpointID: r.endpoint(), EventID: r.eventID, SessionID: r.sessionID}
 }
 
 // int64Prop reads a numeric property; nil when absent or not an integer.
