@@ -24,7 +24,9 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
+	sbdeferred "github.com/nimbus-go/functions-subscriber/internal/servicebus/deferred"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -116,7 +118,7 @@ type App struct {
 	account  *cosmos.Account
 	sbClient *servicebus.Client
 	// The Resolver app (resolverapp.go).
-	resolverSvc    *resolver.Service
+	resolverSvc    *resolverapp.Service
 	trackingReader tracking.Reader
 }
 
@@ -173,7 +175,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	case a.memory != nil:
 		deferred = newMemDeferred(a.memory)
 	case a.sbClient != nil:
-		deferred = &sbDeferred{c: a.sbClient, topic: cfg.Endpoint}
+		deferred = sbdeferred.New(a.sbClient, cfg.Endpoint)
 	}
 	scheduler, _ := pub.(subscriber.Scheduler)
 	var policies subscriber.RetryPolicies

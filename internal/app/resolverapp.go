@@ -15,7 +15,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
-	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -32,14 +32,14 @@ type ResolverDeps struct {
 	// Tracking, when set, replaces the configured tracking store.
 	Tracking tracking.Writer
 	// Scheduler, when set, replaces the Service Bus scheduler of re-sends.
-	Scheduler resolver.Scheduler
+	Scheduler resolverapp.Scheduler
 }
 
 // newResolverApp builds the Resolver app: one route, Resolver, handled by
-// resolver.Service over the tracking store. No request is sent here.
+// resolverapp.Service over the tracking store. No request is sent here.
 func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 	a := newBase(cfg, d)
-	a.spanName = "process " + resolver.Topic
+	a.spanName = "process " + resolverapp.Topic
 	a.charged = cfg.Tracking.Store == config.TrackingCosmos
 	a.stopping, a.stop = context.WithCancel(context.Background())
 
@@ -60,7 +60,7 @@ func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 			return nil, err
 		}
 	}
-	svc, err := resolver.NewService(resolver.Options{Store: store, Scheduler: sched, Now: d.Now, Tracer: a.tracer})
+	svc, err := resolverapp.NewService(resolverapp.Options{Store: store, Scheduler: sched, Now: d.Now, Tracer: a.tracer})
 	if err != nil {
 		return nil, err
 	}
@@ -70,8 +70,8 @@ func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
 		Stopping:         a.stopping,
 		OnOverload: func(function string) {
-			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(resolver.OutcomeOverloaded))
-			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + resolver.OutcomeOverloaded.Spec().Message)
+			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(resolverapp.OutcomeOverloaded))
+			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + resolverapp.OutcomeOverloaded.Spec().Message)
 		},
 	})
 	a.server.Handle(FuncResolver, a.invokeResolver)
@@ -94,7 +94,7 @@ func (a *App) buildTracking() (tracking.Writer, error) {
 
 // buildScheduler creates the Service Bus client of scheduled re-sends on
 // the connection the Resolver trigger uses. No connection is made here.
-func (a *App) buildScheduler() (resolver.Scheduler, error) {
+func (a *App) buildScheduler() (resolverapp.Scheduler, error) {
 	c, err := a.serviceBusClient()
 	if err != nil {
 		return nil, err
@@ -116,11 +116,11 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 	ctx, dl, m, err := a.beginDelivery(ctx, inv)
 	defer dl.span.End()
 	if err != nil {
-		r := resolver.Report{Outcome: resolver.OutcomeMalformed, Err: err, Duration: a.now().Sub(dl.start)}
+		r := resolverapp.Report{Outcome: resolverapp.OutcomeMalformed, Err: err, Duration: a.now().Sub(dl.start)}
 		a.finishResolver(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
-	d := resolver.Delivery{
+	d := resolverapp.Delivery{
 		Broker:      brokerOf(m),
 		ContentType: m.ContentType,
 		Subject:     m.Subject,
@@ -135,7 +135,7 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 // finishResolver is finishInvocation for the Resolver: metrics, span
 // attributes, the JSON line, and the Logs summary (2xx) or the stderr line
 // (failure). Nothing on them comes from the message body or content.
-func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
 	// Every id below is logged, in up to three places: bound them once.
 	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
 	r.EventID, r.EndpointID = logsafe.Bound(r.EventID), logsafe.Bound(r.EndpointID)
@@ -143,7 +143,7 @@ func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resol
 	outcome := string(r.Outcome)
 	a.recordInvocation(outcome, r.Duration, charge)
 	endDeliverySpan(span, deliverySpan{
-		destination: resolver.Topic, messageID: r.MessageID, sessionID: r.SessionID, deliveryCount: deliveryCount,
+		destination: resolverapp.Topic, messageID: r.MessageID, sessionID: r.SessionID, deliveryCount: deliveryCount,
 		hasParent: hasParent, outcome: outcome, completes: r.Outcome.Completes(), charge: charge,
 	},
 		attribute.String("nimbus.event.id", r.EventID),
@@ -166,7 +166,7 @@ func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resol
 // by its operation and kind only (plus an operator's guidance, such as a
 // relaxed account's fix), never by the provider's text, which names the
 // account and may echo ids.
-func safeTrackingError(r *resolver.Report) error {
+func safeTrackingError(r *resolverapp.Report) error {
 	if r.StoreOp == "" || r.Err == nil {
 		return r.Err
 	}
@@ -184,7 +184,7 @@ func safeTrackingError(r *resolver.Report) error {
 		kind = se.Kind.String()
 	}
 	msg := "tracking store operation " + r.StoreOp + " failed (" + kind + ")"
-	if r.Outcome == resolver.OutcomeRescheduleFailed {
+	if r.Outcome == resolverapp.OutcomeRescheduleFailed {
 		msg += " and scheduling the re-send failed"
 	}
 	return errors.New(msg)
@@ -192,7 +192,7 @@ func safeTrackingError(r *resolver.Report) error {
 
 // logResolver writes the invocation's one line: bounded strings (the ids
 // by finishResolver), none from the message body.
-func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge) {
+func (a *App) logResolver(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
 	ev := a.log.WithLevel(spec.Level)
 	if ev == nil {
@@ -231,7 +231,7 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 		ev = ev.Bool("handoffWallClock", true)
 	}
 	if r.AuditErr != nil {
-		ev = ev.Str("auditError", logsafe.Bound(safeTrackingError(&resolver.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error()))
+		ev = ev.Str("auditError", logsafe.Bound(safeTrackingError(&resolverapp.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error()))
 	}
 	if err := safeTrackingError(r); err != nil {
 		ev = ev.Str("error", logsafe.Bound(err.Error()))
@@ -242,14 +242,14 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolver.Report, delivery
 // resolverLogs puts the summary of a completed Resolver invocation, and its
 // warnings, in the response's Logs: ids, labels and figures only, each
 // bounded, never the message body or content (tracking rows carry it).
-func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliveryCount int, charge *telemetry.Charge) {
+func (a *App) resolverLogs(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
 	b := make([]byte, 0, 512)
 	b = append(b, r.Outcome.Spec().Message...)
 	b = append(b, ':')
 	b = appendField(b, "outcome", string(r.Outcome))
 	b = appendField(b, "messageId", r.MessageID)
 	b = appendField(b, "sessionId", r.SessionID)
-	if r.Outcome != resolver.OutcomeHeartbeat {
+	if r.Outcome != resolverapp.OutcomeHeartbeat {
 		b = appendField(b, "eventId", r.EventID)
 		b = appendField(b, "messageType", r.MessageType)
 		b = appendField(b, "endpoint", r.EndpointID)
@@ -266,9 +266,9 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliver
 	b = a.appendCharge(b, charge)
 	inv.Log(string(b))
 	switch r.Outcome {
-	case resolver.OutcomeStale:
+	case resolverapp.OutcomeStale:
 		inv.Log("warning: stale copy of messageId=" + r.MessageID + " refused: the tracking row of eventId=" + r.EventID + " already holds a later state; its history was written")
-	case resolver.OutcomeRescheduled:
+	case resolverapp.OutcomeRescheduled:
 		inv.Log("warning: the tracking store failed (" + r.StoreReason + ", operation=" + r.StoreOp + ", attempt=" + strconv.Itoa(r.Attempt) +
 			"): a copy of messageId=" + r.MessageID + " is scheduled on the Resolver topic in " + r.RetryIn.String() + ": " + safeTrackingError(r).Error())
 	}
@@ -277,7 +277,7 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliver
 	}
 	if r.AuditErr != nil {
 		inv.Log("warning: the Comment audit of the stale copy failed (best effort; the message completed): " +
-			safeTrackingError(&resolver.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error())
+			safeTrackingError(&resolverapp.Report{StoreOp: "StoreMessageAudit", Err: r.AuditErr}).Error())
 	}
 }
 
@@ -286,7 +286,7 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolver.Report, deliver
 // updated row of the event across sessions; 404 when there is none.
 func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
 	endpoint, event := r.URL.Query().Get("endpoint"), r.URL.Query().Get("event")
-	row, err := a.trackingReader.GetEvent(r.Context(), endpoint, event)
+	row, err := a.trackingReader.GetEvent(r.Context(), tracking.EventKey{EndpointID: endpoint, EventID: event})
 	switch {
 	case err != nil:
 		http.Error(w, logsafe.Bound(err.Error()), http.StatusBadRequest)

@@ -18,17 +18,17 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
 // captureScheduler keeps scheduled re-sends.
 type captureScheduler struct {
 	mu   sync.Mutex
-	sent []*resolver.Redelivery
+	sent []*resolverapp.Redelivery
 }
 
-func (c *captureScheduler) ScheduleRedelivery(_ context.Context, r *resolver.Redelivery, _ time.Time) error {
+func (c *captureScheduler) ScheduleRedelivery(_ context.Context, r *resolverapp.Redelivery, _ time.Time) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.sent = append(c.sent, r)
@@ -202,7 +202,7 @@ func TestResolverAppFailures(t *testing.T) {
 			t.Fatalf("%s: log %v", c.name, l)
 		}
 	}
-	if len(ra.sched.sent) != 1 || ra.sched.sent[0].MessageID != "m-9" || ra.sched.sent[0].Properties[resolver.PropThrottleRetryCount] != int32(1) {
+	if len(ra.sched.sent) != 1 || ra.sched.sent[0].MessageID != "m-9" || ra.sched.sent[0].Properties[resolverapp.PropThrottleRetryCount] != int32(1) {
 		t.Fatalf("re-sends %+v", ra.sched.sent)
 	}
 }

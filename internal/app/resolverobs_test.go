@@ -26,7 +26,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
-	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
@@ -57,9 +57,9 @@ func (w *chargingWriter) StoreMessage(ctx context.Context, m tracking.MessageEnt
 	return w.Writer.StoreMessage(ctx, m)
 }
 
-func (w *chargingWriter) UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+func (w *chargingWriter) Upload(ctx context.Context, key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) (bool, error) {
 	telemetry.ChargeFrom(ctx).Add(3)
-	return w.Writer.UploadPendingMessage(ctx, eventID, sessionID, endpointID, row)
+	return w.Writer.Upload(ctx, key, status, row)
 }
 
 // spanScheduler keeps the span context each scheduled re-send was given.
@@ -68,7 +68,7 @@ type spanScheduler struct {
 	spans []trace.SpanContext
 }
 
-func (s *spanScheduler) ScheduleRedelivery(ctx context.Context, _ *resolver.Redelivery, _ time.Time) error {
+func (s *spanScheduler) ScheduleRedelivery(ctx context.Context, _ *resolverapp.Redelivery, _ time.Time) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.spans = append(s.spans, trace.SpanContextFromContext(ctx))
@@ -198,7 +198,7 @@ func TestResolverInvocationContinuesTheMessageTrace(t *testing.T) {
 	ro.store.fail, ro.store.err = 3, &tracking.StoreError{Op: "StoreMessage", Kind: tracking.FailureThrottled, Err: errors.New("429")}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ro.spans))
 	ro.tracer = tp.Tracer(telemetry.TracerName)
-	ro.resolverSvc, _ = resolver.NewService(resolver.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
+	ro.resolverSvc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
 		Pause: func(context.Context, time.Duration) {}})
 	if a := ro.post(t, context.Background(), resolverEnvelope("m-2", "Diagnostic-Id", "00-"+inTrace+"-"+inSpan+"-01")); a.status != 200 {
 		t.Fatalf("rescheduled: status %d", a.status)
@@ -257,7 +257,7 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 	check(ro.post(t, context.Background(), resolverEnvelope("rsp-1", "MessageType", "ResolutionResponse", "From", "BillingEndpoint")), 200,
 		"outcome=written", "messageType=ResolutionResponse", "status=Completed")
 	check(ro.post(t, context.Background(), resolverEnvelope("m-1")), 200, "outcome=stale", "warning: stale copy of messageId=m-1 refused")
-	ro.resolverSvc, _ = resolver.NewService(resolver.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
+	ro.resolverSvc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
 		Pause: func(context.Context, time.Duration) {}})
 	ro.store.fail, ro.store.err = 1, &tracking.StoreError{Op: "StoreMessage", Kind: tracking.FailureTransient, Err: errors.New("503 from " + providerDetail)}
 	check(ro.post(t, context.Background(), resolverEnvelope("m-3", "EventId", "evt-3")), 200, "outcome=written", "warning: the tracking store write was retried 1 time(s)")

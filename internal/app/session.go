@@ -13,7 +13,6 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
-	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -22,10 +21,6 @@ import (
 // FuncDeferredProcessor replays the parked messages of a session: its
 // trigger is the endpoint topic's DeferredProcessor subscription.
 const FuncDeferredProcessor = "DeferredProcessor"
-
-// deferredSubscription is the endpoint topic's session subscription that
-// holds parked copies (NimBus's topology).
-const deferredSubscription = "Deferred"
 
 // buildSessions creates the session-state store the settings select. No
 // request is sent here.
@@ -67,87 +62,6 @@ func (a *App) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocation) error {
 	return a.invokeDelivery(ctx, inv, a.pipeline.Drain)
 }
-
-// sbDeferred reaches parked copies on the endpoint topic's Deferred
-// subscription through the Service Bus SDK.
-type sbDeferred struct {
-	c     *servicebus.Client
-	topic string
-}
-
-func (s *sbDeferred) Accept(ctx context.Context, sessionID string) (subscriber.DeferredSession, error) {
-	r, err := s.c.AcceptSession(ctx, s.topic, deferredSubscription, sessionID)
-	if err != nil {
-		if servicebus.IsSessionLocked(err) {
-			return nil, fmt.Errorf("%w: %w", subscriber.ErrSessionLocked, err)
-		}
-		return nil, err
-	}
-	return &sbDeferredSession{r: r}, nil
-}
-
-type sbDeferredSession struct {
-	r *servicebus.SessionReceiver
-}
-
-func (s *sbDeferredSession) Next(ctx context.Context) (*subscriber.Parked, error) {
-	m, err := s.r.Receive(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%w: %w", subscriber.ErrNoParked, err)
-		}
-		return nil, err
-	}
-	b := message.Broker{
-		SessionID:     &m.SessionID,
-		CorrelationID: m.CorrelationID,
-		EnqueuedTime:  m.EnqueuedTime,
-		DeliveryCount: int(m.DeliveryCount),
-	}
-	if m.MessageID != "" {
-		id := m.MessageID
-		b.MessageID = &id
-	}
-	return &subscriber.Parked{
-		Delivery: subscriber.Delivery{Broker: b, Properties: m.ApplicationProperties, Body: m.Body},
-		Handle:   m,
-	}, nil
-}
-
-func received(p *subscriber.Parked) (*servicebus.Received, error) {
-	m, ok := p.Handle.(*servicebus.Received)
-	if !ok {
-		return nil, errors.New("app: a parked message not received from Service Bus")
-	}
-	return m, nil
-}
-
-func (s *sbDeferredSession) Complete(ctx context.Context, p *subscriber.Parked) error {
-	m, err := received(p)
-	if err != nil {
-		return err
-	}
-	return s.r.Complete(ctx, m)
-}
-
-func (s *sbDeferredSession) Abandon(ctx context.Context, p *subscriber.Parked) error {
-	m, err := received(p)
-	if err != nil {
-		return err
-	}
-	return s.r.Abandon(ctx, m)
-}
-
-func (s *sbDeferredSession) DeadLetter(ctx context.Context, p *subscriber.Parked, reason, description string) error {
-	m, err := received(p)
-	if err != nil {
-		return err
-	}
-	return s.r.DeadLetter(ctx, m, reason, description)
-}
-
-func (s *sbDeferredSession) RenewLock(ctx context.Context) error { return s.r.RenewLock(ctx) }
-func (s *sbDeferredSession) Close(ctx context.Context) error     { return s.r.Close(ctx) }
 
 // memDeferred serves parked copies from the in-memory sink (local demos):
 // every message kept with To=Deferred, in the order it was sent, until it

@@ -39,7 +39,7 @@ func list(t *testing.T) map[string]pkg {
 
 func TestNoAzureSDKBelowTheAdapters(t *testing.T) {
 	pkgs := list(t)
-	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking", "internal/txn"} {
+	for _, name := range []string{"internal/subscriber", "internal/resolver", "internal/resolverapp", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking", "internal/txn"} {
 		p, ok := pkgs[name]
 		if !ok {
 			t.Fatalf("package %s not found", name)
@@ -56,14 +56,49 @@ func TestDependenciesPointOneWay(t *testing.T) {
 	pkgs := list(t)
 	// forbidden[a] lists packages a must not depend on, directly or not.
 	forbidden := map[string][]string{
-		"internal/cosmos":            {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
-		"internal/servicebus":        {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
-		"internal/inbox/cosmosstore": {"internal/app", "internal/subscriber", "internal/config"},
-		"internal/subscriber":        {"internal/app", "internal/config", "internal/funchost"},
-		"internal/funchost":          {"internal/app", "internal/subscriber", "internal/message"},
-		"internal/message":           {"internal/app", "internal/subscriber", "internal/funchost"},
-		"internal/resolver":          {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos"},
+		"internal/cosmos":     {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
+		"internal/servicebus": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost"},
+		// The Deferred adapter implements the pipeline's port, and reaches
+		// no further.
+		"internal/servicebus/deferred": {"internal/app", "internal/config", "internal/funchost"},
+		"internal/inbox/cosmosstore":   {"internal/app", "internal/subscriber", "internal/config"},
+		"internal/subscriber":          {"internal/app", "internal/config", "internal/funchost"},
+		"internal/funchost":            {"internal/app", "internal/subscriber", "internal/message"},
+		"internal/message":             {"internal/app", "internal/subscriber", "internal/funchost"},
+		"internal/resolver":            {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos", "internal/tracking", "internal/resolverapp"},
+		"internal/resolverapp":         {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos"},
 	}
+	checkForbidden(t, pkgs, forbidden)
+	for name, p := range pkgs {
+		for _, d := range p.Deps {
+			if d == module+"/handler" {
+				t.Errorf("%s imports the handler command", name)
+			}
+		}
+	}
+}
+
+// The endpoint's pipeline compiles neither the tracking store nor the
+// Resolver app's handling: it reaches the Resolver only through the
+// Publisher port of package resolver.
+func TestThePipelineCompilesNoResolverApp(t *testing.T) {
+	pkgs := list(t)
+	p, ok := pkgs["internal/subscriber"]
+	if !ok {
+		t.Fatal("package internal/subscriber not found")
+	}
+	for _, d := range p.Deps {
+		name := strings.TrimPrefix(d, module+"/")
+		if name == "internal/tracking" || strings.HasPrefix(name, "internal/tracking/") || name == "internal/resolverapp" {
+			t.Errorf("internal/subscriber depends on %s", name)
+		}
+	}
+}
+
+// checkForbidden fails t for every package of forbidden that is missing or
+// depends, directly or not, on one of the packages listed for it.
+func checkForbidden(t *testing.T, pkgs map[string]pkg, forbidden map[string][]string) {
+	t.Helper()
 	for name, bad := range forbidden {
 		p, ok := pkgs[name]
 		if !ok {
@@ -75,13 +110,6 @@ func TestDependenciesPointOneWay(t *testing.T) {
 				if d == module+"/"+b {
 					t.Errorf("%s depends on %s", name, b)
 				}
-			}
-		}
-	}
-	for name, p := range pkgs {
-		for _, d := range p.Deps {
-			if d == module+"/handler" {
-				t.Errorf("%s imports the handler command", name)
 			}
 		}
 	}

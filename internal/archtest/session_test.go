@@ -22,20 +22,8 @@ func TestSessionPackageGraph(t *testing.T) {
 		}
 	}
 	forbidden := map[string][]string{
-		"internal/session":               {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/cosmos", "internal/servicebus", "internal/resolver", "internal/tracking"},
-		"internal/session/cosmossession": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/resolver", "internal/tracking"},
+		"internal/session":               {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/cosmos", "internal/servicebus", "internal/resolver", "internal/resolverapp", "internal/tracking"},
+		"internal/session/cosmossession": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/resolver", "internal/resolverapp", "internal/tracking"},
 	}
-	for name, bad := range forbidden {
-		p, ok := pkgs[name]
-		if !ok {
-			t.Fatalf("package %s not found", name)
-		}
-		for _, d := range p.Deps {
-			for _, b := range bad {
-				if d == module+"/"+b {
-					t.Errorf("%s depends on %s", name, b)
-				}
-			}
-		}
-	}
+	checkForbidden(t, pkgs, forbidden)
 }

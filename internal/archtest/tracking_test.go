@@ -22,20 +22,8 @@ func TestTrackingPackageGraph(t *testing.T) {
 		}
 	}
 	forbidden := map[string][]string{
-		"internal/tracking":                {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/cosmos", "internal/resolver"},
-		"internal/tracking/cosmostracking": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/resolver"},
+		"internal/tracking":                {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/cosmos", "internal/resolver", "internal/resolverapp"},
+		"internal/tracking/cosmostracking": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/resolver", "internal/resolverapp"},
 	}
-	for name, bad := range forbidden {
-		p, ok := pkgs[name]
-		if !ok {
-			t.Fatalf("package %s not found", name)
-		}
-		for _, d := range p.Deps {
-			for _, b := range bad {
-				if d == module+"/"+b {
-					t.Errorf("%s depends on %s", name, b)
-				}
-			}
-		}
-	}
+	checkForbidden(t, pkgs, forbidden)
 }

@@ -1,17 +1,15 @@
-// Package resolver holds the NimBus Resolver protocol. The endpoint's side:
-// the Publisher port through which the subscriber reports each outcome, and
-// an in-memory Publisher for tests and local demos. The Resolver's side:
-// Service, which handles each response and request copy from the Resolver
-// subscription as NimBus's ResolverService does (history, status map,
-// stale-write guard through the tracking store, audits, the store-failure
-// budget with scheduled same-MessageId re-sends), and its outcome table. It
-// imports no Azure SDK: the tracking store and the Scheduler are ports.
+// Package resolver is the endpoint's outgoing port: Publisher, through
+// which the subscriber pipeline sends every message it addresses to its
+// own topic (the responses the Resolver tracks, parked copies, replay
+// requests, and, through Schedule, RetryRequests), and Memory, an
+// in-process Publisher for tests and local demos.
 //
 // A response goes to the endpoint's own topic with To=Resolver; the
 // topology's Resolver fan-out subscription stamps From and forwards it to
 // the Resolver topic. The Service Bus implementation of Publisher is an
 // adapter in the servicebus package (servicebus.ResolverPublisher), so the
-// subscriber pipeline depends on this port only.
+// subscriber pipeline depends on this port only. The Resolver app's own
+// handling of those responses is package resolverapp.
 package resolver
 
 import (

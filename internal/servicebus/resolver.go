@@ -9,6 +9,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 )
 
 // ResolverPublisher implements resolver.Publisher on a [Client]: it sends
@@ -48,7 +49,7 @@ func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) er
 	return nil
 }
 
-// ResolverScheduler implements resolver.Scheduler on a [Client]: it
+// ResolverScheduler implements resolverapp.Scheduler on a [Client]: it
 // schedules a Resolver message's copy on the Resolver topic, keeping its
 // MessageId (the topic must not require duplicate detection, or the broker
 // would drop the copy).
@@ -56,7 +57,7 @@ type ResolverScheduler struct {
 	c *Client
 }
 
-var _ resolver.Scheduler = (*ResolverScheduler)(nil)
+var _ resolverapp.Scheduler = (*ResolverScheduler)(nil)
 
 // NewResolverScheduler returns a scheduler on c. It does no I/O.
 func NewResolverScheduler(c *Client) (*ResolverScheduler, error) {
@@ -67,7 +68,7 @@ func NewResolverScheduler(c *Client) (*ResolverScheduler, error) {
 }
 
 // ScheduleRedelivery schedules r on the Resolver topic at the time at.
-func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolver.Redelivery, at time.Time) error {
+func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolverapp.Redelivery, at time.Time) error {
 	if r == nil {
 		return errors.New("servicebus: schedule of a nil redelivery")
 	}
@@ -80,7 +81,7 @@ func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolver.
 		Subject:               r.Subject,
 		ContentType:           r.ContentType,
 	}
-	if _, err := s.c.Schedule(ctx, resolver.Topic, &m, at); err != nil {
+	if _, err := s.c.Schedule(ctx, resolverapp.Topic, &m, at); err != nil {
 		return fmt.Errorf("servicebus: scheduling a Resolver re-send: %w", err)
 	}
 	return nil

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -19,10 +19,10 @@ func TestResolverSchedulerResendsOnTheResolverTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	corr := "req-1"
-	r := &resolver.Redelivery{
+	r := &resolverapp.Redelivery{
 		Body: []byte(`{"EventContent":null,"ErrorContent":null}`), MessageID: "rsp-1", SessionID: "order-7",
 		CorrelationID: &corr, ContentType: "application/json", Subject: "subj",
-		Properties: map[string]any{"MessageType": "ResolutionResponse", "From": endpoint, resolver.PropThrottleRetryCount: int32(3), "QueueTimeMs": int64(5)},
+		Properties: map[string]any{"MessageType": "ResolutionResponse", "From": endpoint, resolverapp.PropThrottleRetryCount: int32(3), "QueueTimeMs": int64(5)},
 	}
 	ctx := ctxT(t, 20*time.Second)
 	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)

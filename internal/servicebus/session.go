@@ -76,8 +76,9 @@ func (r *SessionReceiver) SessionID() string { return r.r.SessionID() }
 func (r *SessionReceiver) LockedUntil() time.Time { return r.r.LockedUntil() }
 
 // Receive waits for the next message of the session and returns it
-// locked. It returns an error wrapping ctx.Err() when ctx ends first, which
-// is how a caller learns that the session is drained (for now).
+// locked. It returns an error wrapping ctx.Err() when ctx ends first: a
+// caller learns that the session holds no more messages by waiting with a
+// deadline.
 //
 // Messages are received one at a time on purpose: asking the SDK for
 // several lets it release in-flight messages while later ones stay

@@ -70,7 +70,7 @@ type OutcomeSpec = outcome.Spec
 
 // outcomes is the one table of outcomes. TestEveryOutcomeHasARow fails when
 // a constant above has no row here.
-var outcomes = map[Outcome]OutcomeSpec{
+var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeCompleted:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "invocation completed"),
 	OutcomeDuplicate:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"),
 	OutcomeUnsupported:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"),
@@ -103,19 +103,10 @@ var outcomes = map[Outcome]OutcomeSpec{
 		"Manager request not sent by the Manager; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeDrainBusy:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel, "another replay holds the session's parked messages; the replay request will be retried"),
 	OutcomeReplayFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "replay of parked messages failed; the replay request will be retried"),
-}
-
-// unknownOutcome is what an outcome without a row gets: fail and log an
-// error, so a missing row can never complete a message.
-var unknownOutcome = outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome")
+}, Unknown: outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome")}
 
 // Spec returns what follows from o.
-func (o Outcome) Spec() OutcomeSpec {
-	if s, ok := outcomes[o]; ok {
-		return s
-	}
-	return unknownOutcome
-}
+func (o Outcome) Spec() OutcomeSpec { return outcomes.Spec(o) }
 
 // Completes reports whether the host completes the message (a 2xx answer).
 func (o Outcome) Completes() bool { return o.Spec().Completes() }

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -60,12 +58,7 @@ func (m *Memory) clock() time.Time {
 }
 
 func encodeRow(r UnresolvedEvent) ([]byte, error) {
-	r.UpdatedAt = NormalizeTime(r.UpdatedAt)
-	r.EnqueuedTimeUtc = NormalizeTime(r.EnqueuedTimeUtc)
-	if r.ExpectedBy != nil {
-		t := NormalizeTime(*r.ExpectedBy)
-		r.ExpectedBy = &t
-	}
+	r = NormalizeRow(r)
 	b, err := json.Marshal(&r)
 	if err != nil {
 		return nil, fmt.Errorf("tracking: encoding row: %w", err)
@@ -82,23 +75,26 @@ func decodeRow(r *memRow) (*UnresolvedEvent, error) {
 	return &e, nil
 }
 
-func checkRowArgs(eventID, endpointID string) error {
-	if err := CheckEndpointID(endpointID); err != nil {
+func checkRowArgs(key Key) error {
+	if err := CheckEndpointID(key.EndpointID); err != nil {
 		return err
 	}
-	if eventID == "" {
+	if key.EventID == "" {
 		return fmt.Errorf("%w: event id is empty", ErrInvalidArgument)
 	}
 	return nil
 }
 
-// upload writes status; guarded writes consult Allows against the stored
-// row under the lock, so the decision is atomic with the write.
-func (m *Memory) upload(ctx context.Context, status ResolutionStatus, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
+// Upload implements Writer. A guarded write consults Allows against the
+// stored row under the lock, so the decision is atomic with the write.
+func (m *Memory) Upload(ctx context.Context, key Key, status ResolutionStatus, row UnresolvedEvent) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := checkRowArgs(eventID, endpointID); err != nil {
+	if err := CheckUploadStatus(status); err != nil {
+		return false, err
+	}
+	if err := checkRowArgs(key); err != nil {
 		return false, err
 	}
 	b, err := encodeRow(row)
@@ -108,7 +104,7 @@ func (m *Memory) upload(ctx context.Context, status ResolutionStatus, eventID, s
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.init()
-	k := rowKey{endpointID, StoredID(eventID, sessionID)}
+	k := rowKey{key.EndpointID, key.StoredID()}
 	if cur := m.rows[k]; cur != nil && IsGuarded(status, row.MessageType) {
 		stored, err := decodeRow(cur)
 		if err != nil {
@@ -118,51 +114,16 @@ func (m *Memory) upload(ctx context.Context, status ResolutionStatus, eventID, s
 			return false, nil
 		}
 	}
-	m.rows[k] = &memRow{status: status, deleted: status == Completed || status == Skipped, event: b, last: row.LastMessageID, updated: NormalizeTime(row.UpdatedAt)}
+	m.rows[k] = &memRow{status: status, deleted: WrittenDeleted(status), event: b, last: row.LastMessageID, updated: NormalizeTime(row.UpdatedAt)}
 	return true, nil
 }
 
-// UploadPendingMessage implements Writer.
-func (m *Memory) UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Pending, eventID, sessionID, endpointID, row)
-}
-
-// UploadDeferredMessage implements Writer.
-func (m *Memory) UploadDeferredMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Deferred, eventID, sessionID, endpointID, row)
-}
-
-// UploadFailedMessage implements Writer.
-func (m *Memory) UploadFailedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Failed, eventID, sessionID, endpointID, row)
-}
-
-// UploadDeadletteredMessage implements Writer.
-func (m *Memory) UploadDeadletteredMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, DeadLettered, eventID, sessionID, endpointID, row)
-}
-
-// UploadUnsupportedMessage implements Writer.
-func (m *Memory) UploadUnsupportedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Unsupported, eventID, sessionID, endpointID, row)
-}
-
-// UploadSkippedMessage implements Writer.
-func (m *Memory) UploadSkippedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Skipped, eventID, sessionID, endpointID, row)
-}
-
-// UploadCompletedMessage implements Writer.
-func (m *Memory) UploadCompletedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	return m.upload(ctx, Completed, eventID, sessionID, endpointID, row)
-}
-
 // TryCompletePendingMessage implements Store.
-func (m *Memory) TryCompletePendingMessage(ctx context.Context, eventID, sessionID, endpointID string, expected *string, content UnresolvedEvent) (bool, error) {
+func (m *Memory) TryCompletePendingMessage(ctx context.Context, key Key, expected *string, content UnresolvedEvent) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := checkRowArgs(eventID, endpointID); err != nil {
+	if err := checkRowArgs(key); err != nil {
 		return false, err
 	}
 	b, err := encodeRow(content)
@@ -172,45 +133,37 @@ func (m *Memory) TryCompletePendingMessage(ctx context.Context, eventID, session
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.init()
-	k := rowKey{endpointID, StoredID(eventID, sessionID)}
+	k := rowKey{key.EndpointID, key.StoredID()}
 	cur := m.rows[k]
-	if cur == nil || cur.status != Pending || cur.deleted || !sameID(cur.last, expected) {
+	if cur == nil || !CanCompletePending(cur.status, cur.deleted, cur.last, expected) {
 		return false, nil
 	}
 	m.rows[k] = &memRow{status: Completed, deleted: true, event: b, last: content.LastMessageID, updated: NormalizeTime(content.UpdatedAt)}
 	return true, nil
 }
 
-// sameID compares optional ids ordinally; nil equals only nil.
-func sameID(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
-}
-
 // RemoveMessage implements Store.
-func (m *Memory) RemoveMessage(ctx context.Context, eventID, sessionID, endpointID string) (bool, error) {
-	return m.softDelete(ctx, eventID, sessionID, endpointID)
+func (m *Memory) RemoveMessage(ctx context.Context, key Key) (bool, error) {
+	return m.softDelete(ctx, key)
 }
 
 // ArchiveFailedEvent implements Store.
-func (m *Memory) ArchiveFailedEvent(ctx context.Context, eventID, sessionID, endpointID string) error {
-	_, err := m.softDelete(ctx, eventID, sessionID, endpointID)
+func (m *Memory) ArchiveFailedEvent(ctx context.Context, key Key) error {
+	_, err := m.softDelete(ctx, key)
 	return err
 }
 
-func (m *Memory) softDelete(ctx context.Context, eventID, sessionID, endpointID string) (bool, error) {
+func (m *Memory) softDelete(ctx context.Context, key Key) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, err
 	}
-	if err := checkRowArgs(eventID, endpointID); err != nil {
+	if err := checkRowArgs(key); err != nil {
 		return false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.init()
-	cur := m.rows[rowKey{endpointID, StoredID(eventID, sessionID)}]
+	cur := m.rows[rowKey{key.EndpointID, key.StoredID()}]
 	if cur == nil {
 		return false, nil
 	}
@@ -218,24 +171,20 @@ func (m *Memory) softDelete(ctx context.Context, eventID, sessionID, endpointID 
 	return true, nil
 }
 
-// visible reports a row GetEvent and GetEventByID may return: not
-// soft-deleted, or a Completed/Skipped row (which are soft-deleted by
-// design).
-func (r *memRow) visible() bool {
-	return !r.deleted || r.status == Completed || r.status == Skipped
-}
+// visible reports a row GetEvent and GetEventByID may return (Visible).
+func (r *memRow) visible() bool { return Visible(r.status, r.deleted) }
 
-func (m *Memory) getStatus(ctx context.Context, status ResolutionStatus, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
+func (m *Memory) getStatus(ctx context.Context, status ResolutionStatus, key Key) (*UnresolvedEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := CheckEndpointID(endpointID); err != nil {
+	if err := CheckEndpointID(key.EndpointID); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.init()
-	cur := m.rows[rowKey{endpointID, StoredID(eventID, sessionID)}]
+	cur := m.rows[rowKey{key.EndpointID, key.StoredID()}]
 	if cur == nil || cur.status != status || cur.deleted {
 		return nil, nil
 	}
@@ -243,36 +192,36 @@ func (m *Memory) getStatus(ctx context.Context, status ResolutionStatus, endpoin
 }
 
 // GetPendingEvent implements Reader.
-func (m *Memory) GetPendingEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
-	return m.getStatus(ctx, Pending, endpointID, eventID, sessionID)
+func (m *Memory) GetPendingEvent(ctx context.Context, key Key) (*UnresolvedEvent, error) {
+	return m.getStatus(ctx, Pending, key)
 }
 
 // GetFailedEvent implements Reader.
-func (m *Memory) GetFailedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
-	return m.getStatus(ctx, Failed, endpointID, eventID, sessionID)
+func (m *Memory) GetFailedEvent(ctx context.Context, key Key) (*UnresolvedEvent, error) {
+	return m.getStatus(ctx, Failed, key)
 }
 
 // GetDeferredEvent implements Reader.
-func (m *Memory) GetDeferredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
-	return m.getStatus(ctx, Deferred, endpointID, eventID, sessionID)
+func (m *Memory) GetDeferredEvent(ctx context.Context, key Key) (*UnresolvedEvent, error) {
+	return m.getStatus(ctx, Deferred, key)
 }
 
 // GetDeadletteredEvent implements Reader.
-func (m *Memory) GetDeadletteredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
-	return m.getStatus(ctx, DeadLettered, endpointID, eventID, sessionID)
+func (m *Memory) GetDeadletteredEvent(ctx context.Context, key Key) (*UnresolvedEvent, error) {
+	return m.getStatus(ctx, DeadLettered, key)
 }
 
 // GetUnsupportedEvent implements Reader.
-func (m *Memory) GetUnsupportedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error) {
-	return m.getStatus(ctx, Unsupported, endpointID, eventID, sessionID)
+func (m *Memory) GetUnsupportedEvent(ctx context.Context, key Key) (*UnresolvedEvent, error) {
+	return m.getStatus(ctx, Unsupported, key)
 }
 
 // GetEvent implements Reader.
-func (m *Memory) GetEvent(ctx context.Context, endpointID, eventID string) (*UnresolvedEvent, error) {
+func (m *Memory) GetEvent(ctx context.Context, event EventKey) (*UnresolvedEvent, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := CheckEndpointID(endpointID); err != nil {
+	if err := CheckEndpointID(event.EndpointID); err != nil {
 		return nil, err
 	}
 	m.mu.Lock()
@@ -280,14 +229,14 @@ func (m *Memory) GetEvent(ctx context.Context, endpointID, eventID string) (*Unr
 	m.init()
 	var best *memRow
 	for k, r := range m.rows {
-		if k.endpoint != endpointID || !r.visible() {
+		if k.endpoint != event.EndpointID || !r.visible() {
 			continue
 		}
 		e, err := decodeRow(r)
 		if err != nil {
 			return nil, err
 		}
-		if e.EventID != eventID {
+		if e.EventID != event.EventID {
 			continue
 		}
 		if best == nil || r.updated.After(best.updated) {
@@ -379,12 +328,7 @@ func (m *Memory) GetNextPendingHandoffEvent(ctx context.Context, endpointID stri
 	}
 	var best *UnresolvedEvent
 	for _, e := range hs {
-		if len(eventTypeIDs) > 0 && (e.EventTypeID == nil || !slices.Contains(eventTypeIDs, *e.EventTypeID)) {
-			continue
-		}
-		if best == nil || e.EnqueuedTimeUtc.Before(best.EnqueuedTimeUtc) {
-			best = e
-		}
+		best = EarlierHandoff(best, e, eventTypeIDs)
 	}
 	return best, nil
 }
@@ -515,23 +459,21 @@ func (m *Memory) GetLatestEventRequestMessage(ctx context.Context, eventID strin
 }
 
 // GetFailedMessage implements Reader.
-func (m *Memory) GetFailedMessage(ctx context.Context, eventID, endpointID string) (*MessageEntity, error) {
-	h, err := m.GetEventHistory(ctx, eventID)
+func (m *Memory) GetFailedMessage(ctx context.Context, event EventKey) (*MessageEntity, error) {
+	h, err := m.GetEventHistory(ctx, event.EventID)
 	if err != nil {
 		return nil, err
 	}
-	return Newest(h, func(e *MessageEntity) bool {
-		return strings.EqualFold(e.EndpointID, endpointID) && e.MessageContent != nil && e.MessageContent.ErrorContent != nil
-	}), nil
+	return NewestFailedMessage(h, event), nil
 }
 
 // GetDeadletteredMessage implements Reader.
-func (m *Memory) GetDeadletteredMessage(ctx context.Context, eventID, endpointID string) (*MessageEntity, error) {
-	h, err := m.GetEventHistory(ctx, eventID)
+func (m *Memory) GetDeadletteredMessage(ctx context.Context, event EventKey) (*MessageEntity, error) {
+	h, err := m.GetEventHistory(ctx, event.EventID)
 	if err != nil {
 		return nil, err
 	}
-	return Newest(h, func(e *MessageEntity) bool { return strings.EqualFold(e.EndpointID, endpointID) }), nil
+	return NewestEndpointMessage(h, event), nil
 }
 
 // IsLatestRequestCandidate reports a history message GetLatestEventRequestMessage
@@ -564,10 +506,11 @@ func Newest(h []MessageEntity, keep func(*MessageEntity) bool) *MessageEntity {
 }
 
 // StoreMessageAudit implements Writer.
-func (m *Memory) StoreMessageAudit(ctx context.Context, eventID string, audit MessageAudit, endpointID, eventTypeID string) error {
+func (m *Memory) StoreMessageAudit(ctx context.Context, event EventKey, audit MessageAudit, _ string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	eventID := event.EventID
 	if eventID == "" {
 		return fmt.Errorf("%w: event id is empty", ErrInvalidArgument)
 	}

@@ -1,39 +1,31 @@
 package tracking
 
-import (
-	"context"
-	"fmt"
-)
+import "context"
 
 // Writer is what the Resolver calls for each message it handles. All
 // methods are safe for concurrent use.
-//
-// The seven Upload methods write the tracking row {eventID}_{sessionID} of
-// endpointID with the status their name says (the row's own
-// ResolutionStatus is ignored; reads report the status the row was written
-// with). applied is false only when the stale-write guard (Allows) refused
-// the write: nothing was written and the caller must not retry, the row is
-// correct. Provider failures, including a lost compare-and-swap, are
-// errors, never a refusal. Completed and Skipped, Failed, DeadLettered and
-// Unsupported writes, and rows of MessageType Unknown, are never refused.
 type Writer interface {
 	// StoreMessage writes one history document, idempotent per
 	// (EventID, MessageID). It is written before the row's projection, for
 	// stale copies too.
 	StoreMessage(ctx context.Context, m MessageEntity) error
 
-	UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadDeferredMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadFailedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadDeadletteredMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadUnsupportedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadSkippedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
-	UploadCompletedMessage(ctx context.Context, eventID, sessionID, endpointID string, row UnresolvedEvent) (applied bool, err error)
+	// Upload writes the tracking row key names with status (the row's own
+	// ResolutionStatus is ignored; reads report the status the row was
+	// written with). A status NimBus has no upload for (TooManyRequests,
+	// Published, an undefined value) is an ErrInvalidArgument. applied is
+	// false only when the stale-write guard (Allows) refused the write:
+	// nothing was written and the caller must not retry, the row is
+	// correct. Provider failures, including a lost compare-and-swap, are
+	// errors, never a refusal. Completed and Skipped, Failed, DeadLettered
+	// and Unsupported writes, and rows of MessageType Unknown, are never
+	// refused.
+	Upload(ctx context.Context, key Key, status ResolutionStatus, row UnresolvedEvent) (applied bool, err error)
 
-	// StoreMessageAudit appends an audit entry for eventID (a plain insert:
-	// repeating it writes a second entry). endpointID and eventTypeID tag
-	// the audit document; "" leaves the tag out.
-	StoreMessageAudit(ctx context.Context, eventID string, audit MessageAudit, endpointID, eventTypeID string) error
+	// StoreMessageAudit appends an audit entry for event.EventID (a plain
+	// insert: repeating it writes a second entry). event.EndpointID and
+	// eventTypeID tag the audit document; "" leaves the tag out.
+	StoreMessageAudit(ctx context.Context, event EventKey, audit MessageAudit, eventTypeID string) error
 
 	// GetEventHistory returns every history document of eventID across
 	// endpoints, in no particular order; none is an empty slice.
@@ -44,17 +36,17 @@ type Writer interface {
 // A missing row is (nil, nil), never an error: so is a row in another
 // status or session, and a removed or archived row.
 type Reader interface {
-	GetPendingEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error)
-	GetFailedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error)
-	GetDeferredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error)
-	GetDeadletteredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error)
-	GetUnsupportedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*UnresolvedEvent, error)
-	// GetEvent returns the most recently updated row of eventID across
+	GetPendingEvent(ctx context.Context, key Key) (*UnresolvedEvent, error)
+	GetFailedEvent(ctx context.Context, key Key) (*UnresolvedEvent, error)
+	GetDeferredEvent(ctx context.Context, key Key) (*UnresolvedEvent, error)
+	GetDeadletteredEvent(ctx context.Context, key Key) (*UnresolvedEvent, error)
+	GetUnsupportedEvent(ctx context.Context, key Key) (*UnresolvedEvent, error)
+	// GetEvent returns the most recently updated row of the event across
 	// sessions (Completed and Skipped rows included; removed and archived
 	// rows not).
-	GetEvent(ctx context.Context, endpointID, eventID string) (*UnresolvedEvent, error)
+	GetEvent(ctx context.Context, event EventKey) (*UnresolvedEvent, error)
 	// GetEventByID returns the row whose stored id is id
-	// ("{EventId}_{SessionId}", see StoredID).
+	// ("{EventId}_{SessionId}", see Key.StoredID).
 	GetEventByID(ctx context.Context, endpointID, id string) (*UnresolvedEvent, error)
 	// GetPendingHandoffByExternalJobID returns the Pending row parked by a
 	// handoff (PendingSubStatus "Handoff") with that ExternalJobId; an
@@ -72,12 +64,12 @@ type Reader interface {
 	// EventRequest or ResubmissionRequest of eventID that carries a
 	// non-empty EventJson.
 	GetLatestEventRequestMessage(ctx context.Context, eventID string) (*MessageEntity, error)
-	// GetFailedMessage returns the newest message of eventID on endpointID
-	// (compared case-insensitively) that carries ErrorContent.
-	GetFailedMessage(ctx context.Context, eventID, endpointID string) (*MessageEntity, error)
-	// GetDeadletteredMessage returns the newest message of eventID on
-	// endpointID of any type.
-	GetDeadletteredMessage(ctx context.Context, eventID, endpointID string) (*MessageEntity, error)
+	// GetFailedMessage returns the newest message of the event on its
+	// endpoint (compared case-insensitively) that carries ErrorContent.
+	GetFailedMessage(ctx context.Context, event EventKey) (*MessageEntity, error)
+	// GetDeadletteredMessage returns the newest message of the event on its
+	// endpoint of any type.
+	GetDeadletteredMessage(ctx context.Context, event EventKey) (*MessageEntity, error)
 	// GetMessageAudits returns eventID's audits, newest first.
 	GetMessageAudits(ctx context.Context, eventID string) ([]MessageAudit, error)
 }
@@ -95,32 +87,10 @@ type Store interface {
 	// only when it replaced the row, false for every refusal including a
 	// lost compare-and-swap; it never retries and never creates. Provider
 	// failures are errors.
-	TryCompletePendingMessage(ctx context.Context, eventID, sessionID, endpointID string, expectedLastMessageID *string, content UnresolvedEvent) (bool, error)
+	TryCompletePendingMessage(ctx context.Context, key Key, expectedLastMessageID *string, content UnresolvedEvent) (bool, error)
 	// RemoveMessage soft-deletes the row; false when it does not exist.
-	RemoveMessage(ctx context.Context, eventID, sessionID, endpointID string) (bool, error)
+	RemoveMessage(ctx context.Context, key Key) (bool, error)
 	// ArchiveFailedEvent soft-deletes the row for 30 days whatever its
 	// status; a missing row is not an error.
-	ArchiveFailedEvent(ctx context.Context, eventID, sessionID, endpointID string) error
-}
-
-// Upload calls the Upload method of w that writes status. A status without
-// an Upload method (TooManyRequests, Published, undefined) is an error.
-func Upload(ctx context.Context, w Writer, status ResolutionStatus, eventID, sessionID, endpointID string, row UnresolvedEvent) (bool, error) {
-	switch status {
-	case Pending:
-		return w.UploadPendingMessage(ctx, eventID, sessionID, endpointID, row)
-	case Deferred:
-		return w.UploadDeferredMessage(ctx, eventID, sessionID, endpointID, row)
-	case Failed:
-		return w.UploadFailedMessage(ctx, eventID, sessionID, endpointID, row)
-	case DeadLettered:
-		return w.UploadDeadletteredMessage(ctx, eventID, sessionID, endpointID, row)
-	case Unsupported:
-		return w.UploadUnsupportedMessage(ctx, eventID, sessionID, endpointID, row)
-	case Skipped:
-		return w.UploadSkippedMessage(ctx, eventID, sessionID, endpointID, row)
-	case Completed:
-		return w.UploadCompletedMessage(ctx, eventID, sessionID, endpointID, row)
-	}
-	return false, fmt.Errorf("%w: no upload for status %s", ErrInvalidArgument, status)
+	ArchiveFailedEvent(ctx context.Context, key Key) error
 }

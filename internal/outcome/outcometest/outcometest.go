@@ -62,16 +62,20 @@ func Constants(t testing.TB, typeName string) map[string]string {
 }
 
 // Check fails t unless every constant of type typeName in the package has a
-// complete row in table and every row has a constant. minConsts guards
-// against a parser that silently finds nothing.
-func Check[O ~string](t *testing.T, table map[O]outcome.Spec, typeName string, minConsts int) {
+// complete row in table, every row has a constant, and an outcome without a
+// row fails the invocation. minConsts guards against a parser that silently
+// finds nothing.
+func Check[O ~string](t *testing.T, table outcome.Table[O], typeName string, minConsts int) {
 	t.Helper()
+	if u := table.Spec("no such outcome"); u.Completes() || u.Message == "" || u != table.Unknown {
+		t.Errorf("an outcome without a row gets %+v, want the table's failing Unknown row", u)
+	}
 	consts := Constants(t, typeName)
 	if len(consts) < minConsts {
 		t.Fatalf("found only %d %s constants; the parser missed some", len(consts), typeName)
 	}
 	for v, name := range consts {
-		spec, ok := table[O(v)]
+		spec, ok := table.Rows[O(v)]
 		if !ok {
 			t.Errorf("%s (%q) has no row in the outcomes table", name, v)
 			continue
@@ -83,7 +87,7 @@ func Check[O ~string](t *testing.T, table map[O]outcome.Spec, typeName string, m
 			t.Errorf("%s completes the message but pauses", name)
 		}
 	}
-	for o := range table {
+	for o := range table.Rows {
 		if _, ok := consts[string(o)]; !ok {
 			t.Errorf("table row %q has no constant", o)
 		}

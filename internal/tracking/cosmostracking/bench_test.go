@@ -96,43 +96,43 @@ func BenchmarkResolverWrites(b *testing.B) {
 	b.Run("guarded_first", func(b *testing.B) {
 		run(b, none, func(i int) {
 			ev := id("gf", i)
-			ok, err := s.UploadPendingMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.EventRequest, "m1", ""))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, row(ep, ev, "s1", message.EventRequest, "m1", ""))
 			must(ok, err, true)
 		})
 	})
 	b.Run("guarded_refresh", func(b *testing.B) {
 		run(b, func(i int) {
 			ev := id("gr", i)
-			ok, err := s.UploadPendingMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.EventRequest, "m1", ""))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, row(ep, ev, "s1", message.EventRequest, "m1", ""))
 			must(ok, err, true)
 		}, func(i int) {
 			ev := id("gr", i)
-			ok, err := s.UploadDeferredMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.DeferralResponse, "m2", ""))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Deferred, row(ep, ev, "s1", message.DeferralResponse, "m2", ""))
 			must(ok, err, true)
 		})
 	})
 	b.Run("guarded_refused", func(b *testing.B) {
 		run(b, func(i int) {
 			ev := id("gx", i)
-			ok, err := s.UploadCompletedMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
 			must(ok, err, true)
 		}, func(i int) {
 			ev := id("gx", i)
-			ok, err := s.UploadPendingMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.EventRequest, "m1", ""))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, row(ep, ev, "s1", message.EventRequest, "m1", ""))
 			must(ok, err, false)
 		})
 	})
 	b.Run("terminal", func(b *testing.B) {
 		run(b, none, func(i int) {
 			ev := id("t", i)
-			ok, err := s.UploadCompletedMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
 			must(ok, err, true)
 		})
 	})
 	b.Run("audit", func(b *testing.B) {
 		run(b, none, func(i int) {
 			a := tracking.MessageAudit{AuditorName: tracking.Str("Manager"), AuditTimestamp: time.Now(), AuditType: tracking.AuditRetry}
-			if err := s.StoreMessageAudit(ctx, id("a", i), a, "", ""); err != nil {
+			if err := s.StoreMessageAudit(ctx, tracking.EventKey{EndpointID: "", EventID: id("a", i)}, a, ""); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -144,7 +144,7 @@ func BenchmarkResolverWrites(b *testing.B) {
 			if err := s.StoreMessage(ctx, msg(ev, "m1", message.EventRequest)); err != nil {
 				b.Fatal(err)
 			}
-			ok, err := s.UploadPendingMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.EventRequest, "m1", ""))
+			ok, err := s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, row(ep, ev, "s1", message.EventRequest, "m1", ""))
 			must(ok, err, true)
 			// The response.
 			if err := s.StoreMessage(ctx, msg(ev, "r1", message.ResolutionResponse)); err != nil {
@@ -153,7 +153,7 @@ func BenchmarkResolverWrites(b *testing.B) {
 			if _, err := s.GetEventHistory(ctx, ev); err != nil {
 				b.Fatal(err)
 			}
-			ok, err = s.UploadCompletedMessage(ctx, ev, "s1", ep, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
+			ok, err = s.Upload(ctx, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, row(ep, ev, "s1", message.ResolutionResponse, "r1", "m1"))
 			must(ok, err, true)
 		})
 	})

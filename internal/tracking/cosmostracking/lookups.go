@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
@@ -39,12 +38,12 @@ func query(ctx context.Context, c *azcosmos.ContainerClient, pk *azcosmos.Partit
 	return nil
 }
 
-func (s *Store) getStatus(ctx context.Context, op string, status tracking.ResolutionStatus, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	c, err := s.endpoint(ctx, op, endpointID)
+func (s *Store) getStatus(ctx context.Context, op string, status tracking.ResolutionStatus, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	c, err := s.endpoint(ctx, op, key.EndpointID)
 	if err != nil {
 		return nil, err
 	}
-	r, err := readRow(ctx, c, tracking.StoredID(eventID, sessionID))
+	r, err := readRow(ctx, c, key.StoredID())
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
@@ -59,28 +58,28 @@ func (s *Store) getStatus(ctx context.Context, op string, status tracking.Resolu
 }
 
 // GetPendingEvent implements tracking.Reader.
-func (s *Store) GetPendingEvent(ctx context.Context, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	return s.getStatus(ctx, "GetPendingEvent", tracking.Pending, endpointID, eventID, sessionID)
+func (s *Store) GetPendingEvent(ctx context.Context, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	return s.getStatus(ctx, "GetPendingEvent", tracking.Pending, key)
 }
 
 // GetFailedEvent implements tracking.Reader.
-func (s *Store) GetFailedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	return s.getStatus(ctx, "GetFailedEvent", tracking.Failed, endpointID, eventID, sessionID)
+func (s *Store) GetFailedEvent(ctx context.Context, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	return s.getStatus(ctx, "GetFailedEvent", tracking.Failed, key)
 }
 
 // GetDeferredEvent implements tracking.Reader.
-func (s *Store) GetDeferredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	return s.getStatus(ctx, "GetDeferredEvent", tracking.Deferred, endpointID, eventID, sessionID)
+func (s *Store) GetDeferredEvent(ctx context.Context, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	return s.getStatus(ctx, "GetDeferredEvent", tracking.Deferred, key)
 }
 
 // GetDeadletteredEvent implements tracking.Reader.
-func (s *Store) GetDeadletteredEvent(ctx context.Context, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	return s.getStatus(ctx, "GetDeadletteredEvent", tracking.DeadLettered, endpointID, eventID, sessionID)
+func (s *Store) GetDeadletteredEvent(ctx context.Context, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	return s.getStatus(ctx, "GetDeadletteredEvent", tracking.DeadLettered, key)
 }
 
 // GetUnsupportedEvent implements tracking.Reader.
-func (s *Store) GetUnsupportedEvent(ctx context.Context, endpointID, eventID, sessionID string) (*tracking.UnresolvedEvent, error) {
-	return s.getStatus(ctx, "GetUnsupportedEvent", tracking.Unsupported, endpointID, eventID, sessionID)
+func (s *Store) GetUnsupportedEvent(ctx context.Context, key tracking.Key) (*tracking.UnresolvedEvent, error) {
+	return s.getStatus(ctx, "GetUnsupportedEvent", tracking.Unsupported, key)
 }
 
 // visibleFilter keeps rows that are not soft-deleted, and Completed and
@@ -89,20 +88,20 @@ const visibleFilter = `(NOT IS_DEFINED(c.deleted) OR c.deleted != true OR c.stat
 
 // GetEvent implements tracking.Reader: a filter-only query across the
 // endpoint's partitions, newest UpdatedAt picked in Go.
-func (s *Store) GetEvent(ctx context.Context, endpointID, eventID string) (*tracking.UnresolvedEvent, error) {
+func (s *Store) GetEvent(ctx context.Context, event tracking.EventKey) (*tracking.UnresolvedEvent, error) {
 	const op = "GetEvent"
-	c, err := s.endpoint(ctx, op, endpointID)
+	c, err := s.endpoint(ctx, op, event.EndpointID)
 	if err != nil {
 		return nil, err
 	}
 	var best *tracking.UnresolvedEvent
 	err = query(ctx, c, nil, "SELECT * FROM c WHERE c.event.EventId = @eventId AND "+visibleFilter,
-		[]azcosmos.QueryParameter{{Name: "@eventId", Value: eventID}}, func(b []byte) error {
+		[]azcosmos.QueryParameter{{Name: "@eventId", Value: event.EventID}}, func(b []byte) error {
 			var r storedRow
 			if err := json.Unmarshal(b, &r); err != nil {
 				return fmt.Errorf("decoding row: %w", err)
 			}
-			if r.deleted() && !r.terminalVisible() {
+			if !r.visible() {
 				return nil
 			}
 			e, err := r.hydrate()
@@ -131,7 +130,7 @@ func (s *Store) GetEventByID(ctx context.Context, endpointID, id string) (*track
 	if err != nil {
 		return nil, s.fail(op, err)
 	}
-	if r == nil || (r.deleted() && !r.terminalVisible()) {
+	if r == nil || !r.visible() {
 		return nil, nil
 	}
 	e, err := r.hydrate()
@@ -193,12 +192,7 @@ func (s *Store) GetPendingHandoffByExternalJobID(ctx context.Context, endpointID
 func (s *Store) GetNextPendingHandoffEvent(ctx context.Context, endpointID string, eventTypeIDs []string) (*tracking.UnresolvedEvent, error) {
 	var best *tracking.UnresolvedEvent
 	err := s.handoffs(ctx, "GetNextPendingHandoffEvent", endpointID, "", nil, func(e *tracking.UnresolvedEvent) {
-		if len(eventTypeIDs) > 0 && (e.EventTypeID == nil || !slices.Contains(eventTypeIDs, *e.EventTypeID)) {
-			return
-		}
-		if best == nil || e.EnqueuedTimeUtc.Before(best.EnqueuedTimeUtc) {
-			best = e
-		}
+		best = tracking.EarlierHandoff(best, e, eventTypeIDs)
 	})
 	return best, err
 }
@@ -343,23 +337,21 @@ func (s *Store) GetLatestEventRequestMessage(ctx context.Context, eventID string
 }
 
 // GetFailedMessage implements tracking.Reader.
-func (s *Store) GetFailedMessage(ctx context.Context, eventID, endpointID string) (*tracking.MessageEntity, error) {
-	h, err := s.history(ctx, "GetFailedMessage", eventID)
+func (s *Store) GetFailedMessage(ctx context.Context, event tracking.EventKey) (*tracking.MessageEntity, error) {
+	h, err := s.history(ctx, "GetFailedMessage", event.EventID)
 	if err != nil {
 		return nil, err
 	}
-	return tracking.Newest(h, func(m *tracking.MessageEntity) bool {
-		return strings.EqualFold(m.EndpointID, endpointID) && m.MessageContent != nil && m.MessageContent.ErrorContent != nil
-	}), nil
+	return tracking.NewestFailedMessage(h, event), nil
 }
 
 // GetDeadletteredMessage implements tracking.Reader.
-func (s *Store) GetDeadletteredMessage(ctx context.Context, eventID, endpointID string) (*tracking.MessageEntity, error) {
-	h, err := s.history(ctx, "GetDeadletteredMessage", eventID)
+func (s *Store) GetDeadletteredMessage(ctx context.Context, event tracking.EventKey) (*tracking.MessageEntity, error) {
+	h, err := s.history(ctx, "GetDeadletteredMessage", event.EventID)
 	if err != nil {
 		return nil, err
 	}
-	return tracking.Newest(h, func(m *tracking.MessageEntity) bool { return strings.EqualFold(m.EndpointID, endpointID) }), nil
+	return tracking.NewestEndpointMessage(h, event), nil
 }
 
 // auditDoc is the audit document.
@@ -375,8 +367,9 @@ type auditDoc struct {
 
 // StoreMessageAudit implements tracking.Writer with one create under a
 // fresh GUID.
-func (s *Store) StoreMessageAudit(ctx context.Context, eventID string, audit tracking.MessageAudit, endpointID, eventTypeID string) error {
+func (s *Store) StoreMessageAudit(ctx context.Context, event tracking.EventKey, audit tracking.MessageAudit, eventTypeID string) error {
 	const op = "StoreMessageAudit"
+	eventID, endpointID := event.EventID, event.EndpointID
 	if eventID == "" {
 		return fmt.Errorf("cosmostracking: %s: %w: event id is empty", op, tracking.ErrInvalidArgument)
 	}

@@ -203,9 +203,12 @@ type storedRow struct {
 
 func (r *storedRow) deleted() bool { return r.Deleted != nil && *r.Deleted }
 
-// terminalVisible reports a Completed or Skipped row, which is soft-deleted
-// by design and still visible to GetEvent, GetEventByID and the guard.
-func (r *storedRow) terminalVisible() bool { return r.Status == "Completed" || r.Status == "Skipped" }
+// visible reports a row GetEvent and GetEventByID may return
+// (tracking.Visible); the status as stored decides.
+func (r *storedRow) visible() bool {
+	st, _ := tracking.ParseResolutionStatus(r.Status)
+	return tracking.Visible(st, r.deleted())
+}
 
 // hydrate decodes the embedded row and sets its status from the
 // top-level status, the write-side authority.
@@ -225,27 +228,18 @@ func (r *storedRow) hydrate() (*tracking.UnresolvedEvent, error) {
 	return &e, nil
 }
 
-func normalizeRow(r tracking.UnresolvedEvent) *tracking.UnresolvedEvent {
-	r.UpdatedAt = tracking.NormalizeTime(r.UpdatedAt)
-	r.EnqueuedTimeUtc = tracking.NormalizeTime(r.EnqueuedTimeUtc)
-	if r.ExpectedBy != nil {
-		t := tracking.NormalizeTime(*r.ExpectedBy)
-		r.ExpectedBy = &t
-	}
-	return &r
-}
-
 // document builds the tracking document status writes.
-func (s *Store) document(status tracking.ResolutionStatus, eventID, sessionID string, row tracking.UnresolvedEvent) ([]byte, error) {
+func (s *Store) document(status tracking.ResolutionStatus, key tracking.Key, row tracking.UnresolvedEvent) ([]byte, error) {
+	row = tracking.NormalizeRow(row)
 	d := rowDoc{
-		ID:        tracking.StoredID(eventID, sessionID),
+		ID:        key.StoredID(),
 		Status:    status.String(),
 		EventType: row.EventTypeID,
-		SessionID: sessionID,
-		Event:     normalizeRow(row),
+		SessionID: key.SessionID,
+		Event:     &row,
 	}
 	ttl := s.ttl
-	if status == tracking.Completed || status == tracking.Skipped {
+	if tracking.WrittenDeleted(status) {
 		d.Deleted, ttl = true, TerminalTTL
 	}
 	d.TTL = &ttl
@@ -281,19 +275,38 @@ func readRow(ctx context.Context, c *azcosmos.ContainerClient, id string) (*stor
 	return &r, nil
 }
 
-func (s *Store) upload(ctx context.Context, op string, status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	if eventID == "" {
+// uploadOps name each upload as NimBus's store names it, in errors.
+var uploadOps = map[tracking.ResolutionStatus]string{
+	tracking.Pending:      "UploadPendingMessage",
+	tracking.Deferred:     "UploadDeferredMessage",
+	tracking.Failed:       "UploadFailedMessage",
+	tracking.DeadLettered: "UploadDeadletteredMessage",
+	tracking.Unsupported:  "UploadUnsupportedMessage",
+	tracking.Skipped:      "UploadSkippedMessage",
+	tracking.Completed:    "UploadCompletedMessage",
+}
+
+// Upload implements tracking.Writer: an unguarded write is one upsert; a
+// guarded one reads the row, asks tracking.Allows, and creates it or
+// replaces it conditioned on the read ETag, re-reading after a lost race
+// up to MaxGuardAttempts times.
+func (s *Store) Upload(ctx context.Context, key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) (bool, error) {
+	if err := tracking.CheckUploadStatus(status); err != nil {
+		return false, fmt.Errorf("cosmostracking: Upload: %w", err)
+	}
+	op := uploadOps[status]
+	if key.EventID == "" {
 		return false, fmt.Errorf("cosmostracking: %s: %w: event id is empty", op, tracking.ErrInvalidArgument)
 	}
-	c, err := s.endpoint(ctx, op, endpointID)
+	c, err := s.endpoint(ctx, op, key.EndpointID)
 	if err != nil {
 		return false, err
 	}
-	doc, err := s.document(status, eventID, sessionID, row)
+	doc, err := s.document(status, key, row)
 	if err != nil {
 		return false, s.fail(op, err)
 	}
-	id := tracking.StoredID(eventID, sessionID)
+	id := key.StoredID()
 	pk := azcosmos.NewPartitionKeyString(id)
 	if !tracking.IsGuarded(status, row.MessageType) {
 		if _, err := c.UpsertItem(ctx, pk, doc, noContent); err != nil {
@@ -338,56 +351,21 @@ func (s *Store) upload(ctx context.Context, op string, status tracking.Resolutio
 	return false, s.fail(op, fmt.Errorf("row %q: %w (%d attempts)", id, tracking.ErrConcurrentUpdate, s.opts.MaxGuardAttempts))
 }
 
-// UploadPendingMessage implements tracking.Writer.
-func (s *Store) UploadPendingMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadPendingMessage", tracking.Pending, eventID, sessionID, endpointID, row)
-}
-
-// UploadDeferredMessage implements tracking.Writer.
-func (s *Store) UploadDeferredMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadDeferredMessage", tracking.Deferred, eventID, sessionID, endpointID, row)
-}
-
-// UploadFailedMessage implements tracking.Writer.
-func (s *Store) UploadFailedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadFailedMessage", tracking.Failed, eventID, sessionID, endpointID, row)
-}
-
-// UploadDeadletteredMessage implements tracking.Writer.
-func (s *Store) UploadDeadletteredMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadDeadletteredMessage", tracking.DeadLettered, eventID, sessionID, endpointID, row)
-}
-
-// UploadUnsupportedMessage implements tracking.Writer.
-func (s *Store) UploadUnsupportedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadUnsupportedMessage", tracking.Unsupported, eventID, sessionID, endpointID, row)
-}
-
-// UploadSkippedMessage implements tracking.Writer.
-func (s *Store) UploadSkippedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadSkippedMessage", tracking.Skipped, eventID, sessionID, endpointID, row)
-}
-
-// UploadCompletedMessage implements tracking.Writer.
-func (s *Store) UploadCompletedMessage(ctx context.Context, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
-	return s.upload(ctx, "UploadCompletedMessage", tracking.Completed, eventID, sessionID, endpointID, row)
-}
-
 // TryCompletePendingMessage implements tracking.Store: one point read, then
 // one replace conditioned on the read ETag. 404 and a lost race (412, or
 // 404 on the replace) are refusals; nothing is retried or created.
-func (s *Store) TryCompletePendingMessage(ctx context.Context, eventID, sessionID, endpointID string, expected *string, content tracking.UnresolvedEvent) (bool, error) {
+func (s *Store) TryCompletePendingMessage(ctx context.Context, key tracking.Key, expected *string, content tracking.UnresolvedEvent) (bool, error) {
 	const op = "TryCompletePendingMessage"
-	c, err := s.endpoint(ctx, op, endpointID)
+	c, err := s.endpoint(ctx, op, key.EndpointID)
 	if err != nil {
 		return false, err
 	}
-	id := tracking.StoredID(eventID, sessionID)
+	id := key.StoredID()
 	cur, err := readRow(ctx, c, id)
 	if err != nil {
 		return false, s.fail(op, err)
 	}
-	if cur == nil || cur.Status != "Pending" || cur.deleted() {
+	if cur == nil {
 		return false, nil
 	}
 	var last struct {
@@ -396,10 +374,11 @@ func (s *Store) TryCompletePendingMessage(ctx context.Context, eventID, sessionI
 	if err := json.Unmarshal(cur.Event, &last); err != nil {
 		return false, nil // an unreadable row is not completed blindly
 	}
-	if !sameID(last.LastMessageID, expected) {
+	st, ok := tracking.ParseResolutionStatus(cur.Status)
+	if !ok || !tracking.CanCompletePending(st, cur.deleted(), last.LastMessageID, expected) {
 		return false, nil
 	}
-	doc, err := s.document(tracking.Completed, eventID, sessionID, content)
+	doc, err := s.document(tracking.Completed, key, content)
 	if err != nil {
 		return false, s.fail(op, err)
 	}
@@ -414,34 +393,27 @@ func (s *Store) TryCompletePendingMessage(ctx context.Context, eventID, sessionI
 	return false, s.fail(op, err)
 }
 
-func sameID(a, b *string) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return *a == *b
-}
-
 // RemoveMessage implements tracking.Store: the row is soft-deleted and
 // expires in 60 s.
-func (s *Store) RemoveMessage(ctx context.Context, eventID, sessionID, endpointID string) (bool, error) {
-	return s.softDelete(ctx, "RemoveMessage", eventID, sessionID, endpointID, SoftDeletedTTL)
+func (s *Store) RemoveMessage(ctx context.Context, key tracking.Key) (bool, error) {
+	return s.softDelete(ctx, "RemoveMessage", key, SoftDeletedTTL)
 }
 
 // ArchiveFailedEvent implements tracking.Store: the row is soft-deleted
 // and expires in 30 days; a missing row is not an error.
-func (s *Store) ArchiveFailedEvent(ctx context.Context, eventID, sessionID, endpointID string) error {
-	_, err := s.softDelete(ctx, "ArchiveFailedEvent", eventID, sessionID, endpointID, ArchivedTTL)
+func (s *Store) ArchiveFailedEvent(ctx context.Context, key tracking.Key) error {
+	_, err := s.softDelete(ctx, "ArchiveFailedEvent", key, ArchivedTTL)
 	return err
 }
 
 // softDelete sets deleted and ttl on the row with one patch, as NimBus
 // does; a missing row answers false.
-func (s *Store) softDelete(ctx context.Context, op, eventID, sessionID, endpointID string, ttl int) (bool, error) {
-	c, err := s.endpoint(ctx, op, endpointID)
+func (s *Store) softDelete(ctx context.Context, op string, key tracking.Key, ttl int) (bool, error) {
+	c, err := s.endpoint(ctx, op, key.EndpointID)
 	if err != nil {
 		return false, err
 	}
-	id := tracking.StoredID(eventID, sessionID)
+	id := key.StoredID()
 	var patch azcosmos.PatchOperations
 	patch.AppendSet("/deleted", true)
 	patch.AppendSet("/ttl", ttl)

@@ -106,9 +106,9 @@ func answer(f *fixture, match func(cosmostest.Sent) bool, n int, every bool, sta
 	return &seen
 }
 
-func mustUpload(t *testing.T, s tracking.Store, status tracking.ResolutionStatus, eventID, sessionID, endpointID string, r tracking.UnresolvedEvent, want bool) {
+func mustUpload(t *testing.T, s tracking.Store, key tracking.Key, status tracking.ResolutionStatus, r tracking.UnresolvedEvent, want bool) {
 	t.Helper()
-	got, err := tracking.Upload(ctx, s, status, eventID, sessionID, endpointID, r)
+	got, err := s.Upload(ctx, key, status, r)
 	if err != nil {
 		t.Fatalf("Upload %s: %v", status, err)
 	}
@@ -119,9 +119,9 @@ func mustUpload(t *testing.T, s tracking.Store, status tracking.ResolutionStatus
 
 func TestAStaleRequestCopyIsRefusedWithoutWriting(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Completed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
 	f.env.Rec.Reset()
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "req-late", ""), false)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "req-late", ""), false)
 	if n := count(f, cosmostest.IsDocRead); n != 1 {
 		t.Errorf("%d reads, want 1", n)
 	}
@@ -132,9 +132,9 @@ func TestAStaleRequestCopyIsRefusedWithoutWriting(t *testing.T) {
 
 func TestAGuardedDeferralTakesTheSamePath(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Completed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
 	f.env.Rec.Reset()
-	mustUpload(t, f.s, tracking.Deferred, "e1", "s1", "billing", row("billing", "e1", "s1", message.DeferralResponse, "def-late", ""), false)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Deferred, row("billing", "e1", "s1", message.DeferralResponse, "def-late", ""), false)
 	if r, w := count(f, cosmostest.IsDocRead), count(f, isWrite); r != 1 || w != 0 {
 		t.Errorf("%d reads, %d writes; want 1, 0", r, w)
 	}
@@ -142,10 +142,10 @@ func TestAGuardedDeferralTakesTheSamePath(t *testing.T) {
 
 func TestARequestStageReplaceCarriesTheReadETag(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	etag := cosmostest.RawDoc(t, f.raw, "e1_s1")["_etag"].(string)
 	f.env.Rec.Reset()
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
 	var puts []cosmostest.Sent
 	for _, s := range docs(f) {
 		if cosmostest.IsDocReplace(s) {
@@ -172,7 +172,7 @@ func TestARequestStageReplaceCarriesTheReadETag(t *testing.T) {
 
 func TestAMissingRowIsCreated(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	if r, c, o := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocCreate), count(f, func(s cosmostest.Sent) bool { return cosmostest.IsDocUpsert(s) || cosmostest.IsDocReplace(s) }); r != 1 || c != 1 || o != 0 {
 		t.Errorf("reads %d creates %d upserts/replaces %d; want 1, 1, 0", r, c, o)
 	}
@@ -195,7 +195,7 @@ func TestAConflictingCreateIsReRead(t *testing.T) {
 		}
 		return nil, nil
 	}, nil)
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	if r, rp := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocReplace); r != 2 || rp != 1 {
 		t.Errorf("reads %d replaces %d; want 2, 1", r, rp)
 	}
@@ -206,10 +206,10 @@ func TestAConflictingCreateIsReRead(t *testing.T) {
 
 func TestALostETagRaceIsReReadAndRetried(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
 	answer(f, cosmostest.IsDocReplace, 1, false, http.StatusPreconditionFailed, nil)
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
 	if r, rp := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocReplace); r != 2 || rp != 2 {
 		t.Errorf("reads %d replaces %d; want 2, 2", r, rp)
 	}
@@ -222,10 +222,10 @@ func TestALostETagRaceIsReReadAndRetried(t *testing.T) {
 
 func TestThreeLostRacesAreReportedAsTransient(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
 	answer(f, cosmostest.IsDocReplace, 1, true, http.StatusPreconditionFailed, nil)
-	applied, err := f.s.UploadPendingMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m2", ""))
+	applied, err := f.s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m2", ""))
 	if applied || !errors.Is(err, tracking.ErrConcurrentUpdate) || !tracking.IsTransient(err) {
 		t.Fatalf("applied=%v err=%v; want false, a transient ErrConcurrentUpdate", applied, err)
 	}
@@ -236,7 +236,7 @@ func TestThreeLostRacesAreReportedAsTransient(t *testing.T) {
 
 func TestARowThatVanishesBeforeTheReplaceIsCreated(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
 	f.env.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 		if req.Method == http.MethodPut && strings.Contains(req.URL.Path, "/docs/") {
@@ -247,7 +247,7 @@ func TestARowThatVanishesBeforeTheReplaceIsCreated(t *testing.T) {
 		}
 		return nil, nil
 	}, nil)
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m2", ""), true)
 	if r, c := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocCreate); r != 2 || c != 1 {
 		t.Errorf("reads %d creates %d; want 2, 1", r, c)
 	}
@@ -257,7 +257,7 @@ func TestAnUnparseableRowStatusFailsClosed(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
 	cosmostest.PutRaw(t, f.raw, map[string]any{"id": "e1_s1", "status": "Bogus", "sessionId": "s1", "event": map[string]any{"EventId": "e1"}})
 	f.env.Rec.Reset()
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), false)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), false)
 	if w := count(f, isWrite); w != 0 {
 		t.Errorf("%d writes, want 0", w)
 	}
@@ -265,11 +265,11 @@ func TestAnUnparseableRowStatusFailsClosed(t *testing.T) {
 
 func TestAnUnguardedWriteStillUpsertsWithoutReading(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Completed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ResolutionResponse, "rsp", "req"), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp", "req"), true)
 	f.env.Rec.Reset()
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.Unknown, "seed", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.Unknown, "seed", ""), true)
 	for _, st := range []tracking.ResolutionStatus{tracking.Failed, tracking.DeadLettered, tracking.Unsupported, tracking.Completed, tracking.Skipped} {
-		mustUpload(t, f.s, st, "e2", "s1", "billing", row("billing", "e2", "s1", message.ErrorResponse, "x", ""), true)
+		mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e2", SessionID: "s1"}, st, row("billing", "e2", "s1", message.ErrorResponse, "x", ""), true)
 	}
 	if r, u, o := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocUpsert), count(f, func(s cosmostest.Sent) bool { return cosmostest.IsDocCreate(s) || cosmostest.IsDocReplace(s) }); r != 0 || u != 6 || o != 0 {
 		t.Errorf("reads %d upserts %d creates/replaces %d; want 0, 6, 0", r, u, o)
@@ -283,14 +283,14 @@ func TestAnUnguardedWriteStillUpsertsWithoutReading(t *testing.T) {
 
 func TestGuardedWriteConcurrencyNeverRefusesARefresh(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{MaxGuardAttempts: 50})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m0", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m0", ""), true)
 	var wg sync.WaitGroup
 	errs := make(chan error, 8)
 	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := f.s.UploadPendingMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m"+string(rune('a'+i)), ""))
+			ok, err := f.s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m"+string(rune('a'+i)), ""))
 			if err == nil && !ok {
 				err = errors.New("a request-stage refresh was refused")
 			}
@@ -309,7 +309,7 @@ func TestGuardedWriteConcurrencyNeverRefusesARefresh(t *testing.T) {
 func TestTheLocalServerEnforcesIfMatch(t *testing.T) {
 	// The conditional writes' tests rely on it.
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
 	stale := azcore.ETag(`"not-the-etag"`)
 	_, err := f.raw.ReplaceItem(ctx, azcosmos.NewPartitionKeyString("e1_s1"), "e1_s1", []byte(`{"id":"e1_s1"}`), &azcosmos.ItemOptions{IfMatchEtag: &stale})
 	var re *azcore.ResponseError
@@ -322,11 +322,11 @@ func TestTheLocalServerEnforcesIfMatch(t *testing.T) {
 
 func TestAMatchingPendingRowIsReplacedConditionallyOnTheReadETag(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 180})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
 	etag := cosmostest.RawDoc(t, f.raw, "e1_s1")["_etag"].(string)
 	f.env.Rec.Reset()
 	done := row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "stale")
-	ok, err := f.s.TryCompletePendingMessage(ctx, "e1", "s1", "billing", tracking.Str("stale"), done)
+	ok, err := f.s.TryCompletePendingMessage(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Str("stale"), done)
 	if err != nil || !ok {
 		t.Fatalf("%v, %v", ok, err)
 	}
@@ -348,11 +348,11 @@ func TestAMatchingPendingRowIsReplacedConditionallyOnTheReadETag(t *testing.T) {
 
 func TestTryCompleteRefusalsDoNotWrite(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "other", "s1", "billing", row("billing", "other", "s1", message.EventRequest, "actual", ""), true)
-	mustUpload(t, f.s, tracking.Completed, "done", "s1", "billing", row("billing", "done", "s1", message.ResolutionResponse, "rsp", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "other", SessionID: "s1"}, tracking.Pending, row("billing", "other", "s1", message.EventRequest, "actual", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "done", SessionID: "s1"}, tracking.Completed, row("billing", "done", "s1", message.ResolutionResponse, "rsp", ""), true)
 	f.env.Rec.Reset()
 	for _, c := range []struct{ event, expected string }{{"other", "expected"}, {"done", "rsp"}, {"missing", "x"}} {
-		ok, err := f.s.TryCompletePendingMessage(ctx, c.event, "s1", "billing", tracking.Str(c.expected), row("billing", c.event, "s1", message.ResolutionResponse, "new", ""))
+		ok, err := f.s.TryCompletePendingMessage(ctx, tracking.Key{EndpointID: "billing", EventID: c.event, SessionID: "s1"}, tracking.Str(c.expected), row("billing", c.event, "s1", message.ResolutionResponse, "new", ""))
 		if err != nil || ok {
 			t.Errorf("%s: %v, %v; want false, nil", c.event, ok, err)
 		}
@@ -367,10 +367,10 @@ func TestTryCompleteRefusalsDoNotWrite(t *testing.T) {
 
 func TestALostCompareAndSwapIsRefusedAndNotRetried(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
 	f.env.Rec.Reset()
 	answer(f, cosmostest.IsDocReplace, 1, true, http.StatusPreconditionFailed, nil)
-	ok, err := f.s.TryCompletePendingMessage(ctx, "e1", "s1", "billing", tracking.Str("stale"), row("billing", "e1", "s1", message.ResolutionResponse, "rsp", ""))
+	ok, err := f.s.TryCompletePendingMessage(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Str("stale"), row("billing", "e1", "s1", message.ResolutionResponse, "rsp", ""))
 	if err != nil || ok {
 		t.Fatalf("%v, %v; want false, nil", ok, err)
 	}
@@ -398,7 +398,7 @@ func TestStoreFailuresAreClassifiedErrors(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newFixture(t, cosmostracking.Options{})
 			answer(f, cosmostest.IsDocRead, 1, true, c.status, c.headers)
-			applied, err := f.s.UploadPendingMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""))
+			applied, err := f.s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""))
 			if applied || err == nil {
 				t.Fatalf("applied=%v err=%v; want an error", applied, err)
 			}
@@ -408,12 +408,12 @@ func TestStoreFailuresAreClassifiedErrors(t *testing.T) {
 			}
 			f.env.Rec.SetHooks(nil, nil)
 			answer(f, cosmostest.IsDocUpsert, 1, true, c.status, c.headers)
-			if _, err := f.s.UploadFailedMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m1", "")); tracking.IsTransient(err) != c.transient || err == nil {
+			if _, err := f.s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", "")); tracking.IsTransient(err) != c.transient || err == nil {
 				t.Fatalf("unguarded write: %v", err)
 			}
 			f.env.Rec.SetHooks(nil, nil)
 			answer(f, cosmostest.IsDocRead, 1, true, c.status, c.headers)
-			if g, err := f.s.GetPendingEvent(ctx, "billing", "e1", "s1"); err == nil || g != nil {
+			if g, err := f.s.GetPendingEvent(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}); err == nil || g != nil {
 				t.Fatalf("a failed lookup answered %v, %v; want an error, never a missing row", g, err)
 			}
 		})
@@ -435,7 +435,7 @@ func keys(m map[string]any) []string {
 
 func TestTrackingDocumentShape(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
-	mustUpload(t, f.s, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m1", "req"), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", "req"), true)
 	doc := cosmostest.RawDoc(t, f.raw, "e1_s1")
 	if got := strings.Join(keys(doc), ","); got != "deleted,event,eventType,id,sessionId,status,ttl" {
 		t.Errorf("document fields %s", got)
@@ -468,7 +468,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 	if msg := m["message"].(map[string]any); msg["MessageType"] != "EventRequest" || msg["MessageId"] != "m1" || msg["RetryCount"] != nil {
 		t.Errorf("message %v", msg)
 	}
-	if err := f.s.StoreMessageAudit(ctx, "e1", tracking.MessageAudit{AuditorName: tracking.Str("Resolver"), AuditType: tracking.AuditComment, Data: tracking.Str("x")}, "", ""); err != nil {
+	if err := f.s.StoreMessageAudit(ctx, tracking.EventKey{EndpointID: "", EventID: "e1"}, tracking.MessageAudit{AuditorName: tracking.Str("Resolver"), AuditType: tracking.AuditComment, Data: tracking.Str("x")}, ""); err != nil {
 		t.Fatal(err)
 	}
 	a := cosmostest.RawDocPK(t, f.env.Raw(t, db, "audits"), "e1", "a-guid")
@@ -479,7 +479,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 		t.Errorf("audit %v", au)
 	}
 	f2 := newFixture(t, cosmostracking.Options{NewID: func() string { return "b-guid" }})
-	if err := f2.s.StoreMessageAudit(ctx, "e1", tracking.MessageAudit{AuditType: tracking.AuditRetry}, "billing", "OrderPlaced"); err != nil {
+	if err := f2.s.StoreMessageAudit(ctx, tracking.EventKey{EndpointID: "billing", EventID: "e1"}, tracking.MessageAudit{AuditType: tracking.AuditRetry}, "OrderPlaced"); err != nil {
 		t.Fatal(err)
 	}
 	b := cosmostest.RawDocPK(t, f2.env.Raw(t, db, "audits"), "e1", "b-guid")
@@ -497,14 +497,14 @@ func TestRetention(t *testing.T) {
 		f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: c.days})
 		for i, st := range []tracking.ResolutionStatus{tracking.Pending, tracking.Deferred, tracking.Failed, tracking.DeadLettered, tracking.Unsupported} {
 			ev := "u" + string(rune('0'+i))
-			mustUpload(t, f.s, st, ev, "s1", "billing", row("billing", ev, "s1", message.Unknown, "m", ""), true)
+			mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: ev, SessionID: "s1"}, st, row("billing", ev, "s1", message.Unknown, "m", ""), true)
 			if got := cosmostest.RawDoc(t, f.raw, ev+"_s1")["ttl"]; got != c.ttl {
 				t.Errorf("days %d, %s: ttl %v, want %v", c.days, st, got, c.ttl)
 			}
 		}
 		for _, st := range []tracking.ResolutionStatus{tracking.Completed, tracking.Skipped} {
 			ev := "t" + st.String()
-			mustUpload(t, f.s, st, ev, "s1", "billing", row("billing", ev, "s1", message.ResolutionResponse, "m", ""), true)
+			mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: ev, SessionID: "s1"}, st, row("billing", ev, "s1", message.ResolutionResponse, "m", ""), true)
 			if d := cosmostest.RawDoc(t, f.raw, ev+"_s1"); d["ttl"] != float64(cosmostracking.TerminalTTL) || d["deleted"] != true {
 				t.Errorf("days %d, %s: %v", c.days, st, d)
 			}
@@ -514,7 +514,7 @@ func TestRetention(t *testing.T) {
 
 func TestRetentionSlidesOnEveryRewrite(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 30})
-	mustUpload(t, f.s, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
 	first := cosmostest.RawDoc(t, f.raw, "e1_s1")
 	// Age the stored ttl, as if an older setting had written it.
 	first["ttl"] = 5
@@ -525,12 +525,12 @@ func TestRetentionSlidesOnEveryRewrite(t *testing.T) {
 	if _, err := f.raw.ReplaceItem(ctx, azcosmos.NewPartitionKeyString("e1_s1"), "e1_s1", b, nil); err != nil {
 		t.Fatal(err)
 	}
-	mustUpload(t, f.s, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m2", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m2", ""), true)
 	if got := cosmostest.RawDoc(t, f.raw, "e1_s1")["ttl"]; got != float64(30*86400) {
 		t.Errorf("ttl after a rewrite %v, want %d", got, 30*86400)
 	}
 	// A guarded rewrite restamps too.
-	mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.ResubmissionRequest, "rs", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.ResubmissionRequest, "rs", ""), true)
 	if got := cosmostest.RawDoc(t, f.raw, "e1_s1")["ttl"]; got != float64(30*86400) {
 		t.Errorf("ttl after a guarded rewrite %v", got)
 	}
@@ -540,8 +540,8 @@ func TestRetentionIssuesNoExtraRequests(t *testing.T) {
 	var sent []int
 	for _, days := range []int{-1, 365} {
 		f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: days})
-		mustUpload(t, f.s, tracking.Pending, "e1", "s1", "billing", row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
-		mustUpload(t, f.s, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m2", ""), true)
+		mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
+		mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m2", ""), true)
 		sent = append(sent, len(docs(f)))
 	}
 	if sent[0] != sent[1] {
@@ -551,19 +551,19 @@ func TestRetentionIssuesNoExtraRequests(t *testing.T) {
 
 func TestSoftDeleteTTLs(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 365})
-	mustUpload(t, f.s, tracking.Pending, "rm", "s1", "billing", row("billing", "rm", "s1", message.EventRequest, "m", ""), true)
-	mustUpload(t, f.s, tracking.Failed, "ar", "s1", "billing", row("billing", "ar", "s1", message.ErrorResponse, "m", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "rm", SessionID: "s1"}, tracking.Pending, row("billing", "rm", "s1", message.EventRequest, "m", ""), true)
+	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "ar", SessionID: "s1"}, tracking.Failed, row("billing", "ar", "s1", message.ErrorResponse, "m", ""), true)
 	f.env.Rec.Reset()
-	if ok, err := f.s.RemoveMessage(ctx, "rm", "s1", "billing"); err != nil || !ok {
+	if ok, err := f.s.RemoveMessage(ctx, tracking.Key{EndpointID: "billing", EventID: "rm", SessionID: "s1"}); err != nil || !ok {
 		t.Fatal(ok, err)
 	}
-	if err := f.s.ArchiveFailedEvent(ctx, "ar", "s1", "billing"); err != nil {
+	if err := f.s.ArchiveFailedEvent(ctx, tracking.Key{EndpointID: "billing", EventID: "ar", SessionID: "s1"}); err != nil {
 		t.Fatal(err)
 	}
 	if p, all := count(f, cosmostest.IsDocPatch), len(docs(f)); p != 2 || all != 2 {
 		t.Errorf("%d patches among %d requests; want one patch per soft delete", p, all)
 	}
-	if ok, err := f.s.RemoveMessage(ctx, "never", "s1", "billing"); err != nil || ok {
+	if ok, err := f.s.RemoveMessage(ctx, tracking.Key{EndpointID: "billing", EventID: "never", SessionID: "s1"}); err != nil || ok {
 		t.Errorf("removing a missing row: %v, %v", ok, err)
 	}
 	if d := cosmostest.RawDoc(t, f.raw, "rm_s1"); d["ttl"] != float64(cosmostracking.SoftDeletedTTL) || d["deleted"] != true || d["status"] != "Pending" {
@@ -592,13 +592,13 @@ func TestReservedEndpointIDsAreRefusedBeforeAnyRequest(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmostracking.Options{})
 	for _, id := range tracking.ReservedEndpointIDs() {
-		if _, err := s.UploadFailedMessage(ctx, "e1", "s1", id, row(id, "e1", "s1", message.ErrorResponse, "m", "")); !errors.Is(err, tracking.ErrReservedEndpointID) {
+		if _, err := s.Upload(ctx, tracking.Key{EndpointID: id, EventID: "e1", SessionID: "s1"}, tracking.Failed, row(id, "e1", "s1", message.ErrorResponse, "m", "")); !errors.Is(err, tracking.ErrReservedEndpointID) {
 			t.Errorf("%q: %v", id, err)
 		}
-		if _, err := s.GetPendingEvent(ctx, id, "e1", "s1"); !errors.Is(err, tracking.ErrReservedEndpointID) {
+		if _, err := s.GetPendingEvent(ctx, tracking.Key{EndpointID: id, EventID: "e1", SessionID: "s1"}); !errors.Is(err, tracking.ErrReservedEndpointID) {
 			t.Errorf("%q lookup: %v", id, err)
 		}
-		if _, err := s.TryCompletePendingMessage(ctx, "e1", "s1", id, nil, row(id, "e1", "s1", message.ResolutionResponse, "m", "")); !errors.Is(err, tracking.ErrReservedEndpointID) {
+		if _, err := s.TryCompletePendingMessage(ctx, tracking.Key{EndpointID: id, EventID: "e1", SessionID: "s1"}, nil, row(id, "e1", "s1", message.ResolutionResponse, "m", "")); !errors.Is(err, tracking.ErrReservedEndpointID) {
 			t.Errorf("%q TryComplete: %v", id, err)
 		}
 	}
@@ -607,7 +607,7 @@ func TestReservedEndpointIDsAreRefusedBeforeAnyRequest(t *testing.T) {
 	}
 	// Differently cased ids are their own endpoint containers.
 	for _, id := range []string{"Messages", "INBOX", "metadata"} {
-		mustUpload(t, s, tracking.Failed, "e1", "s1", id, row(id, "e1", "s1", message.ErrorResponse, "m", ""), true)
+		mustUpload(t, s, tracking.Key{EndpointID: id, EventID: "e1", SessionID: "s1"}, tracking.Failed, row(id, "e1", "s1", message.ErrorResponse, "m", ""), true)
 	}
 }
 
@@ -627,9 +627,9 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Session")
 	s := newStore(t, e, cosmostracking.Options{})
-	if _, err := s.UploadFailedMessage(ctx, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m", "")); err == nil || !strings.Contains(err.Error(), "Strong") {
+	if _, err := s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m", "")); err == nil || !strings.Contains(err.Error(), "Strong") {
 		t.Fatalf("relaxed account: %v", err)
 	}
 	r := newStore(t, e, cosmostracking.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
-	mustUpload(t, r, tracking.Failed, "e1", "s1", "billing", row("billing", "e1", "s1", message.ErrorResponse, "m", ""), true)
+	mustUpload(t, r, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m", ""), true)
 }

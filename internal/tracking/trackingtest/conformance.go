@@ -86,30 +86,30 @@ func guarded(endpointID, eventID, sessionID string, t message.Type, lastID, pare
 	return e
 }
 
-func (h *harness) upload(status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) bool {
+func (h *harness) upload(key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) bool {
 	h.Helper()
-	ok, err := tracking.Upload(h.ctx(), h.s, status, eventID, sessionID, endpointID, row)
+	ok, err := h.s.Upload(h.ctx(), key, status, row)
 	if err != nil {
-		h.Fatalf("Upload %s %s: %v", status, eventID, err)
+		h.Fatalf("Upload %s %s: %v", status, key.EventID, err)
 	}
 	return ok
 }
 
-func (h *harness) mustApply(status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) {
+func (h *harness) mustApply(key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) {
 	h.Helper()
-	if !h.upload(status, eventID, sessionID, endpointID, row) {
-		h.Fatalf("%s write of %s (%s) was refused", status, eventID, row.MessageType)
+	if !h.upload(key, status, row) {
+		h.Fatalf("%s write of %s (%s) was refused", status, key.EventID, row.MessageType)
 	}
 }
 
-func (h *harness) mustRefuse(status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) {
+func (h *harness) mustRefuse(key tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) {
 	h.Helper()
-	if h.upload(status, eventID, sessionID, endpointID, row) {
-		h.Fatalf("%s write of %s (%s) was applied, want refused", status, eventID, row.MessageType)
+	if h.upload(key, status, row) {
+		h.Fatalf("%s write of %s (%s) was applied, want refused", status, key.EventID, row.MessageType)
 	}
 }
 
-func (h *harness) get(status tracking.ResolutionStatus, endpointID, eventID, sessionID string) *tracking.UnresolvedEvent {
+func (h *harness) get(status tracking.ResolutionStatus, key tracking.Key) *tracking.UnresolvedEvent {
 	h.Helper()
 	var (
 		e   *tracking.UnresolvedEvent
@@ -117,15 +117,15 @@ func (h *harness) get(status tracking.ResolutionStatus, endpointID, eventID, ses
 	)
 	switch status {
 	case tracking.Pending:
-		e, err = h.s.GetPendingEvent(h.ctx(), endpointID, eventID, sessionID)
+		e, err = h.s.GetPendingEvent(h.ctx(), key)
 	case tracking.Failed:
-		e, err = h.s.GetFailedEvent(h.ctx(), endpointID, eventID, sessionID)
+		e, err = h.s.GetFailedEvent(h.ctx(), key)
 	case tracking.Deferred:
-		e, err = h.s.GetDeferredEvent(h.ctx(), endpointID, eventID, sessionID)
+		e, err = h.s.GetDeferredEvent(h.ctx(), key)
 	case tracking.DeadLettered:
-		e, err = h.s.GetDeadletteredEvent(h.ctx(), endpointID, eventID, sessionID)
+		e, err = h.s.GetDeadletteredEvent(h.ctx(), key)
 	case tracking.Unsupported:
-		e, err = h.s.GetUnsupportedEvent(h.ctx(), endpointID, eventID, sessionID)
+		e, err = h.s.GetUnsupportedEvent(h.ctx(), key)
 	default:
 		h.Fatalf("no getter for %s", status)
 	}
@@ -135,23 +135,23 @@ func (h *harness) get(status tracking.ResolutionStatus, endpointID, eventID, ses
 	return e
 }
 
-func (h *harness) event(endpointID, eventID string) *tracking.UnresolvedEvent {
+func (h *harness) event(event tracking.EventKey) *tracking.UnresolvedEvent {
 	h.Helper()
-	e, err := h.s.GetEvent(h.ctx(), endpointID, eventID)
+	e, err := h.s.GetEvent(h.ctx(), event)
 	if err != nil {
 		h.Fatalf("GetEvent: %v", err)
 	}
 	return e
 }
 
-func (h *harness) mustEventStatus(endpointID, eventID string, want tracking.ResolutionStatus) {
+func (h *harness) mustEventStatus(event tracking.EventKey, want tracking.ResolutionStatus) {
 	h.Helper()
-	e := h.event(endpointID, eventID)
+	e := h.event(event)
 	if e == nil {
-		h.Fatalf("GetEvent %s: nil, want a %s row", eventID, want)
+		h.Fatalf("GetEvent %s: nil, want a %s row", event.EventID, want)
 	}
 	if e.ResolutionStatus != want {
-		h.Fatalf("GetEvent %s: status %s, want %s", eventID, e.ResolutionStatus, want)
+		h.Fatalf("GetEvent %s: status %s, want %s", event.EventID, e.ResolutionStatus, want)
 	}
 }
 
@@ -164,9 +164,9 @@ func (h *harness) counts(endpointID string) tracking.EndpointStateCount {
 	return c
 }
 
-func (h *harness) tryComplete(eventID, sessionID, endpointID string, expected *string, content tracking.UnresolvedEvent) bool {
+func (h *harness) tryComplete(key tracking.Key, expected *string, content tracking.UnresolvedEvent) bool {
 	h.Helper()
-	ok, err := h.s.TryCompletePendingMessage(h.ctx(), eventID, sessionID, endpointID, expected, content)
+	ok, err := h.s.TryCompletePendingMessage(h.ctx(), key, expected, content)
 	if err != nil {
 		h.Fatalf("TryCompletePendingMessage: %v", err)
 	}
@@ -222,8 +222,8 @@ var terminalStatuses = []tracking.ResolutionStatus{tracking.Completed, tracking.
 var cases = []testCase{
 	{"UploadPending_then_GetPending_returns_event", func(h *harness) {
 		ep, ev := h.id("ep1"), h.id("e1")
-		h.mustApply(tracking.Pending, ev, "s1", ep, sample(ep, ev, "s1"))
-		got := h.get(tracking.Pending, ep, ev, "s1")
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, sample(ep, ev, "s1"))
+		got := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"})
 		if got == nil || got.EventID != ev || got.ResolutionStatus != tracking.Pending {
 			h.Fatalf("got %+v", got)
 		}
@@ -234,7 +234,7 @@ var cases = []testCase{
 		c.PendingSubStatus = tracking.Str(tracking.PendingSubStatusHandoff)
 		c.HandoffReason = tracking.Str("Awaiting external work")
 		c.ExternalJobID = tracking.Str(job)
-		h.mustApply(tracking.Pending, ev, "s-handoff", ep, c)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s-handoff"}, tracking.Pending, c)
 		got, err := h.s.GetPendingHandoffByExternalJobID(h.ctx(), ep, job)
 		if err != nil || got == nil {
 			h.Fatalf("got %v, %v", got, err)
@@ -252,14 +252,14 @@ var cases = []testCase{
 	{"GetNextPendingHandoffEvent_returns_only_the_handoff_row", func(h *harness) {
 		ep := h.id("ep-next")
 		plain := sample(ep, h.id("e-plain"), "s1")
-		h.mustApply(tracking.Pending, plain.EventID, "s1", ep, plain)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: plain.EventID, SessionID: "s1"}, tracking.Pending, plain)
 		failed := sample(ep, h.id("e-failed"), "s2")
 		failed.PendingSubStatus = tracking.Str("Handoff")
-		h.mustApply(tracking.Failed, failed.EventID, "s2", ep, failed)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: failed.EventID, SessionID: "s2"}, tracking.Failed, failed)
 		ho := sample(ep, h.id("e-handoff"), "s3")
 		ho.PendingSubStatus = tracking.Str("Handoff")
 		ho.ExternalJobID = tracking.Str(h.id("job"))
-		h.mustApply(tracking.Pending, ho.EventID, "s3", ep, ho)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ho.EventID, SessionID: "s3"}, tracking.Pending, ho)
 		got, err := h.s.GetNextPendingHandoffEvent(h.ctx(), ep, nil)
 		if err != nil || got == nil || got.EventID != ho.EventID || str(got.PendingSubStatus) != `"Handoff"` {
 			h.Fatalf("got %+v, %v", got, err)
@@ -268,7 +268,7 @@ var cases = []testCase{
 	{"GetNextPendingHandoffEvent_returns_null_when_no_handoff", func(h *harness) {
 		ep := h.id("ep-next-miss")
 		plain := sample(ep, h.id("e-plain"), "s1")
-		h.mustApply(tracking.Pending, plain.EventID, "s1", ep, plain)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: plain.EventID, SessionID: "s1"}, tracking.Pending, plain)
 		got, err := h.s.GetNextPendingHandoffEvent(h.ctx(), ep, nil)
 		if err != nil || got != nil {
 			h.Fatalf("got %+v, %v", got, err)
@@ -278,7 +278,7 @@ var cases = []testCase{
 		ep := h.id("ep-next-filter")
 		ho := sample(ep, h.id("e-handoff"), "s1")
 		ho.PendingSubStatus = tracking.Str("Handoff")
-		h.mustApply(tracking.Pending, ho.EventID, "s1", ep, ho)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ho.EventID, SessionID: "s1"}, tracking.Pending, ho)
 		if got, err := h.s.GetNextPendingHandoffEvent(h.ctx(), ep, []string{"SomethingElse"}); err != nil || got != nil {
 			h.Fatalf("non-matching filter: %+v, %v", got, err)
 		}
@@ -289,16 +289,16 @@ var cases = []testCase{
 	}},
 	{"UploadStatus_is_idempotent_under_repeated_writes", func(h *harness) {
 		ep, ev := h.id("ep1"), h.id("e2")
-		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
-		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, sample(ep, ev, "s1"))
 		if c := h.counts(ep); c.FailedCount != 1 {
 			h.Fatalf("FailedCount %d, want 1", c.FailedCount)
 		}
 	}},
 	{"Status_transition_replaces_previous_status", func(h *harness) {
 		ep, ev := h.id("ep1"), h.id("e3")
-		h.mustApply(tracking.Pending, ev, "s1", ep, sample(ep, ev, "s1"))
-		h.mustApply(tracking.Completed, ev, "s1", ep, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, sample(ep, ev, "s1"))
 		if c := h.counts(ep); c.PendingCount != 0 {
 			h.Fatalf("PendingCount %d, want 0", c.PendingCount)
 		}
@@ -307,41 +307,41 @@ var cases = []testCase{
 		ep, ev := h.id("ep-reconcile"), h.id("repair-1")
 		p := sample(ep, ev, "s1")
 		p.LastMessageID = tracking.Str("stale-message")
-		h.mustApply(tracking.Pending, ev, "s1", ep, p)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, p)
 		done := sample(ep, ev, "s1")
 		done.MessageType = message.ResolutionResponse
 		done.LastMessageID = tracking.Str("response-message")
-		if !h.tryComplete(ev, "s1", ep, tracking.Str("stale-message"), done) {
+		if !h.tryComplete(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Str("stale-message"), done) {
 			h.Fatal("matching Pending row not completed")
 		}
-		h.mustEventStatus(ep, ev, tracking.Completed)
+		h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: ev}, tracking.Completed)
 		if c := h.counts(ep); c.PendingCount != 0 {
 			h.Fatalf("PendingCount %d", c.PendingCount)
 		}
-		h.mustRefuse(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.EventRequest, "stale-message", ""))
-		h.mustEventStatus(ep, ev, tracking.Completed)
+		h.mustRefuse(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.EventRequest, "stale-message", ""))
+		h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: ev}, tracking.Completed)
 	}},
 	{"TryCompletePendingMessage_refuses_mismatch_terminal_and_missing_rows", func(h *harness) {
 		ep := h.id("ep-reconcile-refuse")
 		mm := h.id("mismatch")
 		row := sample(ep, mm, "s1")
 		row.LastMessageID = tracking.Str("actual")
-		h.mustApply(tracking.Pending, mm, "s1", ep, row)
-		if h.tryComplete(mm, "s1", ep, tracking.Str("expected"), sample(ep, mm, "s1")) {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: mm, SessionID: "s1"}, tracking.Pending, row)
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: mm, SessionID: "s1"}, tracking.Str("expected"), sample(ep, mm, "s1")) {
 			h.Fatal("mismatched id completed")
 		}
-		if g := h.get(tracking.Pending, ep, mm, "s1"); g == nil {
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: mm, SessionID: "s1"}); g == nil {
 			h.Fatal("mismatched row no longer Pending")
 		}
 		term := h.id("terminal")
-		h.mustApply(tracking.Completed, term, "s1", ep, sample(ep, term, "s1"))
-		if h.tryComplete(term, "s1", ep, tracking.Str("last-message"), sample(ep, term, "s1")) {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: term, SessionID: "s1"}, tracking.Completed, sample(ep, term, "s1"))
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: term, SessionID: "s1"}, tracking.Str("last-message"), sample(ep, term, "s1")) {
 			h.Fatal("terminal row completed again")
 		}
-		if h.tryComplete(h.id("missing"), "s1", ep, nil, sample(ep, h.id("missing"), "s1")) {
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: h.id("missing"), SessionID: "s1"}, nil, sample(ep, h.id("missing"), "s1")) {
 			h.Fatal("missing row completed")
 		}
-		if e := h.event(ep, h.id("missing")); e != nil {
+		if e := h.event(tracking.EventKey{EndpointID: ep, EventID: h.id("missing")}); e != nil {
 			h.Fatal("TryCompletePendingMessage created a row")
 		}
 	}},
@@ -349,33 +349,33 @@ var cases = []testCase{
 		ep, ev := h.id("ep-reconcile-null"), h.id("null-id")
 		p := sample(ep, ev, "s1")
 		p.LastMessageID = nil
-		h.mustApply(tracking.Pending, ev, "s1", ep, p)
-		if !h.tryComplete(ev, "s1", ep, nil, sample(ep, ev, "s1")) {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, p)
+		if !h.tryComplete(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, nil, sample(ep, ev, "s1")) {
 			h.Fatal("nil expectation did not complete a nil-id row")
 		}
 		with := h.id("null-id-negative")
-		h.mustApply(tracking.Pending, with, "s1", ep, sample(ep, with, "s1"))
-		if h.tryComplete(with, "s1", ep, nil, sample(ep, with, "s1")) {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: with, SessionID: "s1"}, tracking.Pending, sample(ep, with, "s1"))
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: with, SessionID: "s1"}, nil, sample(ep, with, "s1")) {
 			h.Fatal("nil expectation completed a row with an id")
 		}
 		empty := h.id("empty-id")
 		e := sample(ep, empty, "s1")
 		e.LastMessageID = tracking.Str("")
-		h.mustApply(tracking.Pending, empty, "s1", ep, e)
-		if h.tryComplete(empty, "s1", ep, nil, sample(ep, empty, "s1")) {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: empty, SessionID: "s1"}, tracking.Pending, e)
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: empty, SessionID: "s1"}, nil, sample(ep, empty, "s1")) {
 			h.Fatal(`nil expectation completed a row whose id is ""`)
 		}
-		if g := h.get(tracking.Pending, ep, with, "s1"); g == nil {
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: with, SessionID: "s1"}); g == nil {
 			h.Fatal("refused row changed")
 		}
 	}},
 	{"TryCompletePendingMessage_refuses_a_removed_row", func(h *harness) {
 		ep, ev := h.id("ep-reconcile-removed"), h.id("removed")
-		h.mustApply(tracking.Pending, ev, "s1", ep, sample(ep, ev, "s1"))
-		if ok, err := h.s.RemoveMessage(h.ctx(), ev, "s1", ep); err != nil || !ok {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, sample(ep, ev, "s1"))
+		if ok, err := h.s.RemoveMessage(h.ctx(), tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); err != nil || !ok {
 			h.Fatalf("RemoveMessage: %v, %v", ok, err)
 		}
-		if h.tryComplete(ev, "s1", ep, tracking.Str("last-message"), sample(ep, ev, "s1")) {
+		if h.tryComplete(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Str("last-message"), sample(ep, ev, "s1")) {
 			h.Fatal("soft-deleted Pending row completed")
 		}
 	}},
@@ -383,16 +383,16 @@ var cases = []testCase{
 		ep := h.id("ep-stale-request")
 		for _, term := range terminalStatuses {
 			req := h.id("sr-req-" + term.String())
-			h.mustApply(tracking.Pending, req, "s1", ep, guarded(ep, req, "s1", message.EventRequest, "req-1", ""))
-			h.mustApply(term, req, "s1", ep, guarded(ep, req, "s1", message.ResolutionResponse, "rsp-1", "req-1"))
-			h.mustRefuse(tracking.Pending, req, "s1", ep, guarded(ep, req, "s1", message.EventRequest, "req-late", ""))
-			h.mustEventStatus(ep, req, term)
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: req, SessionID: "s1"}, tracking.Pending, guarded(ep, req, "s1", message.EventRequest, "req-1", ""))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: req, SessionID: "s1"}, term, guarded(ep, req, "s1", message.ResolutionResponse, "rsp-1", "req-1"))
+			h.mustRefuse(tracking.Key{EndpointID: ep, EventID: req, SessionID: "s1"}, tracking.Pending, guarded(ep, req, "s1", message.EventRequest, "req-late", ""))
+			h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: req}, term)
 
 			def := h.id("sr-def-" + term.String())
-			h.mustApply(tracking.Pending, def, "s1", ep, guarded(ep, def, "s1", message.EventRequest, "req-2", ""))
-			h.mustApply(term, def, "s1", ep, guarded(ep, def, "s1", message.ResolutionResponse, "rsp-2", "req-2"))
-			h.mustRefuse(tracking.Deferred, def, "s1", ep, guarded(ep, def, "s1", message.DeferralResponse, "def-late", ""))
-			h.mustEventStatus(ep, def, term)
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: def, SessionID: "s1"}, tracking.Pending, guarded(ep, def, "s1", message.EventRequest, "req-2", ""))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: def, SessionID: "s1"}, term, guarded(ep, def, "s1", message.ResolutionResponse, "rsp-2", "req-2"))
+			h.mustRefuse(tracking.Key{EndpointID: ep, EventID: def, SessionID: "s1"}, tracking.Deferred, guarded(ep, def, "s1", message.DeferralResponse, "def-late", ""))
+			h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: def}, term)
 		}
 		if c := h.counts(ep); c.PendingCount != 0 || c.DeferredCount != 0 {
 			h.Fatalf("counts %+v: a settled row was reopened", c)
@@ -401,45 +401,45 @@ var cases = []testCase{
 	{"Request_copy_refreshes_request_stage_rows", func(h *harness) {
 		ep := h.id("ep-refresh")
 		rep := h.id("rf-repeat")
-		h.mustApply(tracking.Pending, rep, "s1", ep, guarded(ep, rep, "s1", message.EventRequest, "m1", ""))
-		h.mustApply(tracking.Pending, rep, "s1", ep, guarded(ep, rep, "s1", message.EventRequest, "m2", ""))
-		if g := h.get(tracking.Pending, ep, rep, "s1"); g == nil || str(g.LastMessageID) != `"m2"` {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: rep, SessionID: "s1"}, tracking.Pending, guarded(ep, rep, "s1", message.EventRequest, "m1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: rep, SessionID: "s1"}, tracking.Pending, guarded(ep, rep, "s1", message.EventRequest, "m2", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: rep, SessionID: "s1"}); g == nil || str(g.LastMessageID) != `"m2"` {
 			h.Fatalf("after refresh: %+v", g)
 		}
 		dr := h.id("rf-drain")
-		h.mustApply(tracking.Deferred, dr, "s1", ep, guarded(ep, dr, "s1", message.DeferralResponse, "d1", ""))
-		h.mustApply(tracking.Pending, dr, "s1", ep, guarded(ep, dr, "s1", message.EventRequest, "d2", ""))
-		if g := h.get(tracking.Pending, ep, dr, "s1"); g == nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: dr, SessionID: "s1"}, tracking.Deferred, guarded(ep, dr, "s1", message.DeferralResponse, "d1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: dr, SessionID: "s1"}, tracking.Pending, guarded(ep, dr, "s1", message.EventRequest, "d2", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: dr, SessionID: "s1"}); g == nil {
 			h.Fatal("drained row not Pending")
 		}
 		de := h.id("rf-defer")
-		h.mustApply(tracking.Pending, de, "s1", ep, guarded(ep, de, "s1", message.EventRequest, "p1", ""))
-		h.mustApply(tracking.Deferred, de, "s1", ep, guarded(ep, de, "s1", message.DeferralResponse, "p2", ""))
-		if g := h.get(tracking.Deferred, ep, de, "s1"); g == nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: de, SessionID: "s1"}, tracking.Pending, guarded(ep, de, "s1", message.EventRequest, "p1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: de, SessionID: "s1"}, tracking.Deferred, guarded(ep, de, "s1", message.DeferralResponse, "p2", ""))
+		if g := h.get(tracking.Deferred, tracking.Key{EndpointID: ep, EventID: de, SessionID: "s1"}); g == nil {
 			h.Fatal("re-deferred row not Deferred")
 		}
 	}},
 	{"Request_copy_does_not_replace_control_or_handoff_rows", func(h *harness) {
 		ep := h.id("ep-control-row")
 		rs := h.id("cr-resubmit")
-		h.mustApply(tracking.Pending, rs, "s1", ep, guarded(ep, rs, "s1", message.ResubmissionRequest, "rs-1", ""))
-		h.mustRefuse(tracking.Pending, rs, "s1", ep, guarded(ep, rs, "s1", message.EventRequest, "req-late", ""))
-		if g := h.get(tracking.Pending, ep, rs, "s1"); g == nil || g.MessageType != message.ResubmissionRequest {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}, tracking.Pending, guarded(ep, rs, "s1", message.ResubmissionRequest, "rs-1", ""))
+		h.mustRefuse(tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}, tracking.Pending, guarded(ep, rs, "s1", message.EventRequest, "req-late", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}); g == nil || g.MessageType != message.ResubmissionRequest {
 			h.Fatalf("resubmission row: %+v", g)
 		}
 		parked, job := h.id("cr-park"), h.id("cr-job")
 		park := guarded(ep, parked, "s2", message.PendingHandoffResponse, "ho-1", "")
 		park.PendingSubStatus = tracking.Str("Handoff")
 		park.ExternalJobID = tracking.Str(job)
-		h.mustApply(tracking.Pending, parked, "s2", ep, park)
-		h.mustRefuse(tracking.Pending, parked, "s2", ep, guarded(ep, parked, "s2", message.EventRequest, "req-late", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: parked, SessionID: "s2"}, tracking.Pending, park)
+		h.mustRefuse(tracking.Key{EndpointID: ep, EventID: parked, SessionID: "s2"}, tracking.Pending, guarded(ep, parked, "s2", message.EventRequest, "req-late", ""))
 		if g, err := h.s.GetPendingHandoffByExternalJobID(h.ctx(), ep, job); err != nil || g == nil {
 			h.Fatalf("handoff lost: %v, %v", g, err)
 		}
 		st := h.id("cr-settled")
-		h.mustApply(tracking.Pending, st, "s3", ep, guarded(ep, st, "s3", message.HandoffCompletedRequest, "hc-1", ""))
-		h.mustRefuse(tracking.Pending, st, "s3", ep, guarded(ep, st, "s3", message.EventRequest, "req-late", ""))
-		if g := h.get(tracking.Pending, ep, st, "s3"); g == nil || g.MessageType != message.HandoffCompletedRequest {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: st, SessionID: "s3"}, tracking.Pending, guarded(ep, st, "s3", message.HandoffCompletedRequest, "hc-1", ""))
+		h.mustRefuse(tracking.Key{EndpointID: ep, EventID: st, SessionID: "s3"}, tracking.Pending, guarded(ep, st, "s3", message.EventRequest, "req-late", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: st, SessionID: "s3"}); g == nil || g.MessageType != message.HandoffCompletedRequest {
 			h.Fatalf("settlement row: %+v", g)
 		}
 	}},
@@ -447,33 +447,33 @@ var cases = []testCase{
 		ep := h.id("ep-park")
 		for _, settled := range []tracking.ResolutionStatus{tracking.Completed, tracking.Skipped} {
 			ev := h.id("hp-closed-" + settled.String())
-			h.mustApply(settled, ev, "s1", ep, guarded(ep, ev, "s1", message.ResolutionResponse, "rsp-1", ""))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, settled, guarded(ep, ev, "s1", message.ResolutionResponse, "rsp-1", ""))
 			park := guarded(ep, ev, "s1", message.PendingHandoffResponse, "ho-late", "")
 			park.PendingSubStatus = tracking.Str("Handoff")
-			h.mustRefuse(tracking.Pending, ev, "s1", ep, park)
-			h.mustEventStatus(ep, ev, settled)
+			h.mustRefuse(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, park)
+			h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: ev}, settled)
 		}
 		for _, open := range []tracking.ResolutionStatus{tracking.Failed, tracking.DeadLettered, tracking.Unsupported} {
 			ev := h.id("hp-open-" + open.String())
-			h.mustApply(open, ev, "s1", ep, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", ""))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, open, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", ""))
 			park := guarded(ep, ev, "s1", message.PendingHandoffResponse, "ho-1", "")
 			park.PendingSubStatus = tracking.Str("Handoff")
-			h.mustApply(tracking.Pending, ev, "s1", ep, park)
-			if g := h.get(tracking.Pending, ep, ev, "s1"); g == nil || str(g.PendingSubStatus) != `"Handoff"` {
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, park)
+			if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil || str(g.PendingSubStatus) != `"Handoff"` {
 				h.Fatalf("park over %s: %+v", open, g)
 			}
 		}
 		de := h.id("hp-open-deferred")
-		h.mustApply(tracking.Deferred, de, "s1", ep, guarded(ep, de, "s1", message.DeferralResponse, "def-1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: de, SessionID: "s1"}, tracking.Deferred, guarded(ep, de, "s1", message.DeferralResponse, "def-1", ""))
 		dp := guarded(ep, de, "s1", message.PendingHandoffResponse, "ho-2", "")
 		dp.PendingSubStatus = tracking.Str("Handoff")
-		h.mustApply(tracking.Pending, de, "s1", ep, dp)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: de, SessionID: "s1"}, tracking.Pending, dp)
 		rs := h.id("hp-open-resubmission")
-		h.mustApply(tracking.Pending, rs, "s1", ep, guarded(ep, rs, "s1", message.ResubmissionRequest, "rs-1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}, tracking.Pending, guarded(ep, rs, "s1", message.ResubmissionRequest, "rs-1", ""))
 		rp := guarded(ep, rs, "s1", message.PendingHandoffResponse, "ho-3", "")
 		rp.PendingSubStatus = tracking.Str("Handoff")
-		h.mustApply(tracking.Pending, rs, "s1", ep, rp)
-		if g := h.get(tracking.Pending, ep, rs, "s1"); g == nil || str(g.PendingSubStatus) != `"Handoff"` {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}, tracking.Pending, rp)
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: rs, SessionID: "s1"}); g == nil || str(g.PendingSubStatus) != `"Handoff"` {
 			h.Fatalf("park over resubmission: %+v", g)
 		}
 	}},
@@ -482,8 +482,8 @@ var cases = []testCase{
 		park := guarded(ep, ev, "s1", message.PendingHandoffResponse, "ho-1", "")
 		park.PendingSubStatus = tracking.Str("Handoff")
 		park.ExternalJobID = tracking.Str(job)
-		h.mustApply(tracking.Pending, ev, "s1", ep, park)
-		h.mustApply(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.HandoffCompletedRequest, randomHex(8), ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, park)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.HandoffCompletedRequest, randomHex(8), ""))
 		if g, err := h.s.GetPendingHandoffByExternalJobID(h.ctx(), ep, job); err != nil || g != nil {
 			h.Fatalf("settled handoff still found: %+v, %v", g, err)
 		}
@@ -501,9 +501,9 @@ var cases = []testCase{
 		}
 		for _, c := range cs {
 			ev := h.id("co-" + c.settled.String() + "-" + c.control.String())
-			h.mustApply(c.settled, ev, "s1", ep, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", "req-1"))
-			h.mustApply(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", c.control, randomHex(8), "err-1"))
-			if g := h.get(tracking.Pending, ep, ev, "s1"); g == nil {
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, c.settled, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", "req-1"))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", c.control, randomHex(8), "err-1"))
+			if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil {
 				h.Fatalf("%s did not reopen %s", c.control, c.settled)
 			}
 		}
@@ -513,23 +513,23 @@ var cases = []testCase{
 	}},
 	{"Write_answered_by_row_is_refused", func(h *harness) {
 		ep, ev := h.id("ep-ancestor"), h.id("an-1")
-		h.mustApply(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
-		h.mustApply(tracking.Completed, ev, "s1", ep, guarded(ep, ev, "s1", message.ResolutionResponse, "rsp-1", "rs-1"))
-		h.mustRefuse(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
-		h.mustEventStatus(ep, ev, tracking.Completed)
-		h.mustApply(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-2", ""))
-		if g := h.get(tracking.Pending, ep, ev, "s1"); g == nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, guarded(ep, ev, "s1", message.ResolutionResponse, "rsp-1", "rs-1"))
+		h.mustRefuse(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
+		h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: ev}, tracking.Completed)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-2", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil {
 			h.Fatal("new resubmission did not reopen")
 		}
 	}},
 	{"Pending_write_after_ArchiveFailedEvent_revives_row", func(h *harness) {
 		ep, ev := h.id("ep-archive-revive"), h.id("ar-1")
-		h.mustApply(tracking.Failed, ev, "s1", ep, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", ""))
-		if err := h.s.ArchiveFailedEvent(h.ctx(), ev, "s1", ep); err != nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, guarded(ep, ev, "s1", message.ErrorResponse, "err-1", ""))
+		if err := h.s.ArchiveFailedEvent(h.ctx(), tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); err != nil {
 			h.Fatal(err)
 		}
-		h.mustApply(tracking.Pending, ev, "s1", ep, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
-		if g := h.get(tracking.Pending, ep, ev, "s1"); g == nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, guarded(ep, ev, "s1", message.ResubmissionRequest, "rs-1", ""))
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil {
 			h.Fatal("archived row not revived")
 		}
 	}},
@@ -537,15 +537,15 @@ var cases = []testCase{
 		ep := h.id("ep-first-write")
 		for _, s := range []tracking.ResolutionStatus{tracking.Pending, tracking.Deferred, tracking.Failed, tracking.DeadLettered, tracking.Unsupported, tracking.Skipped, tracking.Completed} {
 			ev := h.id("fw-" + s.String())
-			h.mustApply(s, ev, "s1", ep, guarded(ep, ev, "s1", message.EventRequest, "m-"+s.String(), ""))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, s, guarded(ep, ev, "s1", message.EventRequest, "m-"+s.String(), ""))
 		}
 	}},
 	{"All_lookup_resolution_statuses_round_trip", func(h *harness) {
 		ep := h.id("ep-all")
 		for _, s := range []tracking.ResolutionStatus{tracking.Pending, tracking.Deferred, tracking.Failed, tracking.DeadLettered, tracking.Unsupported} {
 			ev := h.id("rt-" + s.String())
-			h.mustApply(s, ev, "s1", ep, sample(ep, ev, "s1"))
-			g := h.get(s, ep, ev, "s1")
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, s, sample(ep, ev, "s1"))
+			g := h.get(s, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"})
 			if g == nil || g.ResolutionStatus != s {
 				h.Fatalf("round trip of %s: %+v", s, g)
 			}
@@ -558,8 +558,8 @@ var cases = []testCase{
 			ErrorText: tracking.Str("InvalidOperationException: discarded by PartnerFailureDispositionClassifier"),
 			ErrorType: tracking.Str("InvalidOperationException"),
 		}}
-		h.mustApply(tracking.Skipped, ev, "s1", ep, e)
-		g := h.event(ep, ev)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Skipped, e)
+		g := h.event(tracking.EventKey{EndpointID: ep, EventID: ev})
 		if g == nil || g.ResolutionStatus != tracking.Skipped || g.MessageContent == nil || g.MessageContent.ErrorContent == nil ||
 			str(g.MessageContent.ErrorContent.ErrorType) != `"InvalidOperationException"` {
 			h.Fatalf("skipped row: %+v", g)
@@ -586,8 +586,8 @@ var cases = []testCase{
 		e := sample(ep, ev, "session-ce")
 		e.CloudEventID, e.CloudEventSource = tracking.Str("ce-event-1"), tracking.Str("urn:nimbus:conformance")
 		e.CloudEventType, e.CloudEventSubject = tracking.Str("com.nimbus.order-placed.v1"), tracking.Str("orders/42")
-		h.mustApply(tracking.Failed, ev, "session-ce", ep, e)
-		g := h.get(tracking.Failed, ep, ev, "session-ce")
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "session-ce"}, tracking.Failed, e)
+		g := h.get(tracking.Failed, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "session-ce"})
 		if g == nil || str(g.CloudEventID) != `"ce-event-1"` || str(g.CloudEventSource) != `"urn:nimbus:conformance"` ||
 			str(g.CloudEventType) != `"com.nimbus.order-placed.v1"` || str(g.CloudEventSubject) != `"orders/42"` {
 			h.Fatalf("got %+v", g)
@@ -596,9 +596,9 @@ var cases = []testCase{
 	{"Native_message_and_event_keep_CloudEvent_identity_null", func(h *harness) {
 		ep, ev, mid := h.id("ep-native"), h.id("event-native"), h.id("message-native")
 		h.storeMessage(tracking.MessageEntity{EventID: ev, MessageID: mid, EndpointID: ep, EnqueuedTimeUtc: time.Now().UTC(), MessageContent: &message.Content{}})
-		h.mustApply(tracking.Pending, ev, "session-native", ep, sample(ep, ev, "session-native"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "session-native"}, tracking.Pending, sample(ep, ev, "session-native"))
 		m := h.message(ev, mid)
-		e := h.get(tracking.Pending, ep, ev, "session-native")
+		e := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "session-native"})
 		if m == nil || e == nil {
 			h.Fatalf("missing: %v %v", m, e)
 		}
@@ -637,7 +637,7 @@ var cases = []testCase{
 			{AuditorName: tracking.Str(h.id("alice")), AuditTimestamp: time.Now().UTC(), AuditType: tracking.AuditResubmit},
 			{AuditorName: tracking.Str(h.id("bob")), AuditTimestamp: time.Now().UTC(), AuditType: tracking.AuditSkip},
 		} {
-			if err := h.s.StoreMessageAudit(h.ctx(), ev, a, "", ""); err != nil {
+			if err := h.s.StoreMessageAudit(h.ctx(), tracking.EventKey{EndpointID: "", EventID: ev}, a, ""); err != nil {
 				h.Fatal(err)
 			}
 		}
@@ -646,7 +646,7 @@ var cases = []testCase{
 			h.Fatalf("got %d audits, %v; want 2", len(got), err)
 		}
 		// A repeat is a second entry (plain insert).
-		if err := h.s.StoreMessageAudit(h.ctx(), ev, got[0], "", ""); err != nil {
+		if err := h.s.StoreMessageAudit(h.ctx(), tracking.EventKey{EndpointID: "", EventID: ev}, got[0], ""); err != nil {
 			h.Fatal(err)
 		}
 		if got, _ = h.s.GetMessageAudits(h.ctx(), ev); len(got) != 3 {
@@ -663,7 +663,7 @@ var cases = []testCase{
 			CloudEventID: tracking.Str("ce-audit-1"), CloudEventSource: tracking.Str("urn:nimbus:audit"),
 			CloudEventType: tracking.Str("com.nimbus.audit.v1"), CloudEventSubject: tracking.Str("audits/42"),
 		}
-		if err := h.s.StoreMessageAudit(h.ctx(), ev, in, ep, "OrderPlaced"); err != nil {
+		if err := h.s.StoreMessageAudit(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: ev}, in, "OrderPlaced"); err != nil {
 			h.Fatal(err)
 		}
 		got, err := h.s.GetMessageAudits(h.ctx(), ev)
@@ -679,7 +679,7 @@ var cases = []testCase{
 	}},
 	{"StoreMessageAudit_legacy_row_defaults_AccessDenied_false_and_Data_null", func(h *harness) {
 		ev := h.id("evt-aud-legacy")
-		if err := h.s.StoreMessageAudit(h.ctx(), ev, tracking.MessageAudit{AuditorName: tracking.Str("legacy"), AuditTimestamp: time.Now().UTC(), AuditType: tracking.AuditResubmit}, "", ""); err != nil {
+		if err := h.s.StoreMessageAudit(h.ctx(), tracking.EventKey{EndpointID: "", EventID: ev}, tracking.MessageAudit{AuditorName: tracking.Str("legacy"), AuditTimestamp: time.Now().UTC(), AuditType: tracking.AuditResubmit}, ""); err != nil {
 			h.Fatal(err)
 		}
 		got, err := h.s.GetMessageAudits(h.ctx(), ev)
@@ -693,9 +693,9 @@ var cases = []testCase{
 	}},
 	{"DownloadEndpointStateCount_groups_by_status", func(h *harness) {
 		ep := h.id("ep-cnt")
-		h.mustApply(tracking.Pending, h.id("p1"), "s1", ep, sample(ep, h.id("p1"), "s1"))
-		h.mustApply(tracking.Pending, h.id("p2"), "s2", ep, sample(ep, h.id("p2"), "s2"))
-		h.mustApply(tracking.Failed, h.id("f1"), "s1", ep, sample(ep, h.id("f1"), "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: h.id("p1"), SessionID: "s1"}, tracking.Pending, sample(ep, h.id("p1"), "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: h.id("p2"), SessionID: "s2"}, tracking.Pending, sample(ep, h.id("p2"), "s2"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: h.id("f1"), SessionID: "s1"}, tracking.Failed, sample(ep, h.id("f1"), "s1"))
 		c := h.counts(ep)
 		if c.PendingCount != 2 || c.FailedCount != 1 || c.DeadletteredCount != 0 {
 			h.Fatalf("counts %+v", c)
@@ -705,13 +705,13 @@ var cases = []testCase{
 		ep := h.id("ep-active-counts")
 		for _, s := range []tracking.ResolutionStatus{tracking.Pending, tracking.Deferred, tracking.Failed, tracking.DeadLettered, tracking.Unsupported, tracking.Completed, tracking.Skipped} {
 			ev := h.id(randomHex(8))
-			h.mustApply(s, ev, "session", ep, sample(ep, ev, "session"))
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "session"}, s, sample(ep, ev, "session"))
 		}
 		ho := sample(ep, h.id("handoff-count"), "session")
 		ho.PendingSubStatus = tracking.Str("Handoff")
-		h.mustApply(tracking.Pending, ho.EventID, "session", ep, ho)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ho.EventID, SessionID: "session"}, tracking.Pending, ho)
 		other := h.id("other-endpoint")
-		h.mustApply(tracking.Failed, h.id("other-event"), "session", other, sample(other, h.id("other-event"), "session"))
+		h.mustApply(tracking.Key{EndpointID: other, EventID: h.id("other-event"), SessionID: "session"}, tracking.Failed, sample(other, h.id("other-event"), "session"))
 		c := h.counts(ep)
 		if c.PendingCount != 2 || c.DeferredCount != 1 || c.FailedCount != 1 || c.DeadletteredCount != 1 || c.UnsupportedCount != 1 || c.EndpointID != ep {
 			h.Fatalf("counts %+v", c)
@@ -730,13 +730,13 @@ var cases = []testCase{
 		at := func(ev string, s tracking.ResolutionStatus, age time.Duration) {
 			e := sample(ep, h.id(ev), "s1")
 			e.UpdatedAt = base.Add(-age)
-			h.mustApply(s, h.id(ev), "s1", ep, e)
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: h.id(ev), SessionID: "s1"}, s, e)
 		}
 		at("pending-older", tracking.Pending, 3*time.Hour) // not a failure
 		at("failed-new", tracking.Failed, 0)
 		at("dlq-old", tracking.DeadLettered, 2*time.Hour)
 		at("removed-oldest", tracking.Failed, 5*time.Hour)
-		if _, err := h.s.RemoveMessage(h.ctx(), h.id("removed-oldest"), "s1", ep); err != nil {
+		if _, err := h.s.RemoveMessage(h.ctx(), tracking.Key{EndpointID: ep, EventID: h.id("removed-oldest"), SessionID: "s1"}); err != nil {
 			h.Fatal(err)
 		}
 		c := h.counts(ep)
@@ -746,27 +746,27 @@ var cases = []testCase{
 		dlqOnly := h.id("ep-oldest-dlq")
 		e := sample(dlqOnly, h.id("d"), "s1")
 		e.UpdatedAt = base
-		h.mustApply(tracking.DeadLettered, h.id("d"), "s1", dlqOnly, e)
+		h.mustApply(tracking.Key{EndpointID: dlqOnly, EventID: h.id("d"), SessionID: "s1"}, tracking.DeadLettered, e)
 		if c := h.counts(dlqOnly); c.OldestFailureAt == nil || !c.OldestFailureAt.Equal(base) {
 			h.Fatalf("dead-letter only: %v", c.OldestFailureAt)
 		}
 		pendingOnly := h.id("ep-oldest-pending")
-		h.mustApply(tracking.Pending, h.id("p"), "s1", pendingOnly, sample(pendingOnly, h.id("p"), "s1"))
+		h.mustApply(tracking.Key{EndpointID: pendingOnly, EventID: h.id("p"), SessionID: "s1"}, tracking.Pending, sample(pendingOnly, h.id("p"), "s1"))
 		if c := h.counts(pendingOnly); c.OldestFailureAt != nil {
 			h.Fatalf("pending only: %v", c.OldestFailureAt)
 		}
 	}},
 	{"RemoveMessage_drops_from_state_count", func(h *harness) {
 		ep, ev := h.id("ep-rm"), h.id("rm1")
-		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
-		ok, err := h.s.RemoveMessage(h.ctx(), ev, "s1", ep)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, sample(ep, ev, "s1"))
+		ok, err := h.s.RemoveMessage(h.ctx(), tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"})
 		if err != nil || !ok {
 			h.Fatalf("RemoveMessage: %v, %v", ok, err)
 		}
 		if c := h.counts(ep); c.FailedCount != 0 {
 			h.Fatalf("FailedCount %d", c.FailedCount)
 		}
-		if ok, err := h.s.RemoveMessage(h.ctx(), h.id("never"), "s1", ep); err != nil || ok {
+		if ok, err := h.s.RemoveMessage(h.ctx(), tracking.Key{EndpointID: ep, EventID: h.id("never"), SessionID: "s1"}); err != nil || ok {
 			h.Fatalf("RemoveMessage of a missing row: %v, %v; want false, nil", ok, err)
 		}
 	}},
@@ -779,8 +779,8 @@ var cases = []testCase{
 		e.HandoffReason = tracking.Str("DMF import in progress")
 		e.ExternalJobID = tracking.Str("DMF-JOB-42")
 		e.ExpectedBy = &by
-		h.mustApply(tracking.Pending, ev, sess, ep, e)
-		g := h.get(tracking.Pending, ep, ev, sess)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: sess}, tracking.Pending, e)
+		g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: sess})
 		if g == nil || str(g.PendingSubStatus) != `"Handoff"` || str(g.HandoffReason) != `"DMF import in progress"` ||
 			str(g.ExternalJobID) != `"DMF-JOB-42"` || g.ExpectedBy == nil || !g.ExpectedBy.Equal(by) {
 			h.Fatalf("got %+v", g)
@@ -789,8 +789,8 @@ var cases = []testCase{
 	{"Every_event_field_round_trips", func(h *harness) {
 		ep, ev, sess := h.id("ep-drift"), h.id("drift-1"), "session-drift"
 		in := fullySetEvent(ep, ev, sess)
-		h.mustApply(tracking.Failed, ev, sess, ep, in)
-		g := h.get(tracking.Failed, ep, ev, sess)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: sess}, tracking.Failed, in)
+		g := h.get(tracking.Failed, tracking.Key{EndpointID: ep, EventID: ev, SessionID: sess})
 		if g == nil {
 			h.Fatal("row missing")
 		}
@@ -801,13 +801,13 @@ var cases = []testCase{
 	}},
 	{"Single_row_event_getters_return_null_for_missing_rows", func(h *harness) {
 		ep, present, missing := h.id("ep-miss"), h.id("present"), h.id("missing")
-		h.mustApply(tracking.Pending, present, "s1", ep, sample(ep, present, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: present, SessionID: "s1"}, tracking.Pending, sample(ep, present, "s1"))
 		for _, s := range []tracking.ResolutionStatus{tracking.Pending, tracking.Failed, tracking.Deferred, tracking.DeadLettered, tracking.Unsupported} {
-			if g := h.get(s, ep, missing, "s1"); g != nil {
+			if g := h.get(s, tracking.Key{EndpointID: ep, EventID: missing, SessionID: "s1"}); g != nil {
 				h.Fatalf("Get%sEvent of a missing row: %+v", s, g)
 			}
 		}
-		if g := h.event(ep, missing); g != nil {
+		if g := h.event(tracking.EventKey{EndpointID: ep, EventID: missing}); g != nil {
 			h.Fatal("GetEvent of a missing row not nil")
 		}
 		if g, err := h.s.GetEventByID(h.ctx(), ep, tracking.StoredID(missing, "s1")); err != nil || g != nil {
@@ -822,16 +822,16 @@ var cases = []testCase{
 	}},
 	{"Status_getters_return_null_when_the_row_has_another_status_or_session", func(h *harness) {
 		ep, ev := h.id("ep-other-status"), h.id("pending-only")
-		h.mustApply(tracking.Pending, ev, "s1", ep, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Pending, sample(ep, ev, "s1"))
 		for _, s := range []tracking.ResolutionStatus{tracking.Failed, tracking.Deferred, tracking.DeadLettered, tracking.Unsupported} {
-			if g := h.get(s, ep, ev, "s1"); g != nil {
+			if g := h.get(s, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g != nil {
 				h.Fatalf("Get%sEvent of a Pending row: %+v", s, g)
 			}
 		}
-		if g := h.get(tracking.Pending, ep, ev, "other-session"); g != nil {
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "other-session"}); g != nil {
 			h.Fatal("another session's row returned")
 		}
-		if g := h.get(tracking.Pending, ep, ev, "s1"); g == nil {
+		if g := h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil {
 			h.Fatal("the row itself is missing")
 		}
 	}},
@@ -841,8 +841,12 @@ var cases = []testCase{
 			h.Fatal("GetMessage not nil")
 		}
 		for name, f := range map[string]func() (*tracking.MessageEntity, error){
-			"GetFailedMessage":             func() (*tracking.MessageEntity, error) { return h.s.GetFailedMessage(h.ctx(), missing, ep) },
-			"GetDeadletteredMessage":       func() (*tracking.MessageEntity, error) { return h.s.GetDeadletteredMessage(h.ctx(), missing, ep) },
+			"GetFailedMessage": func() (*tracking.MessageEntity, error) {
+				return h.s.GetFailedMessage(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: missing})
+			},
+			"GetDeadletteredMessage": func() (*tracking.MessageEntity, error) {
+				return h.s.GetDeadletteredMessage(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: missing})
+			},
 			"GetLatestEventRequestMessage": func() (*tracking.MessageEntity, error) { return h.s.GetLatestEventRequestMessage(h.ctx(), missing) },
 		} {
 			if g, err := f(); err != nil || g != nil {
@@ -855,18 +859,18 @@ var cases = []testCase{
 	}},
 	{"Removed_and_archived_rows_are_not_found", func(h *harness) {
 		ep, removed, archived := h.id("ep-soft-delete"), h.id("removed"), h.id("archived")
-		h.mustApply(tracking.Pending, removed, "s1", ep, sample(ep, removed, "s1"))
-		h.mustApply(tracking.Failed, archived, "s1", ep, sample(ep, archived, "s1"))
-		if _, err := h.s.RemoveMessage(h.ctx(), removed, "s1", ep); err != nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: removed, SessionID: "s1"}, tracking.Pending, sample(ep, removed, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: archived, SessionID: "s1"}, tracking.Failed, sample(ep, archived, "s1"))
+		if _, err := h.s.RemoveMessage(h.ctx(), tracking.Key{EndpointID: ep, EventID: removed, SessionID: "s1"}); err != nil {
 			h.Fatal(err)
 		}
-		if err := h.s.ArchiveFailedEvent(h.ctx(), archived, "s1", ep); err != nil {
+		if err := h.s.ArchiveFailedEvent(h.ctx(), tracking.Key{EndpointID: ep, EventID: archived, SessionID: "s1"}); err != nil {
 			h.Fatal(err)
 		}
-		if h.get(tracking.Pending, ep, removed, "s1") != nil || h.event(ep, removed) != nil {
+		if h.get(tracking.Pending, tracking.Key{EndpointID: ep, EventID: removed, SessionID: "s1"}) != nil || h.event(tracking.EventKey{EndpointID: ep, EventID: removed}) != nil {
 			h.Fatal("removed row found")
 		}
-		if h.get(tracking.Failed, ep, archived, "s1") != nil || h.event(ep, archived) != nil {
+		if h.get(tracking.Failed, tracking.Key{EndpointID: ep, EventID: archived, SessionID: "s1"}) != nil || h.event(tracking.EventKey{EndpointID: ep, EventID: archived}) != nil {
 			h.Fatal("archived row found")
 		}
 		for _, id := range []string{tracking.StoredID(removed, "s1"), tracking.StoredID(archived, "s1")} {
@@ -874,7 +878,7 @@ var cases = []testCase{
 				h.Fatalf("GetEventByID(%s): %v, %v", id, g, err)
 			}
 		}
-		if err := h.s.ArchiveFailedEvent(h.ctx(), h.id("never"), "s1", ep); err != nil {
+		if err := h.s.ArchiveFailedEvent(h.ctx(), tracking.Key{EndpointID: ep, EventID: h.id("never"), SessionID: "s1"}); err != nil {
 			h.Fatalf("ArchiveFailedEvent of a missing row: %v", err)
 		}
 	}},
@@ -885,25 +889,25 @@ var cases = []testCase{
 		newer := sample(ep, ev, "s-new")
 		newer.UpdatedAt = time.Now().UTC()
 		// Written newest first, so write order cannot decide.
-		h.mustApply(tracking.Pending, ev, "s-new", ep, newer)
-		h.mustApply(tracking.Failed, ev, "s-old", ep, older)
-		g := h.event(ep, ev)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s-new"}, tracking.Pending, newer)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s-old"}, tracking.Failed, older)
+		g := h.event(tracking.EventKey{EndpointID: ep, EventID: ev})
 		if g == nil || g.SessionID != "s-new" {
 			h.Fatalf("got %+v", g)
 		}
 	}},
 	{"GetEvent_sees_completed_rows", func(h *harness) {
 		ep, ev := h.id("ep-latest-done"), h.id("done")
-		h.mustApply(tracking.Completed, ev, "s1", ep, sample(ep, ev, "s1"))
-		h.mustEventStatus(ep, ev, tracking.Completed)
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Completed, sample(ep, ev, "s1"))
+		h.mustEventStatus(tracking.EventKey{EndpointID: ep, EventID: ev}, tracking.Completed)
 		if g, err := h.s.GetEventByID(h.ctx(), ep, tracking.StoredID(ev, "s1")); err != nil || g == nil || g.ResolutionStatus != tracking.Completed {
 			h.Fatalf("GetEventByID: %+v, %v", g, err)
 		}
 	}},
 	{"GetEventById_looks_up_by_stored_id", func(h *harness) {
 		ep, ev := h.id("ep-by-id"), h.id("by-id")
-		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
-		h.mustApply(tracking.Pending, ev, "s2", ep, sample(ep, ev, "s2"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, sample(ep, ev, "s1"))
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s2"}, tracking.Pending, sample(ep, ev, "s2"))
 		first, err1 := h.s.GetEventByID(h.ctx(), ep, tracking.StoredID(ev, "s1"))
 		second, err2 := h.s.GetEventByID(h.ctx(), ep, tracking.StoredID(ev, "s2"))
 		if err1 != nil || err2 != nil || first == nil || second == nil {
@@ -932,11 +936,11 @@ var cases = []testCase{
 		other := msg("other-endpoint", 4, message.ErrorResponse, true)
 		other.EndpointID = h.id("ep-elsewhere")
 		h.storeMessage(other)
-		failed, err := h.s.GetFailedMessage(h.ctx(), ev, ep)
+		failed, err := h.s.GetFailedMessage(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: ev})
 		if err != nil || failed == nil || failed.MessageID != h.id("error-2") {
 			h.Fatalf("GetFailedMessage: %+v, %v", failed, err)
 		}
-		latest, err := h.s.GetDeadletteredMessage(h.ctx(), ev, ep)
+		latest, err := h.s.GetDeadletteredMessage(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: ev})
 		if err != nil || latest == nil || latest.MessageID != h.id("resubmit") {
 			h.Fatalf("GetDeadletteredMessage: %+v, %v", latest, err)
 		}
@@ -952,8 +956,8 @@ var cases = []testCase{
 			e.CorrelationID, e.LastMessageID, e.OriginatingMessageID, e.ParentMessageID = v, v, v, v
 			e.OriginatingFrom, e.Reason, e.DeadLetterReason, e.DeadLetterErrorDescription = v, v, v, v
 			e.EventTypeID, e.To, e.From = v, v, v
-			h.mustApply(tracking.Failed, ev, "s1", ep, e)
-			for _, g := range []*tracking.UnresolvedEvent{h.get(tracking.Failed, ep, ev, "s1"), h.event(ep, ev)} {
+			h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, e)
+			for _, g := range []*tracking.UnresolvedEvent{h.get(tracking.Failed, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}), h.event(tracking.EventKey{EndpointID: ep, EventID: ev})} {
 				if g == nil {
 					h.Fatal("row missing")
 				}
@@ -1010,7 +1014,7 @@ var cases = []testCase{
 		h.storeMessage(tracking.MessageEntity{EventID: ev, MessageID: mid, EndpointID: ep, MessageType: message.PendingHandoffResponse,
 			EnqueuedTimeUtc: time.Now().UTC(), MessageContent: &message.Content{}, PendingSubStatus: tracking.Str("Handoff"),
 			HandoffReason: tracking.Str("external work"), ExternalJobID: tracking.Str("JOB-9"), ExpectedBy: &by})
-		dl, err := h.s.GetDeadletteredMessage(h.ctx(), ev, ep)
+		dl, err := h.s.GetDeadletteredMessage(h.ctx(), tracking.EventKey{EndpointID: ep, EventID: ev})
 		if err != nil {
 			h.Fatal(err)
 		}
@@ -1048,28 +1052,32 @@ var cases = []testCase{
 	}},
 	{"Reserved_endpoint_ids_are_refused", func(h *harness) {
 		for _, id := range tracking.ReservedEndpointIDs() {
-			_, err := h.s.UploadPendingMessage(h.ctx(), h.id("e"), "s1", id, sample(id, h.id("e"), "s1"))
+			_, err := h.s.Upload(h.ctx(), tracking.Key{EndpointID: id, EventID: h.id("e"), SessionID: "s1"}, tracking.Pending, sample(id, h.id("e"), "s1"))
 			if !errors.Is(err, tracking.ErrReservedEndpointID) {
-				h.Fatalf("UploadPendingMessage on %q: %v, want ErrReservedEndpointID", id, err)
+				h.Fatalf("Upload Pending on %q: %v, want ErrReservedEndpointID", id, err)
 			}
-			if _, err := h.s.GetEvent(h.ctx(), id, h.id("e")); !errors.Is(err, tracking.ErrReservedEndpointID) {
+			if _, err := h.s.GetEvent(h.ctx(), tracking.EventKey{EndpointID: id, EventID: h.id("e")}); !errors.Is(err, tracking.ErrReservedEndpointID) {
 				h.Fatalf("GetEvent on %q: %v", id, err)
 			}
 		}
 		// Case-sensitive: "Messages" is an ordinary endpoint.
 		ep := "Messages"
 		ev := h.id("case")
-		h.mustApply(tracking.Failed, ev, "s1", ep, sample(ep, ev, "s1"))
-		if g := h.get(tracking.Failed, ep, ev, "s1"); g == nil {
+		h.mustApply(tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}, tracking.Failed, sample(ep, ev, "s1"))
+		if g := h.get(tracking.Failed, tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}); g == nil {
 			h.Fatal(`endpoint "Messages" did not store its row`)
 		}
 	}},
 	{"Upload_refuses_a_status_without_a_method", func(h *harness) {
 		ep, ev := h.id("ep-nomethod"), h.id("nm")
-		for _, s := range []tracking.ResolutionStatus{tracking.TooManyRequests, tracking.Published} {
-			if _, err := tracking.Upload(h.ctx(), h.s, s, ev, "s1", ep, sample(ep, ev, "s1")); !errors.Is(err, tracking.ErrInvalidArgument) {
+		key := tracking.Key{EndpointID: ep, EventID: ev, SessionID: "s1"}
+		for _, s := range []tracking.ResolutionStatus{tracking.TooManyRequests, tracking.Published, tracking.ResolutionStatus(99)} {
+			if _, err := h.s.Upload(h.ctx(), key, s, sample(ep, ev, "s1")); !errors.Is(err, tracking.ErrInvalidArgument) {
 				h.Fatalf("Upload %s: %v", s, err)
 			}
+		}
+		if h.event(key.Event()) != nil {
+			h.Fatal("a refused status wrote a row")
 		}
 	}},
 }

@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"context"
@@ -58,16 +58,20 @@ func (f *fakeStore) StoreMessage(ctx context.Context, m tracking.MessageEntity) 
 	return nil
 }
 
-func (f *fakeStore) upload(op string, status tracking.ResolutionStatus, eventID, sessionID, endpointID string, row tracking.UnresolvedEvent) (bool, error) {
+// Upload records its call as the store method NimBus names for status.
+func (f *fakeStore) Upload(_ context.Context, k tracking.Key, status tracking.ResolutionStatus, row tracking.UnresolvedEvent) (bool, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.enter(op); err != nil {
+	if err := f.enter("Upload" + status.String() + "Message"); err != nil {
 		return false, err
 	}
-	if err := tracking.CheckEndpointID(endpointID); err != nil {
+	if err := tracking.CheckUploadStatus(status); err != nil {
 		return false, err
 	}
-	key := [2]string{endpointID, tracking.StoredID(eventID, sessionID)}
+	if err := tracking.CheckEndpointID(k.EndpointID); err != nil {
+		return false, err
+	}
+	key := [2]string{k.EndpointID, k.StoredID()}
 	var cur *tracking.UnresolvedEvent
 	if c, ok := f.rows[key]; ok {
 		cur = &c
@@ -80,35 +84,13 @@ func (f *fakeStore) upload(op string, status tracking.ResolutionStatus, eventID,
 	return true, nil
 }
 
-func (f *fakeStore) UploadPendingMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadPendingMessage", tracking.Pending, e, s, ep, r)
-}
-func (f *fakeStore) UploadDeferredMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadDeferredMessage", tracking.Deferred, e, s, ep, r)
-}
-func (f *fakeStore) UploadFailedMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadFailedMessage", tracking.Failed, e, s, ep, r)
-}
-func (f *fakeStore) UploadDeadletteredMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadDeadletteredMessage", tracking.DeadLettered, e, s, ep, r)
-}
-func (f *fakeStore) UploadUnsupportedMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadUnsupportedMessage", tracking.Unsupported, e, s, ep, r)
-}
-func (f *fakeStore) UploadSkippedMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadSkippedMessage", tracking.Skipped, e, s, ep, r)
-}
-func (f *fakeStore) UploadCompletedMessage(_ context.Context, e, s, ep string, r tracking.UnresolvedEvent) (bool, error) {
-	return f.upload("UploadCompletedMessage", tracking.Completed, e, s, ep, r)
-}
-
-func (f *fakeStore) StoreMessageAudit(_ context.Context, eventID string, a tracking.MessageAudit, endpointID, eventTypeID string) error {
+func (f *fakeStore) StoreMessageAudit(_ context.Context, event tracking.EventKey, a tracking.MessageAudit, eventTypeID string) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if err := f.enter("StoreMessageAudit"); err != nil {
 		return err
 	}
-	f.audits = append(f.audits, fakeAudit{eventID, endpointID, eventTypeID, a})
+	f.audits = append(f.audits, fakeAudit{event.EventID, event.EndpointID, eventTypeID, a})
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"testing"
@@ -37,7 +37,7 @@ func TestOutcomeSettlement(t *testing.T) {
 			t.Errorf("%s: status %d pause %v, want %d %v", o, s.Status, s.Pause, want.status, want.pause)
 		}
 	}
-	if len(cases) != len(outcomes) {
-		t.Errorf("%d outcomes in the table, %d checked here", len(outcomes), len(cases))
+	if len(cases) != len(outcomes.Rows) {
+		t.Errorf("%d outcomes in the table, %d checked here", len(outcomes.Rows), len(cases))
 	}
 }

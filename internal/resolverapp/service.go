@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"context"
@@ -234,7 +234,7 @@ func (s *Service) Handle(ctx context.Context, d *Delivery) (rep Report) {
 		Data:           tracking.Str(fmt.Sprintf("Ignored stale %s %s: the audit row already holds a later outcome.", r.typ, r.messageID)),
 	}
 	if err := s.step(wctx, spanAudit, r.typ, func(ctx context.Context) error {
-		return s.store.StoreMessageAudit(ctx, r.eventID, audit, r.endpoint(), deref(r.eventTypeID))
+		return s.store.StoreMessageAudit(ctx, r.key().Event(), audit, deref(r.eventTypeID))
 	}); err != nil {
 		if ctx.Err() != nil {
 			rep.Outcome, rep.Err = OutcomeCanceled, ctx.Err()
@@ -275,7 +275,7 @@ func (s *Service) write(ctx context.Context, r *received, rep *Report) (bool, st
 	}
 	var applied bool
 	err := s.step(ctx, spanUpload, r.typ, func(ctx context.Context) (err error) {
-		applied, err = tracking.Upload(ctx, s.store, status, r.eventID, r.sessionID, r.endpoint(), row)
+		applied, err = s.store.Upload(ctx, r.key(), status, row)
 		return err
 	})
 	if err != nil {
@@ -283,7 +283,9 @@ func (s *Service) write(ctx context.Context, r *received, rep *Report) (bool, st
 	}
 	if r.typ == message.RetryRequest {
 		audit := tracking.MessageAudit{AuditorName: tracking.Str(auditorManager), AuditTimestamp: tracking.NormalizeTime(s.now()), AuditType: tracking.AuditRetry}
-		if err := s.step(ctx, spanAudit, r.typ, func(ctx context.Context) error { return s.store.StoreMessageAudit(ctx, r.eventID, audit, "", "") }); err != nil {
+		if err := s.step(ctx, spanAudit, r.typ, func(ctx context.Context) error {
+			return s.store.StoreMessageAudit(ctx, tracking.EventKey{EventID: r.eventID}, audit, "")
+		}); err != nil {
 			return false, "StoreMessageAudit", err
 		}
 	}
@@ -444,10 +446,10 @@ func (s *Service) entity(r *received) tracking.MessageEntity {
 		HandoffReason:              r.prop(message.PropHandoffReason),
 		ExternalJobID:              r.prop(message.PropExternalJobID),
 		ExpectedBy:                 r.timeProp(message.PropExpectedBy),
-		CloudEventID:               r.prop(PropCloudEventID),
-		CloudEventSource:           r.prop(PropCloudEventSource),
-		CloudEventType:             r.prop(PropCloudEventType),
-		CloudEventSubject:          r.prop(PropCloudEventSubject),
+		CloudEventID:               r.prop(message.PropCloudEventID),
+		CloudEventSource:           r.prop(message.PropCloudEventSource),
+		CloudEventType:             r.prop(message.PropCloudEventType),
+		CloudEventSubject:          r.prop(message.PropCloudEventSubject),
 	}
 	if r.typ == message.PendingHandoffResponse {
 		e.PendingSubStatus = tracking.Str(tracking.PendingSubStatusHandoff)

@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"context"
@@ -266,13 +266,13 @@ func TestLifecycleFailedDeferredCompletedOnTheMemoryStore(t *testing.T) {
 		var got *tracking.UnresolvedEvent
 		switch st.status {
 		case tracking.Failed:
-			got, err = store.GetFailedEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
+			got, err = store.GetFailedEvent(ctx, tracking.Key{EndpointID: lcEndpoint, EventID: st.m.eventID, SessionID: lcSession})
 		case tracking.Deferred:
-			got, err = store.GetDeferredEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
+			got, err = store.GetDeferredEvent(ctx, tracking.Key{EndpointID: lcEndpoint, EventID: st.m.eventID, SessionID: lcSession})
 		case tracking.DeadLettered:
-			got, err = store.GetDeadletteredEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
+			got, err = store.GetDeadletteredEvent(ctx, tracking.Key{EndpointID: lcEndpoint, EventID: st.m.eventID, SessionID: lcSession})
 		case tracking.Completed, tracking.Skipped:
-			got, err = store.GetPendingEvent(ctx, lcEndpoint, st.m.eventID, lcSession)
+			got, err = store.GetPendingEvent(ctx, tracking.Key{EndpointID: lcEndpoint, EventID: st.m.eventID, SessionID: lcSession})
 			if got != nil || err != nil {
 				t.Fatalf("%s: a %s row is returned as Pending (%v)", st.name, st.status, err)
 			}
@@ -304,7 +304,7 @@ func TestLifecycleFailedDeferredCompletedOnTheMemoryStore(t *testing.T) {
 			}
 		}
 	}
-	if m, _ := store.GetFailedMessage(ctx, "ev-1", lcEndpoint); m == nil || m.MessageID != "er-2" {
+	if m, _ := store.GetFailedMessage(ctx, tracking.EventKey{EndpointID: lcEndpoint, EventID: "ev-1"}); m == nil || m.MessageID != "er-2" {
 		t.Fatalf("GetFailedMessage(ev-1) = %+v, want er-2", m)
 	}
 

@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"errors"
@@ -8,17 +8,12 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
-// Application properties the Resolver reads besides those of package
-// message.
-const (
-	PropThrottleRetryCount = "ThrottleRetryCount"
-	PropCloudEventID       = "CloudEventId"
-	PropCloudEventSource   = "CloudEventSource"
-	PropCloudEventType     = "CloudEventType"
-	PropCloudEventSubject  = "CloudEventSubject"
-)
+// PropThrottleRetryCount is the application property on which the Resolver
+// counts its own scheduled re-sends of a message.
+const PropThrottleRetryCount = "ThrottleRetryCount"
 
 // Delivery is one message from the Resolver subscription.
 type Delivery struct {
@@ -135,6 +130,11 @@ func (r *received) endpoint() string {
 		return *r.to
 	}
 	return *r.from
+}
+
+// key is the tracking row the message projects onto.
+func (r *received) key() tracking.Key {
+	return tracking.Key{EndpointID: r.endpoint(), EventID: r.eventID, SessionID: r.sessionID}
 }
 
 // int64Prop reads a numeric property; nil when absent or not an integer.

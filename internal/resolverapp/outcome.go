@@ -1,4 +1,4 @@
-package resolver
+package resolverapp
 
 import (
 	"net/http"
@@ -36,7 +36,7 @@ type OutcomeSpec = outcome.Spec
 
 // outcomes is the Resolver's one table of outcomes.
 // TestEveryOutcomeHasARow fails when a constant above has no row here.
-var outcomes = map[Outcome]OutcomeSpec{
+var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeWritten:     outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "tracking row written"),
 	OutcomeStale:       outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "ignored stale copy: the tracking row already reflects a later state; history kept, message completed"),
 	OutcomeHeartbeat:   outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "heartbeat completed; nothing recorded"),
@@ -54,19 +54,10 @@ var outcomes = map[Outcome]OutcomeSpec{
 	OutcomeCanceled:   outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "invocation cancelled; the message will be redelivered"),
 	OutcomeMalformed:  outcome.Row(http.StatusBadRequest, false, zerolog.ErrorLevel, "malformed invocation envelope; failing so the broker redelivers and finally dead-letters it"),
 	OutcomeOverloaded: outcome.Row(http.StatusServiceUnavailable, false, zerolog.WarnLevel, "too many invocation bytes in flight; the message will be redelivered"),
-}
-
-// unknownOutcome is what an outcome without a row gets: fail and log an
-// error, so a missing row can never complete a message.
-var unknownOutcome = outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "Resolver invocation ended with an unknown outcome")
+}, Unknown: outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "Resolver invocation ended with an unknown outcome")}
 
 // Spec returns what follows from o.
-func (o Outcome) Spec() OutcomeSpec {
-	if s, ok := outcomes[o]; ok {
-		return s
-	}
-	return unknownOutcome
-}
+func (o Outcome) Spec() OutcomeSpec { return outcomes.Spec(o) }
 
 // Completes reports whether the host completes the message (a 2xx answer).
 func (o Outcome) Completes() bool { return o.Spec().Completes() }
