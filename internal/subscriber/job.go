@@ -432,7 +432,7 @@ func (j *job) dispatch(ctx context.Context) HandlerFunc {
 	if j.in.Content == nil {
 		r.Outcome = OutcomeInvalidMessage
 		r.Err = Permanent(errors.New("message body has no readable EventContent"))
-		dl := message.DeadLetterUnreadableBody()
+		dl := message.NewUnreadableBodyDeadLetter()
 		r.deadLetter = &dl
 		return nil
 	}
@@ -442,7 +442,7 @@ func (j *job) dispatch(ctx context.Context) HandlerFunc {
 		// The body's value is payload: say only that it differs (the
 		// Resolver's notice carries NimBus's text, which quotes it).
 		r.Err = Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
-		dl := message.DeadLetterTypeMismatch(j.eventTypeID, *bt)
+		dl := message.NewTypeMismatchDeadLetter(j.eventTypeID, *bt)
 		r.deadLetter = &dl
 		return nil
 	}
@@ -681,7 +681,7 @@ func (j *job) authorized() bool {
 	}
 	j.r.Outcome = OutcomeUnauthorized
 	j.r.Err = &UnauthorizedError{Type: j.in.Type.String()}
-	dl := message.DeadLetterUnauthorized(j.in.Type)
+	dl := message.NewUnauthorizedDeadLetter(j.in.Type)
 	j.r.deadLetter = &dl
 	return false
 }

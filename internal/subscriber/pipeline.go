@@ -213,7 +213,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 		// absent as a missing property, and the session guard keys on it.
 		r.Outcome = OutcomeInvalidMessage
 		r.Err = &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}
-		dl := message.DeadLetterInvalidMessage(message.PropertyNotDefinedText(message.PropEventID))
+		dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
 		r.deadLetter = &dl
 		return r
 	}
@@ -237,7 +237,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	default:
 		r.Outcome = OutcomeUnsupportedMessageType
 		r.Err = &UnsupportedTypeError{Type: in.Type.String()}
-		dl := message.DeadLetterUnsupportedType(in.Type)
+		dl := message.NewUnsupportedTypeDeadLetter(in.Type)
 		r.deadLetter = &dl
 	}
 	return r
@@ -248,7 +248,7 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 	var ime *message.InvalidMessageError
 	if !errors.As(err, &ime) {
-		dl := message.DeadLetterInvalidMessage(err.Error())
+		dl := message.NewInvalidMessageDeadLetter(err.Error())
 		return &dl
 	}
 	text := message.PropertyNotDefinedText(ime.Property)
@@ -257,7 +257,7 @@ func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 			text = message.UnparseableMessageTypeText(raw)
 		}
 	}
-	dl := message.DeadLetterInvalidMessage(text)
+	dl := message.NewInvalidMessageDeadLetter(text)
 	return &dl
 }
 
