@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -45,14 +45,6 @@ func buildHandler(t *testing.T) string {
 	return bin
 }
 
-// ctxT returns a context that ends after d or with the test.
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 	p, err := handlerproc.Start(handlerproc.Options{
 		Binary:   buildHandler(t),
@@ -62,9 +54,9 @@ func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil {
-		_, _ = p.Stop(ctxT(t, 5*time.Second))
+		_, _ = p.Stop(testctx.Timeout(t, 5*time.Second))
 		t.Fatalf("%v; output:\n%s", err, p.Output(20))
 	}
 	if code != 2 {
@@ -80,7 +72,7 @@ func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 		}
 	}
 	// The log line says the same, as JSON on stdout.
-	if _, err := p.WaitLine(ctxT(t, time.Second), func(l handlerproc.Line) bool {
+	if _, err := p.WaitLine(testctx.Timeout(t, time.Second), func(l handlerproc.Line) bool {
 		return l.Str("level") == "error" && strings.Contains(l.Str("error"), "NimBus__Endpoint")
 	}); err != nil {
 		t.Errorf("no JSON error line naming the settings: %v\n%s", err, out)
@@ -102,11 +94,11 @@ func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := p.Stop(ctxT(t, 20*time.Second)); err != nil {
+		if _, err := p.Stop(testctx.Timeout(t, 20*time.Second)); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		t.Fatalf("GET / never answered 200: %v", err)
 	}
 	port := p.Port()
@@ -133,7 +125,7 @@ func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	code, err := p.Stop(ctxT(t, 20*time.Second))
+	code, err := p.Stop(testctx.Timeout(t, 20*time.Second))
 	if err != nil {
 		t.Fatalf("no exit within 20s of SIGTERM: %v", err)
 	}

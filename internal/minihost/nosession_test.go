@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -91,7 +92,7 @@ func TestHostWithoutSessionsRunsUpToMaxConcurrentCalls(t *testing.T) {
 	for i := range total {
 		f.send(t, processDeferred(fmt.Sprintf("s-%d", i%2), fmt.Sprintf("pd-%d", i)))
 	}
-	if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == total }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == total }); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.host.MaxInFlight(); got != calls {
@@ -140,7 +141,7 @@ func TestHostWithoutSessionsAbandonsFailuresAndTheBrokerRedelivers(t *testing.T)
 		ok(w)
 	}, nil)
 	f.send(t, processDeferred("a", "fails-once"), processDeferred("b", "fine"))
-	if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 2 }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 2 }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -189,7 +190,7 @@ func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
 			}, func(cfg *Config) { cfg.LockRenewInterval = c.renew })
 			f.send(t, processDeferred("a", "long"))
 			if c.renewed {
-				if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 }); err != nil {
+				if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 }); err != nil {
 					t.Fatal(err)
 				}
 				if s := f.host.Stats(); s != (Stats{Invocations: 1, Completes: 1}) {
@@ -200,7 +201,7 @@ func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
 			}
 			// The redelivery completes; the first invocation's completion
 			// comes after its lock expired and is refused.
-			if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 && s.SettleErrors == 1 }); err != nil {
+			if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 && s.SettleErrors == 1 }); err != nil {
 				t.Fatal(err)
 			}
 			mu.Lock()
@@ -221,7 +222,7 @@ func assertSubscriptionEmpty(t *testing.T, c *azservicebus.Client) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	ms, err := r.PeekMessages(ctxT(t, 5*time.Second), 10, nil)
+	ms, err := r.PeekMessages(testctx.Timeout(t, 5*time.Second), 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
