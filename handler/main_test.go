@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -15,31 +14,14 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-// binDir holds the handler binary the tests build (once per test binary).
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nimbus-handler-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
 // buildHandler compiles this package once per test binary and returns the
 // binary's path.
 func buildHandler(t *testing.T) string {
 	t.Helper()
-	root, err := handlerproc.RepoRoot()
+	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "handler")
-	if err := handlerproc.Build(t.Context(), root, bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin

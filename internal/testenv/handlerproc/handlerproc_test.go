@@ -16,28 +16,12 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "handlerproc-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
 func handler(t *testing.T) string {
 	t.Helper()
-	root, err := handlerproc.RepoRoot()
+	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "handler")
-	if err := handlerproc.Build(testctx.Timeout(t, 5*time.Minute), root, bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin
@@ -49,6 +33,19 @@ var settings = map[string]string{
 	"NimBus__Inbox__Store":           "InMemory",
 	"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
 	"NimBus__Resolver__Sink":         "InMemory",
+}
+
+func TestTestBinaryBuildsOnceIntoTheTestDirectory(t *testing.T) {
+	first := handler(t)
+	if second := handler(t); second != first {
+		t.Fatalf("second TestBinary = %s, want %s", second, first)
+	}
+	if fi, err := os.Stat(first); err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("binary %s: %v, %v", first, fi, err)
+	}
+	if !strings.HasPrefix(filepath.Base(filepath.Dir(first)), "nimbus-handler-test-") {
+		t.Fatalf("binary %s is not in the directory RunTests made", first)
+	}
 }
 
 func TestBuildRunsOncePerOutputPath(t *testing.T) {
