@@ -83,6 +83,14 @@ type hostFixture struct {
 // consuming Erp/Erp.
 func start(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), mutate func(*Config)) *hostFixture {
 	t.Helper()
+	return startHost(t, topo, handler, Config{Topic: endpoint, Subscription: endpoint, Function: "Subscriber",
+		SessionIdleTimeout: 200 * time.Millisecond, AcceptTimeout: 500 * time.Millisecond}, mutate)
+}
+
+// startHost runs the Service Bus stand-in with topo, a handler server and a
+// Host with cfg, its Client and Invoker filled in, then changed by mutate.
+func startHost(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), cfg Config, mutate func(*Config)) *hostFixture {
+	t.Helper()
 	sb := testenv.StartServiceBus(t, topo)
 	client := sb.Client(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -94,8 +102,7 @@ func start(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter
 		handler(w, inv)
 	}))
 	t.Cleanup(srv.Close)
-	cfg := Config{Client: client, Topic: endpoint, Subscription: endpoint, Function: "Subscriber",
-		Invoker: &Invoker{BaseURL: srv.URL}, SessionIdleTimeout: 200 * time.Millisecond, AcceptTimeout: 500 * time.Millisecond}
+	cfg.Client, cfg.Invoker = client, &Invoker{BaseURL: srv.URL}
 	if mutate != nil {
 		mutate(&cfg)
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
@@ -20,35 +19,8 @@ import (
 // and a Host consuming Erp/DeferredProcessor without sessions.
 func startNoSessions(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), mutate func(*Config)) *hostFixture {
 	t.Helper()
-	sb := testenv.StartServiceBus(t, topo)
-	client := sb.Client(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inv := decodeInvocation(t, r)
-		if inv == nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		handler(w, inv)
-	}))
-	t.Cleanup(srv.Close)
-	cfg := Config{Client: client, Topic: endpoint, Subscription: testenv.DeferredProcessorSub, NoSessions: true,
-		Function: "DeferredProcessor", Invoker: &Invoker{BaseURL: srv.URL}, AcceptTimeout: 500 * time.Millisecond}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	h, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return &hostFixture{host: h, client: client}
+	return startHost(t, topo, handler, Config{Topic: endpoint, Subscription: testenv.DeferredProcessorSub, NoSessions: true,
+		Function: "DeferredProcessor", AcceptTimeout: 500 * time.Millisecond}, mutate)
 }
 
 // processDeferred is a ProcessDeferredRequest as the topology routes it: To
