@@ -1,56 +1,30 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-// binDir holds the handler binary the tests build (once per test binary).
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "nimbus-handler-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
 // buildHandler compiles this package once per test binary and returns the
 // binary's path.
 func buildHandler(t *testing.T) string {
 	t.Helper()
-	root, err := handlerproc.RepoRoot()
+	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(binDir, "handler")
-	if err := handlerproc.Build(t.Context(), root, bin); err != nil {
-		t.Fatal(err)
-	}
 	return bin
-}
-
-// ctxT returns a context that ends after d or with the test.
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
 }
 
 func TestStartupFailsWithEveryProblemListed(t *testing.T) {
@@ -62,9 +36,9 @@ func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil {
-		_, _ = p.Stop(ctxT(t, 5*time.Second))
+		_, _ = p.Stop(testctx.Timeout(t, 5*time.Second))
 		t.Fatalf("%v; output:\n%s", err, p.Output(20))
 	}
 	if code != 2 {
@@ -80,7 +54,7 @@ func TestStartupFailsWithEveryProblemListed(t *testing.T) {
 		}
 	}
 	// The log line says the same, as JSON on stdout.
-	if _, err := p.WaitLine(ctxT(t, time.Second), func(l handlerproc.Line) bool {
+	if _, err := p.WaitLine(testctx.Timeout(t, time.Second), func(l handlerproc.Line) bool {
 		return l.Str("level") == "error" && strings.Contains(l.Str("error"), "NimBus__Endpoint")
 	}); err != nil {
 		t.Errorf("no JSON error line naming the settings: %v\n%s", err, out)
@@ -102,11 +76,11 @@ func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if _, err := p.Stop(ctxT(t, 20*time.Second)); err != nil {
+		if _, err := p.Stop(testctx.Timeout(t, 20*time.Second)); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		t.Fatalf("GET / never answered 200: %v", err)
 	}
 	port := p.Port()
@@ -133,7 +107,7 @@ func TestBinaryServesTheHostAndShutsDownGracefully(t *testing.T) {
 	}
 	resp.Body.Close()
 
-	code, err := p.Stop(ctxT(t, 20*time.Second))
+	code, err := p.Stop(testctx.Timeout(t, 20*time.Second))
 	if err != nil {
 		t.Fatalf("no exit within 20s of SIGTERM: %v", err)
 	}

@@ -15,6 +15,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -79,8 +80,8 @@ func TestBinaryExportsOverOTLPWhenTheEndpointIsSet(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
-		_, _ = p.Stop(ctxT(t, 20*time.Second))
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
+		_, _ = p.Stop(testctx.Timeout(t, 20*time.Second))
 		t.Fatalf("not ready: %v", err)
 	}
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -91,7 +92,7 @@ func TestBinaryExportsOverOTLPWhenTheEndpointIsSet(t *testing.T) {
 		t.Fatalf("POST /Subscriber: %v %v", resp, err)
 	}
 	resp.Body.Close()
-	if code, err := p.Stop(ctxT(t, 20*time.Second)); err != nil || code != 0 {
+	if code, err := p.Stop(testctx.Timeout(t, 20*time.Second)); err != nil || code != 0 {
 		t.Fatalf("stop: code %d, %v; output:\n%s", code, err, p.Output(20))
 	}
 	rcv.mu.Lock()
@@ -122,7 +123,7 @@ func TestStartupRefusesOTLPOverGRPC(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 2 || !strings.Contains(p.Stderr(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Fatalf("code %d, %v; stderr %q", code, err, p.Stderr())
 	}

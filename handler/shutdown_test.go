@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -31,8 +32,8 @@ func startPaced(t *testing.T) *handlerproc.Proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = p.Stop(ctxT(t, 10*time.Second)) })
-	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
+	t.Cleanup(func() { _, _ = p.Stop(testctx.Timeout(t, 10*time.Second)) })
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -61,7 +62,7 @@ func TestSIGTERMEndsPausesAndExitsClean(t *testing.T) {
 	}
 	// Every invocation has failed and logged its line before it pauses.
 	for i := range n {
-		if _, err := p.WaitLine(ctxT(t, 20*time.Second), func(l handlerproc.Line) bool {
+		if _, err := p.WaitLine(testctx.Timeout(t, 20*time.Second), func(l handlerproc.Line) bool {
 			return l.Str("outcome") == "handler_failed" && l.Str("messageId") == fmt.Sprintf("m-%d", i)
 		}); err != nil {
 			t.Fatalf("invocation %d never failed: %v", i, err)
@@ -81,7 +82,7 @@ func TestSIGTERMEndsPausesAndExitsClean(t *testing.T) {
 			t.Fatal("paused invocations were not answered after SIGTERM")
 		}
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 0 {
 		t.Fatalf("exit %d, %v; output:\n%s", code, err, p.Output(20))
 	}
@@ -104,13 +105,13 @@ func TestSecondSIGTERMCutsOffAndExitsNonZero(t *testing.T) {
 	}
 	// The request is in the handler once it waits for the rest of the body;
 	// a GET on another connection proves the server is serving.
-	if err := p.WaitReady(ctxT(t, 5*time.Second)); err != nil {
+	if err := p.WaitReady(testctx.Timeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WaitLine(ctxT(t, 10*time.Second), func(l handlerproc.Line) bool {
+	if _, err := p.WaitLine(testctx.Timeout(t, 10*time.Second), func(l handlerproc.Line) bool {
 		return strings.HasPrefix(l.Str("message"), "shutting down")
 	}); err != nil {
 		t.Fatalf("no shutdown line: %v", err)
@@ -118,7 +119,7 @@ func TestSecondSIGTERMCutsOffAndExitsNonZero(t *testing.T) {
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil {
 		t.Fatalf("no exit after the second SIGTERM: %v", err)
 	}
@@ -149,7 +150,7 @@ func TestListenFailureIsOnStderr(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Wait(ctxT(t, 20*time.Second))
+	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 1 {
 		t.Fatalf("exit %d, %v", code, err)
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	sbdeferred "github.com/nimbus-go/functions-subscriber/internal/servicebus/deferred"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
@@ -231,7 +232,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 func newBase(cfg *config.Config, d Deps) *App {
 	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr}
 	if a.pause == nil {
-		a.pause = sleepCtx
+		a.pause = sleep.For
 	}
 	if a.metrics == nil {
 		a.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})

@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
 
@@ -357,18 +358,6 @@ func TestTransientFailuresArePacedByDeliveryCount(t *testing.T) {
 	}
 }
 
-func TestPauseEndsWhenTheHostCancels(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { sleepCtx(ctx, time.Hour); close(done) }()
-	cancel()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the pause ignored the host's cancellation")
-	}
-}
-
 // On shutdown a paced failure answers 503 at once instead of holding the
 // process for the rest of its pause.
 func TestShutdownEndsAPauseAndAnswers503(t *testing.T) {
@@ -378,7 +367,7 @@ func TestShutdownEndsAPauseAndAnswers503(t *testing.T) {
 	paused := make(chan struct{})
 	ta.App.pause = func(ctx context.Context, d time.Duration) {
 		close(paused)
-		sleepCtx(ctx, d)
+		sleep.For(ctx, d)
 	}
 	status := make(chan int, 1)
 	go func() {

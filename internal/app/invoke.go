@@ -138,21 +138,6 @@ func (a *App) pauseUnlessStopping(ctx context.Context, d time.Duration) {
 	a.pause(ctx, d)
 }
 
-// sleepCtx waits d before a transient failure is answered, so the broker's
-// immediate redelivery does not spend MaxDeliveryCount within moments of a
-// short outage. ctx ending ends the wait.
-func sleepCtx(ctx context.Context, d time.Duration) {
-	if d <= 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
 // finishInvocation records the invocation's metrics and span attributes
 // and writes its lines: the JSON line on stdout; for an answer that
 // completes the message, the summary and any warnings in the response's

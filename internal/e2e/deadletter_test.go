@@ -41,11 +41,11 @@ func TestDeadLetterPathWithoutPacing(t *testing.T) {
 		name, sid, messageID, eventID string
 		want                          message.DeadLetter
 	}{
-		{"permanent", perm.SessionID, perm.MessageID, perm.EventID, message.PermanentDeadLetter("Error", samplePermanentText)},
+		{"permanent", perm.SessionID, perm.MessageID, perm.EventID, message.NewPermanentDeadLetter("Error", samplePermanentText)},
 		{"unknown MessageType", unknown.SessionID, unknown.MessageID, unknown.EventID,
-			message.DeadLetterInvalidMessage(message.UnparseableMessageTypeText("FooRequest"))},
+			message.NewInvalidMessageDeadLetter(message.UnparseableMessageTypeText("FooRequest"))},
 		{"resubmission not from the Manager", failed.SessionID, resub.MessageID, failed.EventID,
-			message.DeadLetterUnauthorized(message.ResubmissionRequest)},
+			message.NewUnauthorizedDeadLetter(message.ResubmissionRequest)},
 	}
 	var deadAt time.Duration
 	s.waitUntil(60*time.Second, "3 messages dead-lettered", func() bool {

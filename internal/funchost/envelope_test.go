@@ -3,8 +3,6 @@ package funchost
 import (
 	"encoding/json"
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -13,20 +11,11 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
 
-func readFixture(t testing.TB, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("testdata", "host", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
 func TestDecodeServiceBusReplayFixtures(t *testing.T) {
 	wantBody := `{"orderId":"A-1001","amount":42.5,"customer":{"id":7},"lines":[1,2]}`
 	for _, name := range []string{"sb_session_binary.json", "sb_session_string.json"} {
 		t.Run(name, func(t *testing.T) {
-			m, err := DecodeServiceBus(readFixture(t, name), "message")
+			m, err := DecodeServiceBus(funchosttest.HostFixture(t, name), "message")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -53,7 +42,7 @@ func TestDecodeServiceBusReplayFixtures(t *testing.T) {
 }
 
 func TestDecodeTimerReplayFixture(t *testing.T) {
-	info, err := DecodeTimer(readFixture(t, "timer.json"), "timer")
+	info, err := DecodeTimer(funchosttest.HostFixture(t, "timer.json"), "timer")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +127,7 @@ func TestDecodeServiceBusAbsentValues(t *testing.T) {
 }
 
 func TestDecodeServiceBusMalformed(t *testing.T) {
-	good := string(readFixture(t, "sb_session_binary.json"))
+	good := string(funchosttest.HostFixture(t, "sb_session_binary.json"))
 	cases := map[string]string{
 		"not json":             `{"Data":`,
 		"array":                `[1,2]`,
@@ -279,8 +268,8 @@ func checkStr(t *testing.T, name string, got *string, want string) {
 }
 
 func FuzzDecodeServiceBus(f *testing.F) {
-	f.Add(readFixture(f, "sb_session_binary.json"))
-	f.Add(readFixture(f, "sb_session_string.json"))
+	f.Add(funchosttest.HostFixture(f, "sb_session_binary.json"))
+	f.Add(funchosttest.HostFixture(f, "sb_session_string.json"))
 	f.Add(nimbusEnvelope(false))
 	f.Add(nimbusEnvelope(true))
 	f.Add([]byte(`{"Data":{"message":null},"Metadata":{"MessageId":"\"\\\"\""}}`))

@@ -37,7 +37,7 @@ func TestReadLenientReadsWhatItCan(t *testing.T) {
 					t.Errorf("EventTypeId must fall back to the body: %v", in.EventTypeID)
 				}
 				// The notification can be built and names the event.
-				out := NewDeadLetterResponseFor(in, DeadLetterInvalidMessage(PropertyNotDefinedText(PropTo)), Timings{QueueTimeMs: -1})
+				out := NewDeadLetterResponse(in, NewInvalidMessageDeadLetter(PropertyNotDefinedText(PropTo)), Timings{QueueTimeMs: -1})
 				if out.ApplicationProperties[PropEventID] != nil || out.ApplicationProperties[PropOriginatingFrom] != "" {
 					t.Errorf("props %v", out.ApplicationProperties)
 				}
@@ -98,7 +98,7 @@ func FuzzReadLenient(f *testing.F) {
 			t.Fatalf("To %q, want %q", in.To, s)
 		}
 		// Every notification builder accepts what it returns.
-		_ = NewDeadLetterResponseFor(in, DeadLetterInvalidMessage(mt), Timings{})
+		_ = NewDeadLetterResponse(in, NewInvalidMessageDeadLetter(mt), Timings{})
 		_ = NewParkedCopy(in, body, 1, "")
 		_ = NewRetryRequest(in, body, "")
 	})

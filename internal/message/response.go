@@ -1,9 +1,6 @@
 package message
 
-import (
-	"strings"
-	"time"
-)
+import "time"
 
 // Outgoing is a message the subscriber sends to its own endpoint topic.
 // ApplicationProperties values are string, int32, int64 or nil (an AMQP
@@ -75,10 +72,7 @@ func NewResponse(in *Inbound, kind ResponseKind, t Timings, handoff *Handoff) *O
 		body = in.contentOrEmpty().AppendJSON(make([]byte, 0, 256))
 	case Duplicate:
 		props[PropMessageType] = SkipResponse.String()
-		c := Content{ErrorContent: &ErrorContent{ErrorText: Ptr(DuplicateDetected)}}
-		if in.Content != nil {
-			c.EventContent = in.Content.EventContent
-		}
+		c := Content{EventContent: in.eventContent(), ErrorContent: &ErrorContent{ErrorText: Ptr(DuplicateDetected)}}
 		body = c.AppendJSON(make([]byte, 0, 256))
 	case Unsupported:
 		props[PropMessageType] = UnsupportedResponse.String()
@@ -119,48 +113,22 @@ func NewHeartbeatResponse(in *Inbound, t Timings, now time.Time, version string)
 	return finish(in, props, t, c.AppendJSON(nil))
 }
 
+// finish adds the properties every response carries (see NewResponse), the
+// timings and the CloudEvent identity to props and returns the response.
 func finish(in *Inbound, props map[string]any, t Timings, body []byte) *Outgoing {
-	if in.EventID != nil {
-		props[PropEventID] = *in.EventID
-	} else {
-		props[PropEventID] = nil
-	}
-	orig := in.OriginatingMessageID
-	if strings.EqualFold(orig, Self) {
-		if in.MessageID != nil {
-			orig = *in.MessageID
-		} else {
-			orig = Self
-		}
-	}
-	props[PropOriginatingMessageID] = orig
-	parent := Self
-	if in.MessageID != nil {
-		parent = *in.MessageID
-	}
-	props[PropParentMessageID] = parent
-	var rc int32
-	if in.RetryCount != nil {
-		rc = *in.RetryCount
-	}
-	props[PropRetryCount] = rc
+	props[PropEventID] = in.eventIDValue()
+	props[PropOriginatingMessageID] = in.originatingMessageID()
+	props[PropParentMessageID] = in.parentMessageID()
+	props[PropRetryCount] = in.retryCount()
 	props[PropOriginatingFrom] = in.From
-	if in.EventTypeID != nil {
-		props[PropEventTypeID] = *in.EventTypeID
-	} else {
-		props[PropEventTypeID] = nil
-	}
+	props[PropEventTypeID] = in.eventTypeIDValue()
 	if t.QueueTimeMs >= 0 {
 		props[PropQueueTimeMs] = t.QueueTimeMs
 	}
 	props[PropProcessingTimeMs] = max(t.ProcessingTimeMs, 0)
 	in.addCloudEventIdentity(props)
 
-	out := &Outgoing{ApplicationProperties: props, Body: body, CorrelationID: in.MessageID}
-	if in.SessionID != nil {
-		out.SessionID = *in.SessionID
-	}
-	return out
+	return &Outgoing{SessionID: in.sessionID(), CorrelationID: in.MessageID, ApplicationProperties: props, Body: body}
 }
 
 // addCloudEventIdentity writes CloudEventId, CloudEventSource,

@@ -2,8 +2,6 @@ package minihost
 
 import (
 	"bytes"
-	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,19 +10,6 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
-
-// The fixture in testdata is the compact body the host's serializer emits
-// for a session Service Bus trigger with dataType binary, captured from the
-// Functions host.
-
-func fixture(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile("testdata/" + name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
 
 func ptr[T any](v T) *T { return &v }
 
@@ -63,7 +48,7 @@ func TestServiceBusInvocationMatchesFixture(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := fixture(t, "sb_session_binary.json"); !bytes.Equal(got, want) {
+	if want := funchosttest.HostFixture(t, "sb_session_binary.json"); !bytes.Equal(got, want) {
 		t.Fatalf("envelope differs from the fixture\n got %s\nwant %s", got, want)
 	}
 }
@@ -110,24 +95,4 @@ func TestTriggerFromMessage(t *testing.T) {
 	if tr := TriggerFromMessage(m, lockedUntil, "ns", "id"); !tr.ExpiresAt.IsZero() {
 		t.Errorf("ExpiresAt = %v, want zero (capped)", tr.ExpiresAt)
 	}
-}
-
-// metadataKeys returns Metadata's keys in wire order.
-func metadataKeys(t *testing.T, envelope []byte) []string {
-	t.Helper()
-	keys, err := funchosttest.MetadataKeys(envelope)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, envelope)
-	}
-	return keys
-}
-
-// decodeTwice reads a host string value: a JSON string holding a JSON text.
-func decodeTwice(t *testing.T, raw json.RawMessage) string {
-	t.Helper()
-	s, err := funchosttest.DecodeTwice(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	return s
 }

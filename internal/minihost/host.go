@@ -11,6 +11,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 )
 
 // Config configures a Host. Client, Topic, Subscription, Function and
@@ -217,7 +218,7 @@ func (h *Host) worker(ctx context.Context) {
 			// or a broker error: back off a little before trying again.
 			var sbErr *azservicebus.Error
 			if !(errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-				sleep(ctx, 100*time.Millisecond)
+				sleep.For(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
@@ -269,7 +270,7 @@ func (h *Host) receiveLoop(ctx context.Context, r *azservicebus.Receiver) {
 		if len(ms) == 0 {
 			<-slots
 			if err != nil && ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
-				sleep(ctx, 100*time.Millisecond)
+				sleep.For(ctx, 100*time.Millisecond)
 			}
 			continue
 		}
@@ -362,14 +363,5 @@ func (h *Host) process(sr settler, m *azservicebus.ReceivedMessage, sessionLocke
 	}
 	if err != nil {
 		h.settleErrors.Add(1)
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

@@ -18,19 +18,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 const endpoint = "Erp"
 
 var guidRE = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 // invocation is what a test handler sees of one request.
 type invocation struct {
@@ -62,8 +56,8 @@ func decodeInvocation(t *testing.T, r *http.Request) *invocation {
 	if inv.body, err = base64.StdEncoding.DecodeString(env.Data["message"]); err != nil {
 		t.Errorf("Data.message is not base64: %v", err)
 	}
-	inv.messageID = decodeTwice(t, env.Metadata["MessageId"])
-	inv.sessionID = decodeTwice(t, env.Metadata["SessionId"])
+	inv.messageID = funchosttest.DecodeTwice(t, env.Metadata["MessageId"])
+	inv.sessionID = funchosttest.DecodeTwice(t, env.Metadata["SessionId"])
 	if err := json.Unmarshal(env.Metadata["DeliveryCount"], &inv.delivery); err != nil {
 		t.Errorf("DeliveryCount: %v", err)
 	}
@@ -89,6 +83,14 @@ type hostFixture struct {
 // consuming Erp/Erp.
 func start(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), mutate func(*Config)) *hostFixture {
 	t.Helper()
+	return startHost(t, topo, handler, Config{Topic: endpoint, Subscription: endpoint, Function: "Subscriber",
+		SessionIdleTimeout: 200 * time.Millisecond, AcceptTimeout: 500 * time.Millisecond}, mutate)
+}
+
+// startHost runs the Service Bus stand-in with topo, a handler server and a
+// Host with cfg, its Client and Invoker filled in, then changed by mutate.
+func startHost(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), cfg Config, mutate func(*Config)) *hostFixture {
+	t.Helper()
 	sb := testenv.StartServiceBus(t, topo)
 	client := sb.Client(t)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -100,8 +102,7 @@ func start(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter
 		handler(w, inv)
 	}))
 	t.Cleanup(srv.Close)
-	cfg := Config{Client: client, Topic: endpoint, Subscription: endpoint, Function: "Subscriber",
-		Invoker: &Invoker{BaseURL: srv.URL}, SessionIdleTimeout: 200 * time.Millisecond, AcceptTimeout: 500 * time.Millisecond}
+	cfg.Client, cfg.Invoker = client, &Invoker{BaseURL: srv.URL}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -128,7 +129,7 @@ func (f *hostFixture) send(t *testing.T, msgs ...*azservicebus.Message) {
 	}
 	defer s.Close(context.Background())
 	for _, m := range msgs {
-		if err := s.SendMessage(ctxT(t, 10*time.Second), m, nil); err != nil {
+		if err := s.SendMessage(testctx.Timeout(t, 10*time.Second), m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -145,7 +146,7 @@ func event(session, id string, props map[string]any) *azservicebus.Message {
 // assertDrained checks no session of the subscription has messages left.
 func (f *hostFixture) assertDrained(t *testing.T) {
 	t.Helper()
-	_, err := f.client.AcceptNextSessionForSubscription(ctxT(t, 700*time.Millisecond), endpoint, endpoint, nil)
+	_, err := f.client.AcceptNextSessionForSubscription(testctx.Timeout(t, 700*time.Millisecond), endpoint, endpoint, nil)
 	if err == nil {
 		t.Fatal("a session still has messages")
 	}
@@ -165,7 +166,7 @@ func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
 		event("b", "m-2", nil),
 		event("a", "m-3", nil),
 	)
-	if err := f.host.WaitFor(ctxT(t, 15*time.Second), func(s Stats) bool { return s.Completes == 3 }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 15*time.Second), func(s Stats) bool { return s.Completes == 3 }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -202,7 +203,7 @@ func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
 	wantKeys := "MessageReceiver,MessageSession,MessageActions,SessionActions,ReceiveActions,Client,DeliveryCount," +
 		"LockToken,ExpiresAtUtc,ExpiresAt,EnqueuedTimeUtc,EnqueuedTime,MessageId,SequenceNumber," +
 		"ApplicationProperties,UserProperties,SessionId,sys"
-	if keys := strings.Join(metadataKeys(t, inv.raw), ","); keys != wantKeys {
+	if keys := strings.Join(funchosttest.MetadataKeys(t, inv.raw), ","); keys != wantKeys {
 		t.Errorf("Metadata keys\n got %s\nwant %s", keys, wantKeys)
 	}
 	var actions struct{ SessionLockedUntil string }
@@ -217,7 +218,7 @@ func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
 	if e, err := time.Parse("2006-01-02T15:04:05", enq); err != nil || time.Since(e) > time.Minute {
 		t.Errorf("EnqueuedTimeUtc %q: %v", enq, err)
 	}
-	if !guidRE.MatchString(decodeTwice(t, inv.metadata["LockToken"])) {
+	if !guidRE.MatchString(funchosttest.DecodeTwice(t, inv.metadata["LockToken"])) {
 		t.Errorf("LockToken %s", inv.metadata["LockToken"])
 	}
 	var sys struct{ MethodName, RandGuid string }
@@ -262,7 +263,7 @@ func TestHostAbandonsFailedInvocationsAndTheBrokerRedelivers(t *testing.T) {
 	for i, id := range ids {
 		f.send(t, event(fmt.Sprintf("s-%d", i), id, nil))
 	}
-	if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 4 }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 4 }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -291,7 +292,7 @@ func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
 		w.WriteHeader(http.StatusInternalServerError)
 	}, nil)
 	f.send(t, event("s", "poison", nil))
-	if err := f.host.WaitFor(ctxT(t, 15*time.Second), func(s Stats) bool { return s.Abandons == 3 }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 15*time.Second), func(s Stats) bool { return s.Abandons == 3 }); err != nil {
 		t.Fatal(err)
 	}
 	// The third abandon dead-lettered the message: once it is in the
@@ -301,7 +302,7 @@ func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := dlq.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+	ms, err := dlq.ReceiveMessages(testctx.Timeout(t, 10*time.Second), 1, nil)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("dead-letter queue: %v %v", ms, err)
 	}
@@ -371,7 +372,7 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 		}
 	}
 	f.send(t, msgs...)
-	if err := f.host.WaitFor(ctxT(t, 30*time.Second), func(s Stats) bool { return s.Completes == sessions*perSession }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 30*time.Second), func(s Stats) bool { return s.Completes == sessions*perSession }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -421,7 +422,7 @@ func TestHostStopLetsTheInFlightInvocationSettle(t *testing.T) {
 	}
 	stopped := make(chan stopResult, 1)
 	go func() {
-		err := f.host.Stop(ctxT(t, 10*time.Second))
+		err := f.host.Stop(testctx.Timeout(t, 10*time.Second))
 		stopped <- stopResult{err, f.host.Stats()}
 	}()
 	// Release the invocation only once Stop has cancelled the workers: from
@@ -496,7 +497,7 @@ func TestInvokerVerdicts(t *testing.T) {
 	defer srv.Close()
 	iv := &Invoker{BaseURL: srv.URL + "/", HostVersion: "4.0.1"}
 	for path, want := range map[string]bool{"json": true, "textjson": true, "plain": false, "empty": false, "invalid": false, "error": false} {
-		res, err := iv.Invoke(ctxT(t, 5*time.Second), path, []byte(`{"Data":{},"Metadata":{}}`))
+		res, err := iv.Invoke(testctx.Timeout(t, 5*time.Second), path, []byte(`{"Data":{},"Metadata":{}}`))
 		if err != nil {
 			t.Fatalf("%s: %v", path, err)
 		}
@@ -506,7 +507,7 @@ func TestInvokerVerdicts(t *testing.T) {
 	}
 
 	timer := funchosttest.TimerEnvelope(funchosttest.Timer{FunctionName: "InboxCleanup", Next: time.Now(), UtcNow: time.Now(), RandGUID: NewGUID()})
-	res, err := iv.Invoke(ctxT(t, 5*time.Second), "json", timer)
+	res, err := iv.Invoke(testctx.Timeout(t, 5*time.Second), "json", timer)
 	if err != nil || !res.Succeeded {
 		t.Fatalf("timer invocation: %v %v", res, err)
 	}
@@ -516,7 +517,7 @@ func TestInvokerVerdicts(t *testing.T) {
 	}
 
 	srv.Close()
-	if _, err := iv.Invoke(ctxT(t, 5*time.Second), "json", timer); err == nil {
+	if _, err := iv.Invoke(testctx.Timeout(t, 5*time.Second), "json", timer); err == nil {
 		t.Error("invoking a closed server succeeded")
 	}
 }

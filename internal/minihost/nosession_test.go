@@ -5,13 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -19,35 +19,8 @@ import (
 // and a Host consuming Erp/DeferredProcessor without sessions.
 func startNoSessions(t *testing.T, topo testenv.Topology, handler func(http.ResponseWriter, *invocation), mutate func(*Config)) *hostFixture {
 	t.Helper()
-	sb := testenv.StartServiceBus(t, topo)
-	client := sb.Client(t)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		inv := decodeInvocation(t, r)
-		if inv == nil {
-			w.WriteHeader(http.StatusBadRequest)
-			return
-		}
-		handler(w, inv)
-	}))
-	t.Cleanup(srv.Close)
-	cfg := Config{Client: client, Topic: endpoint, Subscription: testenv.DeferredProcessorSub, NoSessions: true,
-		Function: "DeferredProcessor", Invoker: &Invoker{BaseURL: srv.URL}, AcceptTimeout: 500 * time.Millisecond}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	h, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := h.Stop(context.Background()); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return &hostFixture{host: h, client: client}
+	return startHost(t, topo, handler, Config{Topic: endpoint, Subscription: testenv.DeferredProcessorSub, NoSessions: true,
+		Function: "DeferredProcessor", AcceptTimeout: 500 * time.Millisecond}, mutate)
 }
 
 // processDeferred is a ProcessDeferredRequest as the topology routes it: To
@@ -91,7 +64,7 @@ func TestHostWithoutSessionsRunsUpToMaxConcurrentCalls(t *testing.T) {
 	for i := range total {
 		f.send(t, processDeferred(fmt.Sprintf("s-%d", i%2), fmt.Sprintf("pd-%d", i)))
 	}
-	if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == total }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == total }); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.host.MaxInFlight(); got != calls {
@@ -140,7 +113,7 @@ func TestHostWithoutSessionsAbandonsFailuresAndTheBrokerRedelivers(t *testing.T)
 		ok(w)
 	}, nil)
 	f.send(t, processDeferred("a", "fails-once"), processDeferred("b", "fine"))
-	if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 2 }); err != nil {
+	if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 2 }); err != nil {
 		t.Fatal(err)
 	}
 	mu.Lock()
@@ -189,7 +162,7 @@ func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
 			}, func(cfg *Config) { cfg.LockRenewInterval = c.renew })
 			f.send(t, processDeferred("a", "long"))
 			if c.renewed {
-				if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 }); err != nil {
+				if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 }); err != nil {
 					t.Fatal(err)
 				}
 				if s := f.host.Stats(); s != (Stats{Invocations: 1, Completes: 1}) {
@@ -200,7 +173,7 @@ func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
 			}
 			// The redelivery completes; the first invocation's completion
 			// comes after its lock expired and is refused.
-			if err := f.host.WaitFor(ctxT(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 && s.SettleErrors == 1 }); err != nil {
+			if err := f.host.WaitFor(testctx.Timeout(t, 20*time.Second), func(s Stats) bool { return s.Completes == 1 && s.SettleErrors == 1 }); err != nil {
 				t.Fatal(err)
 			}
 			mu.Lock()
@@ -221,7 +194,7 @@ func assertSubscriptionEmpty(t *testing.T, c *azservicebus.Client) {
 		t.Fatal(err)
 	}
 	defer r.Close(context.Background())
-	ms, err := r.PeekMessages(ctxT(t, 5*time.Second), 10, nil)
+	ms, err := r.PeekMessages(testctx.Timeout(t, 5*time.Second), 10, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

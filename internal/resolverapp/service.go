@@ -14,6 +14,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
@@ -112,7 +113,7 @@ func NewService(o Options) (*Service, error) {
 		o.Now = time.Now
 	}
 	if o.Pause == nil {
-		o.Pause = sleep
+		o.Pause = sleep.For
 	}
 	if o.Tracer == nil {
 		o.Tracer = otel.GetTracerProvider().Tracer(telemetry.TracerName)
@@ -364,15 +365,6 @@ func (s *Service) storeFailure(ctx context.Context, r *received, err error, rep 
 func retryable(err error) bool {
 	return !errors.Is(err, errNoProjection) && !errors.Is(err, tracking.ErrInvalidArgument) && !isPermanent(err) &&
 		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // isPermanent reports a store failure that retrying cannot fix. An error

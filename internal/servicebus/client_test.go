@@ -11,6 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -52,7 +53,7 @@ func TestRetryPausesMatchTheSDK(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close(context.Background()) })
 	lo, hi := retryPauses(retry, minJitter), RetryPauseBound(retry)
 	start := time.Now()
-	err = c.Send(ctxT(t, 20*time.Second), "q", &Message{Body: []byte("x")})
+	err = c.Send(testctx.Timeout(t, 20*time.Second), "q", &Message{Body: []byte("x")})
 	took := time.Since(start)
 	if err == nil {
 		t.Fatal("send to a refusing port succeeded")
@@ -90,7 +91,7 @@ func recvQueue(t *testing.T, sb *testenv.ServiceBus, queue string, n int) []*azs
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testctx.Timeout(t, 20*time.Second)
 	var got []*azservicebus.ReceivedMessage
 	for len(got) < n {
 		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
@@ -115,10 +116,10 @@ func TestSendSetsEveryField(t *testing.T) {
 		Subject:               "subj",
 		To:                    "Somewhere",
 	}
-	if err := c.Send(ctxT(t, 10*time.Second), "q", full); err != nil {
+	if err := c.Send(testctx.Timeout(t, 10*time.Second), "q", full); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.Send(ctxT(t, 10*time.Second), "q", &Message{Body: []byte("bare")}); err != nil {
+	if err := c.Send(testctx.Timeout(t, 10*time.Second), "q", &Message{Body: []byte("bare")}); err != nil {
 		t.Fatal(err)
 	}
 	got := recvQueue(t, sb, "q", 2)
@@ -151,7 +152,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			entity := []string{"a", "b"}[i%2]
-			if err := c.Send(ctxT(t, 20*time.Second), entity, &Message{Body: []byte(entity)}); err != nil {
+			if err := c.Send(testctx.Timeout(t, 20*time.Second), entity, &Message{Body: []byte(entity)}); err != nil {
 				errs <- err
 			}
 		}()
@@ -169,7 +170,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 		t.Fatalf("senders = %v, want one each for a and b", m)
 	}
 	sa := m["a"]
-	if err := c.Send(ctxT(t, 10*time.Second), "a", &Message{Body: []byte("a")}); err != nil {
+	if err := c.Send(testctx.Timeout(t, 10*time.Second), "a", &Message{Body: []byte("a")}); err != nil {
 		t.Fatal(err)
 	}
 	if (*c.senders.Load())["a"] != sa || c.sendersCreated.Load() != 2 {
@@ -182,7 +183,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 			}
 		}
 	}
-	if err := c.Send(ctxT(t, 5*time.Second), " ", &Message{}); err == nil {
+	if err := c.Send(testctx.Timeout(t, 5*time.Second), " ", &Message{}); err == nil {
 		t.Error("send to a blank entity succeeded")
 	}
 }
@@ -190,7 +191,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 func TestScheduleEnqueuesAtTheTime(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q", RequiresSession: true}}})
 	c := newClient(t, sb.ConnectionString)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testctx.Timeout(t, 20*time.Second)
 
 	// A message scheduled far ahead stays out of the queue...
 	later, err := c.Schedule(ctx, "q", &Message{Body: []byte("later"), SessionID: "s"}, time.Now().Add(time.Hour))
@@ -246,7 +247,7 @@ func parked(session string, i int) *Message {
 func TestSessionReceive(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
-	ctx := ctxT(t, 30*time.Second)
+	ctx := testctx.Timeout(t, 30*time.Second)
 	for i := 1; i <= 3; i++ {
 		if err := c.Send(ctx, endpoint, parked("s-1", i)); err != nil {
 			t.Fatal(err)
@@ -339,7 +340,7 @@ func TestSessionReceive(t *testing.T) {
 func TestCloseEndsEveryOperation(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testctx.Timeout(t, 20*time.Second)
 	for _, e := range []string{endpoint, testenv.ResolverTopic} {
 		if err := c.Send(ctx, e, parked("s", 1)); err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ func TestResolverSchedulerResendsOnTheResolverTopic(t *testing.T) {
 		CorrelationID: &corr, ContentType: "application/json", Subject: "subj",
 		Properties: map[string]any{"MessageType": "ResolutionResponse", "From": endpoint, resolverapp.PropThrottleRetryCount: int32(3), "QueueTimeMs": int64(5)},
 	}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testctx.Timeout(t, 20*time.Second)
 	at := time.Now().Add(300 * time.Millisecond).Truncate(time.Millisecond)
 	if err := s.ScheduleRedelivery(ctx, r, at); err != nil {
 		t.Fatal(err)

@@ -14,17 +14,11 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 const endpoint = "Erp"
-
-func ctxT(tb testing.TB, d time.Duration) context.Context {
-	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	tb.Cleanup(cancel)
-	return ctx
-}
 
 // fastRetry keeps failure tests short: DefaultRetry pauses up to 29.3 s.
 var fastRetry = azservicebus.RetryOptions{
@@ -108,7 +102,7 @@ func TestServiceBusPublisherRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			session := fmt.Sprintf("s-%d", i)
 			out := message.NewResponse(inbound(t, tc.messageID, session, tc.eventID), tc.kind, tc.timings, nil)
-			if err := p.Publish(ctxT(t, 10*time.Second), out); err != nil {
+			if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); err != nil {
 				t.Fatal(err)
 			}
 			got := receiveResolver(t, c, session, 1)[0]
@@ -205,7 +199,7 @@ func TestServiceBusPublisherConnectsOnlyOnFirstPublish(t *testing.T) {
 	}
 	// The peer accepts TCP but never speaks AMQP: the publish must fail, not hang.
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
-	err := p.Publish(ctxT(t, 2*time.Second), out)
+	err := p.Publish(testctx.Timeout(t, 2*time.Second), out)
 	if err == nil {
 		t.Fatal("publish to a silent peer succeeded")
 	}
@@ -221,12 +215,12 @@ func TestServiceBusPublisherFailedSendReturnsError(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	p := newPublisher(t, sb.ConnectionString)
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
-	if err := p.Publish(ctxT(t, 10*time.Second), out); err != nil {
+	if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); err != nil {
 		t.Fatal(err)
 	}
 	sb.Stop()
 	start := time.Now()
-	if err := p.Publish(ctxT(t, 10*time.Second), out); err == nil {
+	if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); err == nil {
 		t.Fatal("publish with the broker gone succeeded")
 	}
 	if d := time.Since(start); d > 8*time.Second {
@@ -262,7 +256,7 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 			for i := range each {
 				out := message.NewResponse(inbound(t, message.Ptr(fmt.Sprintf("m-%d-%d", g, i)), fmt.Sprintf("s-%d", g), "e"),
 					message.Resolution, message.Timings{}, nil)
-				if err := p.Publish(ctxT(t, 20*time.Second), out); err != nil {
+				if err := p.Publish(testctx.Timeout(t, 20*time.Second), out); err != nil {
 					errs <- err
 				}
 			}
@@ -284,7 +278,7 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}
-	ctx := ctxT(t, 20*time.Second)
+	ctx := testctx.Timeout(t, 20*time.Second)
 	for len(seen) < goroutines*each {
 		ms, err := r.ReceiveMessages(ctx, 100, nil)
 		if err != nil {
@@ -308,10 +302,10 @@ func TestServiceBusPublisherRetriesFailedCreation(t *testing.T) {
 		return newSDKClient(o)
 	}
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
-	if err := p.Publish(ctxT(t, 10*time.Second), out); !errors.Is(err, boom) {
+	if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); !errors.Is(err, boom) {
 		t.Fatalf("first publish: %v, want the creation error", err)
 	}
-	if err := p.Publish(ctxT(t, 10*time.Second), out); err != nil {
+	if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); err != nil {
 		t.Fatalf("second publish: %v", err)
 	}
 	if calls.Load() != 2 {
@@ -323,21 +317,21 @@ func TestServiceBusPublisherRetriesFailedCreation(t *testing.T) {
 func TestServiceBusPublisherClose(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	unused := newPublisher(t, sb.ConnectionString)
-	if err := unused.Close(ctxT(t, 5*time.Second)); err != nil {
+	if err := unused.Close(testctx.Timeout(t, 5*time.Second)); err != nil {
 		t.Fatalf("closing an unused publisher: %v", err)
 	}
 	p := newPublisher(t, sb.ConnectionString)
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
-	if err := p.Publish(ctxT(t, 10*time.Second), out); err != nil {
+	if err := p.Publish(testctx.Timeout(t, 10*time.Second), out); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Close(ctxT(t, 5*time.Second)); err != nil {
+	if err := p.Close(testctx.Timeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Close(ctxT(t, 5*time.Second)); err != nil {
+	if err := p.Close(testctx.Timeout(t, 5*time.Second)); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if err := p.Publish(ctxT(t, 5*time.Second), out); !errors.Is(err, ErrClosed) {
+	if err := p.Publish(testctx.Timeout(t, 5*time.Second), out); !errors.Is(err, ErrClosed) {
 		t.Fatalf("publish after Close: %v, want ErrClosed", err)
 	}
 }
@@ -418,7 +412,7 @@ func TestUnparsableConnectionStringFailsFirstUse(t *testing.T) {
 		c := newClient(t, conn)
 		msg := &Message{Body: []byte("x")}
 		for attempt := range 2 {
-			err := c.Send(ctxT(t, 5*time.Second), endpoint, msg)
+			err := c.Send(testctx.Timeout(t, 5*time.Second), endpoint, msg)
 			if err == nil {
 				t.Fatalf("%d: send with an unparsable connection string succeeded", attempt)
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -34,7 +35,7 @@ func TestSendCarriesTheSendSpansTraceContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
-	ctx := telemetry.Extract(ctxT(t, 20*time.Second), map[string]any{
+	ctx := telemetry.Extract(testctx.Timeout(t, 20*time.Second), map[string]any{
 		telemetry.PropTraceParent: "00-" + traceID + "-00f067aa0ba902b7-01", telemetry.PropTraceState: "congo=t61rcWkgMzE"})
 
 	out := message.NewResponse(inbound(t, message.Ptr("in-1"), "s-trace", "ev-1"), message.Resolution, message.Timings{QueueTimeMs: 1}, nil)
@@ -72,16 +73,16 @@ func TestSendCarriesTheSendSpansTraceContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = plain.Close(context.Background()) })
-	if err := plain.Send(ctxT(t, 10*time.Second), "q", &Message{Body: []byte("{}"), SessionID: "s-plain",
+	if err := plain.Send(testctx.Timeout(t, 10*time.Second), "q", &Message{Body: []byte("{}"), SessionID: "s-plain",
 		ApplicationProperties: map[string]any{"To": "Resolver"}}); err != nil {
 		t.Fatal(err)
 	}
 	for session, wantTrace := range map[string]bool{"s-sched": true, "s-plain": false} {
-		r, err := sb.Client(t).AcceptSessionForQueue(ctxT(t, 10*time.Second), "q", session, nil)
+		r, err := sb.Client(t).AcceptSessionForQueue(testctx.Timeout(t, 10*time.Second), "q", session, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ms, err := r.ReceiveMessages(ctxT(t, 10*time.Second), 1, nil)
+		ms, err := r.ReceiveMessages(testctx.Timeout(t, 10*time.Second), 1, nil)
 		if err != nil || len(ms) != 1 {
 			t.Fatalf("%s: %d messages, %v", session, len(ms), err)
 		}

@@ -181,6 +181,6 @@ func (j *job) denied() (end result, denied bool) {
 	if strings.EqualFold(j.in.From, message.ManagerID) {
 		return result{}, false
 	}
-	dl := message.DeadLetterUnauthorized(j.in.Type)
+	dl := message.NewUnauthorizedDeadLetter(j.in.Type)
 	return result{outcome: OutcomeUnauthorized, err: &UnauthorizedError{Type: j.in.Type.String()}, deadLetter: &dl}, true
 }

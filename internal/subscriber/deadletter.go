@@ -36,7 +36,7 @@ func (p *Pipeline) lastDeliveryNotice(ctx context.Context, j *job) {
 // recorded in r.NoticeErr and changes nothing else: the message is
 // dead-lettered either way.
 func (p *Pipeline) sendNotice(ctx context.Context, r *Report, in *message.Inbound) {
-	out := message.NewDeadLetterResponseFor(in, deadLetterOf(r), message.Timings{QueueTimeMs: -1})
+	out := message.NewDeadLetterResponse(in, deadLetterOf(r), message.Timings{QueueTimeMs: -1})
 	if err := p.o.Publisher.Publish(ctx, out); err != nil {
 		r.NoticeErr = err
 		return
@@ -68,13 +68,13 @@ func deadLetterOf(r *Report) message.DeadLetter {
 	case r.Err == nil:
 		return message.DeadLetter{Reason: "MaxDeliveryCountExceeded", Description: string(r.Outcome)}
 	case errors.As(r.Err, &ute):
-		return message.UnexpectedDeadLetter(message.TypeUnsupportedMessageTypeException, r.Err.Error())
+		return message.NewUnexpectedDeadLetter(message.TypeUnsupportedMessageTypeException, r.Err.Error())
 	case errors.As(r.Err, &ue):
-		return message.UnexpectedDeadLetter(message.TypeUnauthorizedAccessException, r.Err.Error())
+		return message.NewUnexpectedDeadLetter(message.TypeUnauthorizedAccessException, r.Err.Error())
 	case r.Outcome == OutcomeInvalidMessage && !IsPermanent(r.Err):
-		return message.DeadLetterInvalidMessage(r.Err.Error())
+		return message.NewInvalidMessageDeadLetter(r.Err.Error())
 	case IsPermanent(r.Err):
-		return message.PermanentDeadLetter(ErrorType(r.Err), errorText(r.Err))
+		return message.NewPermanentDeadLetter(ErrorType(r.Err), errorText(r.Err))
 	}
 	text, typ := errorText(r.Err), ErrorType(r.Err)
 	return message.DeadLetter{

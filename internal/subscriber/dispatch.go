@@ -56,13 +56,13 @@ func (j *job) dispatch(ctx context.Context) (h HandlerFunc, end result, done boo
 	// whose EventContent is null reaches the handler (NimBus's dispatch),
 	// with empty JSON.
 	if j.in.Content == nil {
-		dl := message.DeadLetterUnreadableBody()
+		dl := message.NewUnreadableBodyDeadLetter()
 		return nil, result{outcome: OutcomeInvalidMessage, err: Permanent(errors.New("message body has no readable EventContent")), deadLetter: &dl}, true
 	}
 	if ec := j.in.Content.EventContent; ec != nil && ec.EventTypeID != nil && *ec.EventTypeID != "" && *ec.EventTypeID != j.eventTypeID {
 		// The body's value is payload: say only that it differs (the
 		// Resolver's notice carries NimBus's text, which quotes it).
-		dl := message.DeadLetterTypeMismatch(j.eventTypeID, *ec.EventTypeID)
+		dl := message.NewTypeMismatchDeadLetter(j.eventTypeID, *ec.EventTypeID)
 		err := Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
 		return nil, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: &dl}, true
 	}

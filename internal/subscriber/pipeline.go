@@ -216,7 +216,7 @@ func (j *job) process(ctx context.Context) result {
 	if in.EventID == nil {
 		// NimBus reads EventId with its throwing accessor: a null value is as
 		// absent as a missing property, and the session guard keys on it.
-		dl := message.DeadLetterInvalidMessage(message.PropertyNotDefinedText(message.PropEventID))
+		dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
 		return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}, deadLetter: &dl}
 	}
 	switch in.Type {
@@ -236,7 +236,7 @@ func (j *job) process(ctx context.Context) result {
 	case message.HandoffFailedRequest:
 		return j.handoffFailed(ctx)
 	}
-	dl := message.DeadLetterUnsupportedType(in.Type)
+	dl := message.NewUnsupportedTypeDeadLetter(in.Type)
 	return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: in.Type.String()}, deadLetter: &dl}
 }
 
@@ -245,7 +245,7 @@ func (j *job) process(ctx context.Context) result {
 func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 	var ime *message.InvalidMessageError
 	if !errors.As(err, &ime) {
-		dl := message.DeadLetterInvalidMessage(err.Error())
+		dl := message.NewInvalidMessageDeadLetter(err.Error())
 		return &dl
 	}
 	text := message.PropertyNotDefinedText(ime.Property)
@@ -254,7 +254,7 @@ func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 			text = message.UnparseableMessageTypeText(raw)
 		}
 	}
-	dl := message.DeadLetterInvalidMessage(text)
+	dl := message.NewInvalidMessageDeadLetter(text)
 	return &dl
 }
 

@@ -11,18 +11,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 // These tests drive the Service Bus stand-in with the real azservicebus SDK;
 // they are the specification of what scripts/testenv/sbfake.js does.
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
 
 func send(t *testing.T, c *azservicebus.Client, entity string, msgs ...*azservicebus.Message) {
 	t.Helper()
@@ -32,7 +26,7 @@ func send(t *testing.T, c *azservicebus.Client, entity string, msgs ...*azservic
 	}
 	defer s.Close(context.Background())
 	for _, m := range msgs {
-		if err := s.SendMessage(ctxT(t, 10*time.Second), m, nil); err != nil {
+		if err := s.SendMessage(testctx.Timeout(t, 10*time.Second), m, nil); err != nil {
 			t.Fatalf("send to %s: %v", entity, err)
 		}
 	}
@@ -46,7 +40,7 @@ type receiver interface {
 func receive(t *testing.T, r receiver, n int) []*azservicebus.ReceivedMessage {
 	t.Helper()
 	var got []*azservicebus.ReceivedMessage
-	ctx := ctxT(t, 10*time.Second)
+	ctx := testctx.Timeout(t, 10*time.Second)
 	for len(got) < n {
 		ms, err := r.ReceiveMessages(ctx, n-len(got), nil)
 		if err != nil {
@@ -113,11 +107,11 @@ func TestQueueRoundTripKeepsAMQPTypesAndAssignsMessageID(t *testing.T) {
 		t.Errorf("sequence numbers not increasing: %d then %d", *m.SequenceNumber, *got[1].SequenceNumber)
 	}
 	for _, x := range got {
-		if err := r.CompleteMessage(ctxT(t, 5*time.Second), x, nil); err != nil {
+		if err := r.CompleteMessage(testctx.Timeout(t, 5*time.Second), x, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
-	peeked, err := r.PeekMessages(ctxT(t, 5*time.Second), 10, nil)
+	peeked, err := r.PeekMessages(testctx.Timeout(t, 5*time.Second), 10, nil)
 	if err != nil || len(peeked) != 0 {
 		t.Fatalf("after complete: peek = %d messages, err %v", len(peeked), err)
 	}
@@ -136,7 +130,7 @@ func TestTopicRoutesToDeclaredSubscriptionsBeforeAnyReceiver(t *testing.T) {
 	)
 
 	// The endpoint subscription: To=Erp, and Retry rewritten to Erp with From stamped.
-	er, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Erp", "Erp", "s1", nil)
+	er, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Erp", "Erp", "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +147,7 @@ func TestTopicRoutesToDeclaredSubscriptionsBeforeAnyReceiver(t *testing.T) {
 	receiveNone(t, er, 300*time.Millisecond)
 
 	// The Resolver topic: the forwarded response (From stamped) and the audit copy of To=Erp.
-	rr, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Resolver", "Resolver", "s1", nil)
+	rr, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Resolver", "Resolver", "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +164,7 @@ func TestTopicRoutesToDeclaredSubscriptionsBeforeAnyReceiver(t *testing.T) {
 	receiveNone(t, rr, 300*time.Millisecond)
 
 	// Deferred needs OriginalSessionId.
-	dr, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Erp", "Deferred", "s1", nil)
+	dr, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Erp", "Deferred", "s1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,11 +178,11 @@ func TestFanOutCopiesShareTheBrokerMessageID(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology("Erp"))
 	c := sb.Client(t)
 	send(t, c, "Erp", &azservicebus.Message{Body: []byte("e"), SessionID: ptr("s"), ApplicationProperties: map[string]any{"To": "Erp"}})
-	a, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Erp", "Erp", "s", nil)
+	a, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Erp", "Erp", "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Resolver", "Resolver", "s", nil)
+	b, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Resolver", "Resolver", "s", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +202,7 @@ func TestForwarderStampsFromToAndFreshEventID(t *testing.T) {
 	}
 	send(t, c, "Pub", ev(), ev(), &azservicebus.Message{Body: []byte("x"), SessionID: ptr("o-1"),
 		ApplicationProperties: map[string]any{"To": "OrderPlaced", "EventTypeId": "OrderPlaced", "From": "Elsewhere"}})
-	r, err := c.AcceptSessionForSubscription(ctxT(t, 5*time.Second), "Sub", "Sub", "o-1", nil)
+	r, err := c.AcceptSessionForSubscription(testctx.Timeout(t, 5*time.Second), "Sub", "Sub", "o-1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +238,7 @@ func TestAbandonRedeliversThenDeadLettersAtMaxDeliveryCount(t *testing.T) {
 		if m.DeliveryCount != want {
 			t.Fatalf("delivery %d: DeliveryCount = %d", want, m.DeliveryCount)
 		}
-		if err := r.AbandonMessage(ctxT(t, 5*time.Second), m, nil); err != nil {
+		if err := r.AbandonMessage(testctx.Timeout(t, 5*time.Second), m, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -271,7 +265,7 @@ func TestDeadLetterMessageKeepsReasonAndDescription(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := receive(t, r, 1)[0]
-	if err := r.DeadLetterMessage(ctxT(t, 5*time.Second), m, &azservicebus.DeadLetterOptions{Reason: ptr("Bad"), ErrorDescription: ptr("it was bad")}); err != nil {
+	if err := r.DeadLetterMessage(testctx.Timeout(t, 5*time.Second), m, &azservicebus.DeadLetterOptions{Reason: ptr("Bad"), ErrorDescription: ptr("it was bad")}); err != nil {
 		t.Fatal(err)
 	}
 	dlq, err := c.NewReceiverForSubscription("t", "s", &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
@@ -293,14 +287,14 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := receive(t, r, 1)[0]
-	if err := r.RenewMessageLock(ctxT(t, 5*time.Second), m, nil); err != nil {
+	if err := r.RenewMessageLock(testctx.Timeout(t, 5*time.Second), m, nil); err != nil {
 		t.Fatalf("renew: %v", err)
 	}
 	// The stand-in expires the 1s lock by itself; the complete below must
 	// then fail with CodeLockLost, which it would not if this wait were too
 	// short.
 	time.Sleep(1600 * time.Millisecond)
-	err = r.CompleteMessage(ctxT(t, 5*time.Second), m, nil)
+	err = r.CompleteMessage(testctx.Timeout(t, 5*time.Second), m, nil)
 	var sbErr *azservicebus.Error
 	if !errors.As(err, &sbErr) || sbErr.Code != azservicebus.CodeLockLost {
 		t.Fatalf("complete after expiry: %v, want CodeLockLost", err)
@@ -309,7 +303,7 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 	if again.DeliveryCount != 2 || string(again.Body) != "slow" {
 		t.Fatalf("redelivery: dc=%d body=%q", again.DeliveryCount, again.Body)
 	}
-	if err := r.CompleteMessage(ctxT(t, 5*time.Second), again, nil); err != nil {
+	if err := r.CompleteMessage(testctx.Timeout(t, 5*time.Second), again, nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -329,7 +323,7 @@ func TestSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SendMessage(ctxT(t, 5*time.Second), &azservicebus.Message{Body: []byte("x")}, nil); err == nil {
+	if err := s.SendMessage(testctx.Timeout(t, 5*time.Second), &azservicebus.Message{Body: []byte("x")}, nil); err == nil {
 		t.Error("send without SessionId to a session queue succeeded")
 	}
 	_ = s.Close(context.Background())
@@ -339,37 +333,37 @@ func TestSessions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := plain.ReceiveMessages(ctxT(t, 3*time.Second), 1, nil); err == nil {
+	if _, err := plain.ReceiveMessages(testctx.Timeout(t, 3*time.Second), 1, nil); err == nil {
 		t.Error("non-session receiver on a session queue was accepted")
 	}
 
-	a, err := c.AcceptSessionForQueue(ctxT(t, 5*time.Second), "sq", "a", nil)
+	a, err := c.AcceptSessionForQueue(testctx.Timeout(t, 5*time.Second), "sq", "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.LockedUntil().Before(time.Now()) {
 		t.Errorf("LockedUntil = %v", a.LockedUntil())
 	}
-	if _, err := c.AcceptSessionForQueue(ctxT(t, 5*time.Second), "sq", "a", nil); err == nil {
+	if _, err := c.AcceptSessionForQueue(testctx.Timeout(t, 5*time.Second), "sq", "a", nil); err == nil {
 		t.Error("second accept of a locked session succeeded")
 	}
 	got := receive(t, a, 2)
 	if string(got[0].Body) != "a1" || string(got[1].Body) != "a2" {
 		t.Fatalf("session a got %q %q", got[0].Body, got[1].Body)
 	}
-	if err := a.SetSessionState(ctxT(t, 5*time.Second), []byte("state-1"), nil); err != nil {
+	if err := a.SetSessionState(testctx.Timeout(t, 5*time.Second), []byte("state-1"), nil); err != nil {
 		t.Fatal(err)
 	}
-	st, err := a.GetSessionState(ctxT(t, 5*time.Second), nil)
+	st, err := a.GetSessionState(testctx.Timeout(t, 5*time.Second), nil)
 	if err != nil || string(st) != "state-1" {
 		t.Fatalf("session state = %q, %v", st, err)
 	}
-	if err := a.RenewSessionLock(ctxT(t, 5*time.Second), nil); err != nil {
+	if err := a.RenewSessionLock(testctx.Timeout(t, 5*time.Second), nil); err != nil {
 		t.Fatal(err)
 	}
 
 	// Next session: b is the only free one with messages.
-	b, err := c.AcceptNextSessionForQueue(ctxT(t, 5*time.Second), "sq", nil)
+	b, err := c.AcceptNextSessionForQueue(testctx.Timeout(t, 5*time.Second), "sq", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +373,7 @@ func TestSessions(t *testing.T) {
 
 	// No free session: AcceptNext waits for its deadline, then fails with a timeout.
 	start := time.Now()
-	_, err = c.AcceptNextSessionForQueue(ctxT(t, 600*time.Millisecond), "sq", nil)
+	_, err = c.AcceptNextSessionForQueue(testctx.Timeout(t, 600*time.Millisecond), "sq", nil)
 	var sbErr *azservicebus.Error
 	if err == nil || !(errors.As(err, &sbErr) && sbErr.Code == azservicebus.CodeTimeout || errors.Is(err, context.DeadlineExceeded)) {
 		t.Fatalf("accept next with no free session: %v", err)
@@ -398,7 +392,7 @@ func TestSessions(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		waited, waitErr = c.AcceptNextSessionForQueue(ctxT(t, 5*time.Second), "sq", nil)
+		waited, waitErr = c.AcceptNextSessionForQueue(testctx.Timeout(t, 5*time.Second), "sq", nil)
 	}()
 	testenv.WaitUntil(t, 5*time.Second, func() bool { return waiting() > waitersBefore },
 		func() string { return "the stand-in to hold the AcceptNextSession waiting" })
@@ -410,10 +404,10 @@ func TestSessions(t *testing.T) {
 
 	// Closing a session receiver frees the session; unsettled messages come back
 	// without a delivery-count increase.
-	if err := a.Close(ctxT(t, 5*time.Second)); err != nil {
+	if err := a.Close(testctx.Timeout(t, 5*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	a2, err := c.AcceptSessionForQueue(ctxT(t, 5*time.Second), "sq", "a", nil)
+	a2, err := c.AcceptSessionForQueue(testctx.Timeout(t, 5*time.Second), "sq", "a", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -421,7 +415,7 @@ func TestSessions(t *testing.T) {
 	if got[0].DeliveryCount != 1 || string(got[0].Body) != "a1" {
 		t.Errorf("after close: %q dc=%d", got[0].Body, got[0].DeliveryCount)
 	}
-	st, err = a2.GetSessionState(ctxT(t, 5*time.Second), nil)
+	st, err = a2.GetSessionState(testctx.Timeout(t, 5*time.Second), nil)
 	if err != nil || string(st) != "state-1" {
 		t.Fatalf("session state after re-accept = %q, %v", st, err)
 	}
@@ -436,11 +430,11 @@ func TestScheduledAndDeferredMessages(t *testing.T) {
 	}
 	defer s.Close(context.Background())
 	at := time.Now().Add(1500 * time.Millisecond)
-	seqs, err := s.ScheduleMessages(ctxT(t, 5*time.Second), []*azservicebus.Message{{Body: []byte("later")}, {Body: []byte("cancelled")}}, at, nil)
+	seqs, err := s.ScheduleMessages(testctx.Timeout(t, 5*time.Second), []*azservicebus.Message{{Body: []byte("later")}, {Body: []byte("cancelled")}}, at, nil)
 	if err != nil || len(seqs) != 2 {
 		t.Fatalf("schedule: %v %v", seqs, err)
 	}
-	if err := s.CancelScheduledMessages(ctxT(t, 5*time.Second), seqs[1:], nil); err != nil {
+	if err := s.CancelScheduledMessages(testctx.Timeout(t, 5*time.Second), seqs[1:], nil); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.NewReceiverForQueue("q", nil)
@@ -454,18 +448,18 @@ func TestScheduledAndDeferredMessages(t *testing.T) {
 	}
 	receiveNone(t, r, 500*time.Millisecond)
 
-	if err := r.DeferMessage(ctxT(t, 5*time.Second), m, nil); err != nil {
+	if err := r.DeferMessage(testctx.Timeout(t, 5*time.Second), m, nil); err != nil {
 		t.Fatal(err)
 	}
 	receiveNone(t, r, 300*time.Millisecond)
-	d, err := r.ReceiveDeferredMessages(ctxT(t, 5*time.Second), []int64{*m.SequenceNumber}, nil)
+	d, err := r.ReceiveDeferredMessages(testctx.Timeout(t, 5*time.Second), []int64{*m.SequenceNumber}, nil)
 	if err != nil || len(d) != 1 || d[0].State != azservicebus.MessageStateDeferred {
 		t.Fatalf("receive deferred: %v %v", d, err)
 	}
-	if err := r.CompleteMessage(ctxT(t, 5*time.Second), d[0], nil); err != nil {
+	if err := r.CompleteMessage(testctx.Timeout(t, 5*time.Second), d[0], nil); err != nil {
 		t.Fatalf("complete deferred: %v", err)
 	}
-	if _, err := r.ReceiveDeferredMessages(ctxT(t, 5*time.Second), []int64{*m.SequenceNumber}, nil); err == nil {
+	if _, err := r.ReceiveDeferredMessages(testctx.Timeout(t, 5*time.Second), []int64{*m.SequenceNumber}, nil); err == nil {
 		t.Fatal("completed deferred message still receivable")
 	}
 }
@@ -478,7 +472,7 @@ func TestBatchSend(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	b, err := s.NewMessageBatch(ctxT(t, 5*time.Second), nil)
+	b, err := s.NewMessageBatch(testctx.Timeout(t, 5*time.Second), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -487,7 +481,7 @@ func TestBatchSend(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.SendMessageBatch(ctxT(t, 5*time.Second), b, nil); err != nil {
+	if err := s.SendMessageBatch(testctx.Timeout(t, 5*time.Second), b, nil); err != nil {
 		t.Fatal(err)
 	}
 	r, err := c.NewReceiverForQueue("q", &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
@@ -510,7 +504,7 @@ func TestUndeclaredSubscriptionIsNotFound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.ReceiveMessages(ctxT(t, 3*time.Second), 1, nil); err == nil {
+	if _, err := r.ReceiveMessages(testctx.Timeout(t, 3*time.Second), 1, nil); err == nil {
 		t.Fatal("receiving from an undeclared subscription succeeded")
 	}
 }

@@ -4,23 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 )
-
-// fixture reads one of the host replay fixtures in
-// internal/funchost/testdata/host, captured from the Functions host.
-func fixture(t *testing.T, name string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "testdata", "host", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return bytes.TrimSpace(b)
-}
 
 func fixtureMessage(stringData bool) ServiceBusMessage {
 	return ServiceBusMessage{
@@ -49,7 +36,7 @@ func TestServiceBusMatchesHostFixtures(t *testing.T) {
 	for name, stringData := range map[string]bool{"sb_session_binary.json": false, "sb_session_string.json": true} {
 		t.Run(name, func(t *testing.T) {
 			got := ServiceBus(fixtureMessage(stringData))
-			want := fixture(t, name)
+			want := HostFixture(t, name)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("envelope differs from the host fixture\n got: %s\nwant: %s", got, want)
 			}
@@ -67,7 +54,7 @@ func TestTimerMatchesHostFixture(t *testing.T) {
 		UtcNow:       time.Date(2025, 1, 15, 10, 20, 0, 15678900, time.UTC),
 		RandGUID:     "b3c2a1d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
 	})
-	if want := fixture(t, "timer.json"); !bytes.Equal(got, want) {
+	if want := HostFixture(t, "timer.json"); !bytes.Equal(got, want) {
 		t.Fatalf("timer envelope differs from the host fixture\n got: %s\nwant: %s", got, want)
 	}
 }
@@ -115,13 +102,13 @@ func TestServiceBusConventions(t *testing.T) {
 		t.Errorf("Data.message = %q, want base64 of the body bytes", got.Data["message"])
 	}
 	md := got.Metadata
-	if s := decodeTwice(t, md["MessageId"]); s != tricky {
+	if s := DecodeTwice(t, md["MessageId"]); s != tricky {
 		t.Errorf("MessageId round trip = %q", s)
 	}
-	if s := decodeTwice(t, md["CorrelationId"]); s != "" {
+	if s := DecodeTwice(t, md["CorrelationId"]); s != "" {
 		t.Errorf("an empty CorrelationId is a value, not null: %q", s)
 	}
-	if s := decodeTwice(t, md["LockToken"]); s != msg.LockToken {
+	if s := DecodeTwice(t, md["LockToken"]); s != msg.LockToken {
 		t.Errorf("LockToken = %q", s)
 	}
 	for key, want := range map[string]string{
@@ -148,7 +135,7 @@ func TestServiceBusConventions(t *testing.T) {
 	wantKeys := []string{"MessageReceiver", "MessageSession", "MessageActions", "SessionActions", "ReceiveActions", "Client",
 		"DeliveryCount", "LockToken", "ExpiresAtUtc", "ExpiresAt", "EnqueuedTimeUtc", "EnqueuedTime", "MessageId",
 		"SequenceNumber", "CorrelationId", "ApplicationProperties", "UserProperties", "SessionId", "sys"}
-	if keys := metadataKeys(t, env); strings.Join(keys, ",") != strings.Join(wantKeys, ",") {
+	if keys := MetadataKeys(t, env); strings.Join(keys, ",") != strings.Join(wantKeys, ",") {
 		t.Errorf("Metadata keys (null ones omitted)\n got %v\nwant %v", keys, wantKeys)
 	}
 
@@ -163,24 +150,4 @@ func TestServiceBusConventions(t *testing.T) {
 	if _, err := Build(msg); err == nil || !strings.Contains(err.Error(), `"x"`) {
 		t.Errorf("unsupported property type: err = %v", err)
 	}
-}
-
-// metadataKeys returns Metadata's keys in wire order.
-func metadataKeys(t *testing.T, envelope []byte) []string {
-	t.Helper()
-	keys, err := MetadataKeys(envelope)
-	if err != nil {
-		t.Fatalf("%v\n%s", err, envelope)
-	}
-	return keys
-}
-
-// decodeTwice reads a host string value: a JSON string holding a JSON text.
-func decodeTwice(t *testing.T, raw json.RawMessage) string {
-	t.Helper()
-	s, err := DecodeTwice(raw)
-	if err != nil {
-		t.Fatalf("%s: %v", raw, err)
-	}
-	return s
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -18,17 +19,10 @@ import (
 // receive: each property's name, AMQP type and value, the body bytes and
 // the broker fields.
 
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func sendAll(t *testing.T, c *servicebus.Client, topic string, ms ...Message) {
 	t.Helper()
 	for _, m := range ms {
-		err := c.Send(ctxT(t, 10*time.Second), topic, &servicebus.Message{
+		err := c.Send(testctx.Timeout(t, 10*time.Second), topic, &servicebus.Message{
 			Body: m.Body, ApplicationProperties: m.ApplicationProperties, SessionID: m.SessionID,
 			CorrelationID: m.CorrelationID, MessageID: m.MessageID,
 		})
@@ -124,7 +118,7 @@ func TestBuildersThroughServiceBus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ms, err := r.ReceiveMessages(ctxT(t, 20*time.Second), 1, nil)
+	ms, err := r.ReceiveMessages(testctx.Timeout(t, 20*time.Second), 1, nil)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("ProcessDeferredRequest: %v (%d)", err, len(ms))
 	}

@@ -12,38 +12,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-var binDir string
-
-func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "handlerproc-test-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	binDir = dir
-	code := m.Run()
-	_ = os.RemoveAll(dir)
-	os.Exit(code)
-}
-
-func ctxT(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
+func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
 func handler(t *testing.T) string {
 	t.Helper()
-	root, err := handlerproc.RepoRoot()
+	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(binDir, "handler")
-	if err := handlerproc.Build(ctxT(t, 5*time.Minute), root, bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin
@@ -55,6 +33,19 @@ var settings = map[string]string{
 	"NimBus__Inbox__Store":           "InMemory",
 	"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
 	"NimBus__Resolver__Sink":         "InMemory",
+}
+
+func TestTestBinaryBuildsOnceIntoTheTestDirectory(t *testing.T) {
+	first := handler(t)
+	if second := handler(t); second != first {
+		t.Fatalf("second TestBinary = %s, want %s", second, first)
+	}
+	if fi, err := os.Stat(first); err != nil || fi.Mode()&0o111 == 0 {
+		t.Fatalf("binary %s: %v, %v", first, fi, err)
+	}
+	if !strings.HasPrefix(filepath.Base(filepath.Dir(first)), "nimbus-handler-test-") {
+		t.Fatalf("binary %s is not in the directory RunTests made", first)
+	}
 }
 
 func TestBuildRunsOncePerOutputPath(t *testing.T) {
@@ -69,7 +60,7 @@ func TestBuildRunsOncePerOutputPath(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = handlerproc.Build(ctxT(t, 5*time.Minute), root, bin)
+			errs[i] = handlerproc.Build(testctx.Timeout(t, 5*time.Minute), root, bin)
 		}()
 	}
 	wg.Wait()
@@ -85,14 +76,14 @@ func TestBuildRunsOncePerOutputPath(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	if err := handlerproc.Build(ctxT(t, time.Minute), root, bin); err != nil {
+	if err := handlerproc.Build(testctx.Timeout(t, time.Minute), root, bin); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the second Build built again (stat: %v)", err)
 	}
 	// A failed build reports go build's output.
-	err = handlerproc.Build(ctxT(t, time.Minute), root, filepath.Join(t.TempDir(), "x"), "-no-such-flag")
+	err = handlerproc.Build(testctx.Timeout(t, time.Minute), root, filepath.Join(t.TempDir(), "x"), "-no-such-flag")
 	if err == nil || !strings.Contains(err.Error(), "no-such-flag") {
 		t.Fatalf("build with a bad flag: %v", err)
 	}
@@ -109,14 +100,14 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = p.Stop(ctxT(t, 10*time.Second)) })
-	if err := p.WaitReady(ctxT(t, 20*time.Second)); err != nil {
+	t.Cleanup(func() { _, _ = p.Stop(testctx.Timeout(t, 10*time.Second)) })
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(p.BaseURL(), "http://127.0.0.1:") || p.Port() == 0 {
 		t.Fatalf("BaseURL %q port %d", p.BaseURL(), p.Port())
 	}
-	l, err := p.WaitLine(ctxT(t, 10*time.Second), func(l handlerproc.Line) bool { return l.Str("message") == "custom handler listening" })
+	l, err := p.WaitLine(testctx.Timeout(t, 10*time.Second), func(l handlerproc.Line) bool { return l.Str("message") == "custom handler listening" })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +118,7 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 		t.Errorf("ExitCode = %d while running, want -1", p.ExitCode())
 	}
 
-	code, err := p.Stop(ctxT(t, 20*time.Second))
+	code, err := p.Stop(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 0 {
 		t.Fatalf("Stop = %d, %v; want 0 after SIGTERM\n%s", code, err, p.Output(20))
 	}
@@ -154,10 +145,10 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 	}
 	teeMu.Unlock()
 	// Stopping again reports the same exit.
-	if code, err := p.Stop(ctxT(t, time.Second)); err != nil || code != 0 {
+	if code, err := p.Stop(testctx.Timeout(t, time.Second)); err != nil || code != 0 {
 		t.Errorf("second Stop = %d, %v", code, err)
 	}
-	if _, err := p.WaitLine(ctxT(t, 10*time.Second), func(handlerproc.Line) bool { return false }); err == nil {
+	if _, err := p.WaitLine(testctx.Timeout(t, 10*time.Second), func(handlerproc.Line) bool { return false }); err == nil {
 		t.Error("WaitLine after the exit found a line that matches nothing")
 	}
 }
@@ -176,7 +167,7 @@ func TestWaitReadyFailsFastWhenTheHandlerExits(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = p.WaitReady(ctxT(t, time.Minute))
+	err = p.WaitReady(testctx.Timeout(t, time.Minute))
 	if err == nil {
 		t.Fatal("WaitReady succeeded")
 	}
@@ -193,7 +184,7 @@ func TestWaitReadyFailsFastWhenTheHandlerExits(t *testing.T) {
 	if !strings.Contains(p.Stderr(), "NimBus__Endpoint") {
 		t.Errorf("Stderr is redacted or empty: %q", p.Stderr())
 	}
-	if code, err := p.Wait(ctxT(t, 10*time.Second)); code != 2 || err != nil || p.ExitCode() != 2 {
+	if code, err := p.Wait(testctx.Timeout(t, 10*time.Second)); code != 2 || err != nil || p.ExitCode() != 2 {
 		t.Errorf("Wait = %d, %v; ExitCode = %d; want 2", code, err, p.ExitCode())
 	}
 }
@@ -210,20 +201,20 @@ func TestStopKillsAProcessThatIgnoresSIGTERM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.WaitLine(ctxT(t, 10*time.Second), func(l handlerproc.Line) bool { return l.Str("message") == "up" }); err != nil {
+	if _, err := p.WaitLine(testctx.Timeout(t, 10*time.Second), func(l handlerproc.Line) bool { return l.Str("message") == "up" }); err != nil {
 		t.Fatal(err)
 	}
 	if ls := p.Lines(); len(ls) != 2 || ls[0].Fields != nil || ls[0].Raw != "not json" || ls[1].Seq != 2 {
 		t.Fatalf("lines %+v", ls)
 	}
-	err = p.WaitReady(ctxT(t, 300*time.Millisecond))
+	err = p.WaitReady(testctx.Timeout(t, 300*time.Millisecond))
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), `{"message":"up"}`) {
 		t.Fatalf("WaitReady on a process that never listens: %v", err)
 	}
 	if err := p.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	code, err := p.Stop(ctxT(t, 300*time.Millisecond))
+	code, err := p.Stop(testctx.Timeout(t, 300*time.Millisecond))
 	if !errors.Is(err, handlerproc.ErrKilled) || code != -1 {
 		t.Fatalf("Stop = %d, %v; want -1 and ErrKilled", code, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -16,24 +17,24 @@ func TestKillThenRestartOnTheSamePort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitReady(ctxT(t, 30*time.Second)); err != nil {
+	if err := p.WaitReady(testctx.Timeout(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Kill(ctxT(t, 10*time.Second)); err != nil {
+	if err := p.Kill(testctx.Timeout(t, 10*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if code := p.ExitCode(); code != -1 {
 		t.Errorf("exit code after SIGKILL = %d, want -1 (ended by a signal)", code)
 	}
-	if err := p.Kill(ctxT(t, time.Second)); err != nil {
+	if err := p.Kill(testctx.Timeout(t, time.Second)); err != nil {
 		t.Errorf("killing the dead process again: %v", err)
 	}
 	q, err := handlerproc.Start(handlerproc.Options{Binary: bin, Settings: settings, Port: p.Port()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _, _ = q.Stop(ctxT(t, 30*time.Second)) })
-	if err := q.WaitReady(ctxT(t, 30*time.Second)); err != nil {
+	t.Cleanup(func() { _, _ = q.Stop(testctx.Timeout(t, 30*time.Second)) })
+	if err := q.WaitReady(testctx.Timeout(t, 30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	if q.BaseURL() != p.BaseURL() {
