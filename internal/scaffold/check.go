@@ -325,8 +325,10 @@ func (c *checker) settings(root string, need bool, bindings []usedBinding) {
 }
 
 func (c *checker) settingValues(rel string, values map[string]any, bindings []usedBinding) {
-	if v, _ := values["FUNCTIONS_WORKER_RUNTIME"].(string); !strings.EqualFold(v, "custom") {
-		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is %s, want \"custom\"", show(values["FUNCTIONS_WORKER_RUNTIME"]))
+	if rt, ok := values["FUNCTIONS_WORKER_RUNTIME"]; !ok {
+		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is missing, want \"custom\"")
+	} else if v, _ := rt.(string); !strings.EqualFold(v, "custom") {
+		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is %s, want \"custom\"", show(rt))
 	}
 	for _, k := range sortedKeys(values) {
 		if _, ok := values[k].(string); !ok {
@@ -341,6 +343,7 @@ func (c *checker) settingValues(rel string, values map[string]any, bindings []us
 		}
 		c.addf(rel, "Values.%s is not a setting this version of the library reads%s", truncate(k, 80), hint)
 	}
+	reported := map[string]bool{}
 	for _, u := range bindings {
 		for _, k := range sortedKeys(u.binding) {
 			s, _ := u.binding[k].(string)
@@ -352,7 +355,8 @@ func (c *checker) settingValues(rel string, values map[string]any, bindings []us
 					continue // reported with the binding
 				}
 				setting := strings.ReplaceAll(m[1], ":", "__")
-				if _, ok := values[setting]; !ok {
+				if _, ok := values[setting]; !ok && !reported[u.file+" "+setting] {
+					reported[u.file+" "+setting] = true
 					c.addf(rel, "Values.%s is missing; %s uses %s", truncate(setting, 80), u.file, truncate(m[0], 80))
 				}
 			}
