@@ -65,8 +65,8 @@ func TestCheckAcceptsWhatInitWrites(t *testing.T) {
 	}
 	editJSON(t, dir, "local.settings.json", values(func(v map[string]any) {
 		v["NimBus__RetryPolicies__EventTypes__3__EventTypeId"] = "OrderPlaced" // an indexed setting
-		v["FUNCTIONS_WORKER_RUNTIME"] = "Custom"                      // compared case-insensitively
-		v["MyOwnSetting"] = "x"                                       // not NimBus's business
+		v["FUNCTIONS_WORKER_RUNTIME"] = "Custom"                               // compared case-insensitively
+		v["MyOwnSetting"] = "x"                                                // not NimBus's business
 	}))
 	if problems := Check(dir, true); len(problems) != 0 {
 		t.Errorf("with local.settings.json: %q", problems)

@@ -64,8 +64,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "%s init: --endpoint is required\n", programName)
 			return exitUsage
 		}
-		if *dir == "" {
-			*dir = "."
+		if *dir, err = defaultDir(*dir); err != nil {
+			break
 		}
 		err = Init(InitOptions{Dir: *dir, Endpoint: *endpoint, Resolver: *resolver, Force: *force}, stdout)
 	case "check":
