@@ -222,7 +222,7 @@ func (c *checker) functions(root, exe string) []usedBinding {
 		if !c.readJSON(rel, &got) {
 			continue
 		}
-		b, _ := template(c.templates, rel)
+		b, _ := renderedFile(c.templates, rel)
 		if err := decodeStrict(b, &tmpl); err != nil {
 			panic("scaffold: template " + rel + ": " + err.Error())
 		}

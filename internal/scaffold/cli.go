@@ -125,7 +125,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitUsage
 	}
 	if errors.Is(err, ErrNoFunc) {
-		fmt.Fprintf(stderr, "%s %s: %v\n", programName, cmd, err)
+		fmt.Fprintf(stderr, "%s %s: %v\n%s", programName, cmd, err, noFuncHint)
 		return exitNoFunc
 	}
 	if err != nil {

@@ -160,7 +160,7 @@ func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
 		t.Fatalf("init --force: exit %d\n%s%s", code, out, errOut)
 	}
 	want, _ := Render("Orders", true)
-	tmpl, _ := template(want, "host.json")
+	tmpl, _ := renderedFile(want, "host.json")
 	if !bytes.Equal(readFile(t, host), tmpl) {
 		t.Error("init --force did not overwrite host.json with the template")
 	}

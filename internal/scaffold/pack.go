@@ -312,9 +312,12 @@ type PublishOptions struct {
 }
 
 // ErrNoFunc is returned when Core Tools are not on PATH.
-var ErrNoFunc = errors.New(`Azure Functions Core Tools ('func', v4) not found on PATH.
-Install it, for example with Node.js available:  npm install -g azure-functions-core-tools@4
-Other installers: https://learn.microsoft.com/azure/azure-functions/functions-run-local`)
+var ErrNoFunc = errors.New("'func' (Azure Functions Core Tools v4) not found on PATH")
+
+// noFuncHint tells how to install Core Tools.
+const noFuncHint = `Install it, for example with Node.js available:  npm install -g azure-functions-core-tools@4
+Other installers: https://learn.microsoft.com/azure/azure-functions/functions-run-local
+`
 
 // Publish packages the app and runs `func azure functionapp publish APP`
 // in the staging directory. It publishes no app settings.

@@ -7,10 +7,14 @@
 // The embedded templates are the one source of truth for these files. The
 // repository's own host.json, functions/, apps/resolver/,
 // local.settings.sample.json and infra/bicep/ are their rendering for the
-// sample endpoint; after changing a template, regenerate them with
+// sample endpoint (the NimBus__Endpoint of local.settings.sample.json);
+// after changing a template, regenerate them with `go generate
+// ./internal/scaffold`, which runs
 //
 //	go test ./internal/scaffold -run TestRepositoryFilesAreTheTemplates -update
 package scaffold
+
+//go:generate go test -run TestRepositoryFilesAreTheTemplates -count=1 . -update
 
 import (
 	"embed"
@@ -94,8 +98,8 @@ func Render(endpoint string, resolver bool) ([]File, error) {
 	return files, nil
 }
 
-// template returns the rendering of one file for the endpoint.
-func template(files []File, p string) ([]byte, bool) {
+// renderedFile returns the rendering of one file for the endpoint.
+func renderedFile(files []File, p string) ([]byte, bool) {
 	for _, f := range files {
 		if f.Path == p {
 			return f.Data, true
@@ -128,5 +132,5 @@ func truncate(s string, n int) string {
 	if len(s) <= n {
 		return s
 	}
-	return s[:n] + "…"
+	return strings.ToValidUTF8(s[:n], "") + "…"
 }
