@@ -91,8 +91,10 @@ func TestPackageStagesTheAppRoot(t *testing.T) {
 					}
 				}
 			}
-			if fi, err := os.Stat(filepath.Join(dist, "handler")); err != nil || fi.Mode().Perm() != 0o755 {
-				t.Errorf("the executable: %v, %v; want mode 0755", fi, err)
+			if fi, err := os.Stat(filepath.Join(dist, "handler")); err != nil {
+				t.Error(err)
+			} else if fi.Mode().Perm() != 0o755 {
+				t.Errorf("the executable has mode %v, want 0755", fi.Mode().Perm())
 			}
 			ignore := string(readFile(t, filepath.Join(dist, ".funcignore")))
 			for _, p := range []string{"local.settings.json", "*.go", "go.mod", ".nimbus-package"} {
