@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Package the app and publish it to an existing Azure function app.
+# Package the app and publish it to an existing Azure function app: a wrapper
+# of `nimbus-func publish` (cmd/nimbus-func) for this repository.
 #
 # Usage: scripts/publish.sh <function-app-name> [extra `func azure functionapp publish` options]
 #
 # NIMBUS_APP=resolver publishes the Resolver app (see package.sh); the default
 # is the endpoint app.
 #
-# Runs scripts/package.sh (honours DIST_DIR and BIN_DIR), then
+# Packages as scripts/package.sh does (honours DIST_DIR and BIN_DIR), then
 # `func azure functionapp publish <app>` from the staged directory. Needs Azure
 # Functions Core Tools v4 (`func`) on PATH and a signed-in Azure CLI session
 # (`az login`). Changes nothing else: no app settings are published.
@@ -30,12 +31,24 @@ MSG
 	exit 127
 fi
 
-case "${DIST_DIR:-$root/dist}" in
-/*) dist="${DIST_DIR:-$root/dist}" ;;
-*) dist="$PWD/$DIST_DIR" ;;
+abspath() {
+	case "$1" in
+	/*) printf '%s\n' "$1" ;;
+	*) printf '%s\n' "$PWD/$1" ;;
+	esac
+}
+
+nimbus_app="$(printf '%s' "${NIMBUS_APP:-endpoint}" | tr '[:upper:]' '[:lower:]')"
+case "$nimbus_app" in
+endpoint) app_flag=() ;;
+resolver) app_flag=(--resolver) ;;
+*)
+	echo "publish.sh: unknown NIMBUS_APP '$nimbus_app': use endpoint or resolver" >&2
+	exit 1
+	;;
 esac
 
-"$root/scripts/package.sh"
-cd "$dist"
-echo "publish.sh: func azure functionapp publish $app $*"
-func azure functionapp publish "$app" "$@"
+dist="$(abspath "${DIST_DIR:-$root/dist}")"
+bin_dir="$(abspath "${BIN_DIR:-$root/bin}")"
+cd "$root"
+exec go run ./cmd/nimbus-func publish "$app" "${app_flag[@]}" --dir "$root" --pkg ./handler --dist "$dist" --bin "$bin_dir" -- "$@"

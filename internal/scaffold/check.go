@@ -1,0 +1,405 @@
+package scaffold
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+)
+
+// Check validates the host files of the endpoint app in dir (and, with
+// resolver, of the Resolver app in dir/apps/resolver) against what this
+// version of the library needs. It returns one line per problem, each naming
+// the file; none means the files are fine.
+func Check(dir string, resolver bool) []string {
+	files, err := Render("Endpoint", resolver)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	c := &checker{dir: dir, templates: files}
+	c.app("", true)
+	if resolver {
+		c.app(resolverDir, false)
+	}
+	return c.problems
+}
+
+type checker struct {
+	dir       string
+	templates []File
+	problems  []string
+}
+
+func (c *checker) addf(file, format string, args ...any) {
+	c.problems = append(c.problems, file+": "+fmt.Sprintf(format, args...))
+}
+
+// readJSON decodes the file at the slash path rel strictly into v. It
+// reports a problem and returns false when the file is missing or invalid.
+func (c *checker) readJSON(rel string, v any) bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, filepath.FromSlash(rel)))
+	if errors.Is(err, fs.ErrNotExist) {
+		c.addf(rel, "is missing")
+		return false
+	}
+	if err == nil {
+		err = decodeStrict(b, v)
+	}
+	if err != nil {
+		c.addf(rel, "%s", truncate(err.Error(), 200))
+		return false
+	}
+	return true
+}
+
+func decodeStrict(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("not valid JSON: %w", err)
+	}
+	if dec.More() {
+		return errors.New("not valid JSON: data after the JSON value")
+	}
+	return nil
+}
+
+// app checks one app root: its host.json, its function folders and its
+// local settings (required for the endpoint app, checked when present for
+// the Resolver).
+func (c *checker) app(root string, needSettings bool) {
+	exe := c.hostJSON(path.Join(root, "host.json"))
+	bindings := c.functions(root, exe)
+	c.settings(root, needSettings, bindings)
+}
+
+// hostJSON checks host.json and returns the executable it names ("" when
+// it names none).
+func (c *checker) hostJSON(rel string) string {
+	var h map[string]any
+	if !c.readJSON(rel, &h) {
+		return ""
+	}
+	c.want(rel, h, "version", "2.0", false)
+	c.want(rel, h, "extensionBundle.id", "Microsoft.Azure.Functions.ExtensionBundle", false)
+	if _, ok := lookup(h, "extensionBundle.version"); !ok {
+		c.addf(rel, "extensionBundle.version is missing, want a version range such as \"[4.*, 5.0.0)\"")
+	}
+	if _, ok := lookup(h, "customHandler"); !ok {
+		c.addf(rel, "customHandler is missing: the host would not start the handler binary")
+		return ""
+	}
+	c.want(rel, h, "customHandler.enableForwardingHttpRequest", false, true)
+	// A custom handler cannot settle messages: a 2xx answer completes the
+	// message only with auto-completion, and sessions stay ordered only
+	// with one call per session.
+	c.want(rel, h, "extensions.serviceBus.autoCompleteMessages", true, true)
+	c.want(rel, h, "extensions.serviceBus.maxConcurrentCallsPerSession", float64(1), true)
+	c.lockRenewal(rel, h)
+
+	v, _ := lookup(h, "customHandler.description.defaultExecutablePath")
+	exe, _ := v.(string)
+	if !plainFileRE.MatchString(exe) {
+		c.addf(rel, "customHandler.description.defaultExecutablePath is %s, want a plain file name in the app root (the binary package stages), such as \"handler\"", show(v))
+		return ""
+	}
+	return exe
+}
+
+// plainFileRE is a file name directly in the app root.
+var plainFileRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// lockRenewal checks that a session's lock is renewed for as long as an
+// invocation may run; otherwise a long invocation loses its session and
+// the message is delivered again while it still runs.
+func (c *checker) lockRenewal(rel string, h map[string]any) {
+	t, ok1 := lookup(h, "functionTimeout")
+	r, ok2 := lookup(h, "extensions.serviceBus.maxAutoLockRenewalDuration")
+	if !ok1 || !ok2 {
+		return
+	}
+	ts, _ := t.(string)
+	rs, _ := r.(string)
+	timeout, err1 := config.ParseDuration(ts)
+	renewal, err2 := config.ParseDuration(rs)
+	switch {
+	case err1 != nil:
+		c.addf(rel, "functionTimeout is %s, want a TimeSpan such as \"00:10:00\"", show(t))
+	case err2 != nil:
+		c.addf(rel, "extensions.serviceBus.maxAutoLockRenewalDuration is %s, want a TimeSpan such as \"00:11:00\"", show(r))
+	case renewal < timeout:
+		c.addf(rel, "extensions.serviceBus.maxAutoLockRenewalDuration %s is shorter than functionTimeout %s: a long invocation would lose its session lock", rs, ts)
+	}
+}
+
+// want reports a problem unless the value at the dotted key is want;
+// optional accepts a missing value (the host's default is want).
+func (c *checker) want(rel string, doc map[string]any, key string, want any, optional bool) {
+	got, ok := lookup(doc, key)
+	switch {
+	case !ok && optional:
+	case !ok:
+		c.addf(rel, "%s is missing, want %s", key, show(want))
+	case !reflect.DeepEqual(got, want):
+		c.addf(rel, "%s is %s, want %s", key, show(got), show(want))
+	}
+}
+
+// lookup returns the value at a dotted key of a decoded JSON object.
+func lookup(doc map[string]any, key string) (any, bool) {
+	var v any = doc
+	for _, k := range strings.Split(key, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// show formats a JSON value for a problem line, bounded.
+func show(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "?"
+	}
+	return truncate(string(b), 80)
+}
+
+type functionJSON struct {
+	Bindings []map[string]any `json:"bindings"`
+}
+
+// usedBinding is a binding of a function folder, for the settings checks.
+type usedBinding struct {
+	file    string
+	binding map[string]any
+}
+
+// functions checks the function folders of an app root against the
+// templates and returns the bindings it read.
+func (c *checker) functions(root, exe string) []usedBinding {
+	dirRel := path.Join(root, "functions")
+	want := functionNames(c.templates, root)
+	entries, err := os.ReadDir(filepath.Join(c.dir, filepath.FromSlash(dirRel)))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		c.addf(dirRel, "%s", truncate(err.Error(), 200))
+	}
+	present := map[string]bool{}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		present[e.Name()] = true
+		if !contains(want, e.Name()) {
+			c.addf(path.Join(dirRel, e.Name()), "the handler serves no function of this name (it serves %s); the host would call it and fail every invocation", strings.Join(want, ", "))
+		}
+		if exe != "" && strings.EqualFold(e.Name(), exe) {
+			c.addf(path.Join(dirRel, e.Name()), "the function folder would collide with the executable %q in the staged app root", exe)
+		}
+	}
+	var used []usedBinding
+	for _, name := range want {
+		rel := path.Join(dirRel, name, "function.json")
+		if !present[name] {
+			c.addf(rel, "is missing")
+			continue
+		}
+		var got, tmpl functionJSON
+		if !c.readJSON(rel, &got) {
+			continue
+		}
+		b, _ := renderedFile(c.templates, rel)
+		if err := decodeStrict(b, &tmpl); err != nil {
+			panic("scaffold: template " + rel + ": " + err.Error())
+		}
+		c.bindings(rel, got.Bindings, tmpl.Bindings)
+		for _, b := range got.Bindings {
+			used = append(used, usedBinding{rel, b})
+		}
+	}
+	return used
+}
+
+// bindings compares the bindings of a function.json with the template's:
+// every property the template sets must have the template's value
+// (cardinality may be left to its default, one).
+func (c *checker) bindings(rel string, got, want []map[string]any) {
+	for i, w := range want {
+		if i >= len(got) {
+			c.addf(rel, "bindings[%d] is missing, want a %s binding named %s", i, show(w["type"]), show(w["name"]))
+			continue
+		}
+		g := got[i]
+		for _, k := range sortedKeys(w) {
+			key := "bindings[" + strconv.Itoa(i) + "]." + k
+			gv, ok := g[k]
+			switch {
+			case !ok && k == "cardinality" && w[k] == "one":
+			case !ok:
+				c.addf(rel, "%s is missing, want %s", key, show(w[k]))
+			case !reflect.DeepEqual(gv, w[k]):
+				c.addf(rel, "%s is %s, want %s%s", key, show(gv), show(w[k]), expressionHint(gv))
+			}
+		}
+		if v, ok := g["autoCompleteMessages"]; ok && v != true {
+			c.addf(rel, "bindings[%d].autoCompleteMessages is %s, want it left out: a custom handler cannot settle messages itself", i, show(v))
+		}
+	}
+}
+
+// bindingExprRE matches the %AppSetting% expressions of binding properties.
+var bindingExprRE = regexp.MustCompile(`%([^%]+)%`)
+
+// expressionHint explains a binding expression written with "__": the host
+// resolves %A:B% to the app setting A__B, and %A__B% to nothing.
+func expressionHint(v any) string {
+	s, _ := v.(string)
+	for _, m := range bindingExprRE.FindAllStringSubmatch(s, -1) {
+		if strings.Contains(m[1], "__") {
+			return " (the host resolves %A:B% to the app setting A__B; %A__B% never resolves)"
+		}
+	}
+	return ""
+}
+
+func sortedKeys(m map[string]any) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// settingsFiles are the local settings files an app root may hold: the one
+// Core Tools reads and the sample init writes.
+var settingsFiles = []string{"local.settings.json", "local.settings.sample.json"}
+
+// settings checks the app's local settings files.
+func (c *checker) settings(root string, need bool, bindings []usedBinding) {
+	found := false
+	for _, name := range settingsFiles {
+		rel := path.Join(root, name)
+		if _, err := os.Stat(filepath.Join(c.dir, filepath.FromSlash(rel))); errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		found = true
+		var s struct {
+			Values map[string]any `json:"Values"`
+		}
+		if !c.readJSON(rel, &s) {
+			continue
+		}
+		if s.Values == nil {
+			c.addf(rel, "Values is missing")
+			continue
+		}
+		c.settingValues(rel, s.Values, bindings)
+	}
+	if need && !found {
+		c.addf(path.Join(root, settingsFiles[1]), "is missing (and there is no %s): 'nimbus-func init' writes one", settingsFiles[0])
+	}
+}
+
+func (c *checker) settingValues(rel string, values map[string]any, bindings []usedBinding) {
+	if rt, ok := values["FUNCTIONS_WORKER_RUNTIME"]; !ok {
+		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is missing, want \"custom\"")
+	} else if v, _ := rt.(string); !strings.EqualFold(v, "custom") {
+		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is %s, want \"custom\"", show(rt))
+	}
+	for _, k := range sortedKeys(values) {
+		if _, ok := values[k].(string); !ok {
+			c.addf(rel, "Values.%s is %s, want a string", truncate(k, 80), show(values[k]))
+		}
+		if !strings.HasPrefix(strings.ToLower(k), "nimbus__") || knownSetting(k) {
+			continue
+		}
+		hint := ""
+		if s, ok := knownSettingFold(k); ok {
+			hint = " (app setting names are case-sensitive: " + s + ")"
+		}
+		c.addf(rel, "Values.%s is not a setting this version of the library reads%s", truncate(k, 80), hint)
+	}
+	reported := map[string]bool{}
+	for _, u := range bindings {
+		for _, k := range sortedKeys(u.binding) {
+			s, _ := u.binding[k].(string)
+			if k == "connection" && s != "" && !hasConnection(values, s) {
+				c.addf(rel, "Values has neither %s nor %s__fullyQualifiedNamespace, which %s's connection names", truncate(s, 80), truncate(s, 80), u.file)
+			}
+			for _, m := range bindingExprRE.FindAllStringSubmatch(s, -1) {
+				if strings.Contains(m[1], "__") {
+					continue // reported with the binding
+				}
+				setting := strings.ReplaceAll(m[1], ":", "__")
+				if _, ok := values[setting]; !ok && !reported[u.file+" "+setting] {
+					reported[u.file+" "+setting] = true
+					c.addf(rel, "Values.%s is missing; %s uses %s", truncate(setting, 80), u.file, truncate(m[0], 80))
+				}
+			}
+		}
+	}
+}
+
+// hasConnection reports whether the settings define the Service Bus
+// connection name: as a connection string or as identity settings.
+func hasConnection(values map[string]any, name string) bool {
+	if _, ok := values[name]; ok {
+		return true
+	}
+	_, ok := values[name+"__fullyQualifiedNamespace"]
+	return ok
+}
+
+// knownSetting reports whether name is an app setting the library reads
+// (config.Settings, with the indexed settings' placeholder standing for
+// any index).
+func knownSetting(name string) bool {
+	for _, s := range config.Settings {
+		if s.Name == name || (s.Indexed && indexedRE(s.Name).MatchString(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// knownSettingFold returns the known setting name differs from only in case.
+func knownSettingFold(name string) (string, bool) {
+	for _, s := range config.Settings {
+		if !s.Indexed && strings.EqualFold(s.Name, name) {
+			return s.Name, true
+		}
+	}
+	return "", false
+}
+
+func indexedRE(pattern string) *regexp.Regexp {
+	parts := strings.Split(pattern, config.IndexPlaceholder)
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return regexp.MustCompile("^" + strings.Join(parts, "[0-9]+") + "$")
+}

@@ -1,0 +1,226 @@
+package scaffold
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// initModule returns a module with everything init writes, the Resolver's
+// files included.
+func initModule(t *testing.T) string {
+	t.Helper()
+	dir := newModule(t)
+	if err := Init(InitOptions{Dir: dir, Endpoint: "Orders", Resolver: true}, new(strings.Builder)); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// editJSON rewrites the JSON object in the file at the slash path rel.
+func editJSON(t *testing.T, dir, rel string, edit func(m map[string]any)) {
+	t.Helper()
+	p := filepath.Join(dir, filepath.FromSlash(rel))
+	var m map[string]any
+	if err := json.Unmarshal(readFile(t, p), &m); err != nil {
+		t.Fatal(err)
+	}
+	edit(m)
+	b, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// binding0 edits the first binding of a function.json.
+func binding0(edit func(b map[string]any)) func(m map[string]any) {
+	return func(m map[string]any) { edit(m["bindings"].([]any)[0].(map[string]any)) }
+}
+
+// values edits the Values of a local settings file.
+func values(edit func(v map[string]any)) func(m map[string]any) {
+	return func(m map[string]any) { edit(m["Values"].(map[string]any)) }
+}
+
+func TestCheckAcceptsWhatInitWrites(t *testing.T) {
+	dir := initModule(t)
+	for _, args := range [][]string{{"check", "--dir", dir}, {"check", "--dir", dir, "--resolver"}} {
+		code, out, errOut := run(t, args...)
+		if code != 0 || !strings.Contains(out, "the host files are fine") {
+			t.Errorf("%v: exit %d\n%s%s", args, code, out, errOut)
+		}
+	}
+	// The repository's own files, and a local.settings.json next to the sample.
+	if problems := Check(repoRoot(t), true); len(problems) != 0 {
+		t.Errorf("the repository's host files: %q", problems)
+	}
+	ls := readFile(t, filepath.Join(dir, "local.settings.sample.json"))
+	if err := os.WriteFile(filepath.Join(dir, "local.settings.json"), ls, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	editJSON(t, dir, "local.settings.json", values(func(v map[string]any) {
+		v["NimBus__RetryPolicies__EventTypes__3__EventTypeId"] = "OrderPlaced" // an indexed setting
+		v["FUNCTIONS_WORKER_RUNTIME"] = "Custom"                               // compared case-insensitively
+		v["MyOwnSetting"] = "x"                                                // not NimBus's business
+	}))
+	if problems := Check(dir, true); len(problems) != 0 {
+		t.Errorf("with local.settings.json: %q", problems)
+	}
+}
+
+func TestCheckNamesEachProblem(t *testing.T) {
+	const (
+		sub      = "functions/Subscriber/function.json"
+		deferred = "functions/DeferredProcessor/function.json"
+		sample   = "local.settings.sample.json"
+	)
+	for _, c := range []struct {
+		name     string
+		resolver bool
+		break_   func(t *testing.T, dir string)
+		want     []string // the problem lines, exactly
+	}{
+		{"string data type", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { b["dataType"] = "string" }))
+		}, []string{`functions/Subscriber/function.json: bindings[0].dataType is "string", want "binary"`}},
+		{"no data type", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { delete(b, "dataType") }))
+		}, []string{`functions/Subscriber/function.json: bindings[0].dataType is missing, want "binary"`}},
+		{"sessions off", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { b["isSessionsEnabled"] = false }))
+		}, []string{`functions/Subscriber/function.json: bindings[0].isSessionsEnabled is false, want true`}},
+		{"sessions on where the handler accepts the session itself", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, deferred, binding0(func(b map[string]any) { b["isSessionsEnabled"] = true }))
+		}, []string{`functions/DeferredProcessor/function.json: bindings[0].isSessionsEnabled is true, want false`}},
+		{"direction, type and name", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "functions/InboxCleanup/function.json", binding0(func(b map[string]any) {
+				b["direction"], b["type"], b["name"] = "out", "timer", "myTimer"
+			}))
+		}, []string{
+			`functions/InboxCleanup/function.json: bindings[0].direction is "out", want "in"`,
+			`functions/InboxCleanup/function.json: bindings[0].name is "myTimer", want "timer"`,
+			`functions/InboxCleanup/function.json: bindings[0].type is "timer", want "timerTrigger"`,
+		}},
+		{"connection", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { b["connection"] = "OtherBus" }))
+		}, []string{
+			`functions/Subscriber/function.json: bindings[0].connection is "OtherBus", want "ServiceBusConnection"`,
+			`local.settings.sample.json: Values has neither OtherBus nor OtherBus__fullyQualifiedNamespace, which functions/Subscriber/function.json's connection names`,
+		}},
+		{"expression with __", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { b["topicName"] = "%NimBus__Endpoint%" }))
+		}, []string{`functions/Subscriber/function.json: bindings[0].topicName is "%NimBus__Endpoint%", want "%NimBus:Endpoint%" (the host resolves %A:B% to the app setting A__B; %A__B% never resolves)`}},
+		{"no bindings", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, func(m map[string]any) { m["bindings"] = []any{} })
+		}, []string{`functions/Subscriber/function.json: bindings[0] is missing, want a "serviceBusTrigger" binding named "message"`}},
+		{"auto-completion off in the trigger", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) { b["autoCompleteMessages"] = false }))
+		}, []string{`functions/Subscriber/function.json: bindings[0].autoCompleteMessages is false, want it left out: a custom handler cannot settle messages itself`}},
+		{"function folder missing", false, func(t *testing.T, dir string) {
+			if err := os.RemoveAll(filepath.Join(dir, "functions", "DeferredProcessor")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`functions/DeferredProcessor/function.json: is missing`}},
+		{"unknown function folder", false, func(t *testing.T, dir string) {
+			if err := os.MkdirAll(filepath.Join(dir, "functions", "Orders"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`functions/Orders: the handler serves no function of this name (it serves CloudEventsIngress, DeferredProcessor, InboxCleanup, Subscriber); the host would call it and fail every invocation`}},
+		{"function.json not JSON", false, func(t *testing.T, dir string) {
+			if err := os.WriteFile(filepath.Join(dir, "functions", "Subscriber", "function.json"), []byte(`{"bindings": [`), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`functions/Subscriber/function.json: not valid JSON: unexpected EOF`}},
+		{"forwarding HTTP requests", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = true })
+		}, []string{`host.json: customHandler.enableForwardingHttpRequest is true, want false`}},
+		{"no custom handler", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) { delete(m, "customHandler") })
+		}, []string{`host.json: customHandler is missing: the host would not start the handler binary`}},
+		{"executable path", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) {
+				m["customHandler"].(map[string]any)["description"].(map[string]any)["defaultExecutablePath"] = "bin/handler"
+			})
+		}, []string{`host.json: customHandler.description.defaultExecutablePath is "bin/handler", want a plain file name in the app root (the binary package stages), such as "handler"`}},
+		{"host version and bundle", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) { m["version"] = "1.0"; delete(m, "extensionBundle") })
+		}, []string{
+			`host.json: version is "1.0", want "2.0"`,
+			`host.json: extensionBundle.id is missing, want "Microsoft.Azure.Functions.ExtensionBundle"`,
+			`host.json: extensionBundle.version is missing, want a version range such as "[4.*, 5.0.0)"`,
+		}},
+		{"service bus settlement and ordering", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) {
+				sb := m["extensions"].(map[string]any)["serviceBus"].(map[string]any)
+				sb["autoCompleteMessages"], sb["maxConcurrentCallsPerSession"] = false, 2
+			})
+		}, []string{
+			`host.json: extensions.serviceBus.autoCompleteMessages is false, want true`,
+			`host.json: extensions.serviceBus.maxConcurrentCallsPerSession is 2, want 1`,
+		}},
+		{"lock renewal shorter than the timeout", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) {
+				m["extensions"].(map[string]any)["serviceBus"].(map[string]any)["maxAutoLockRenewalDuration"] = "00:05:00"
+			})
+		}, []string{`host.json: extensions.serviceBus.maxAutoLockRenewalDuration 00:05:00 is shorter than functionTimeout 00:10:00: a long invocation would lose its session lock`}},
+		{"unknown and miscased settings", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) {
+				v["NimBus__Inbox__Retention"] = "7.00:00:00"
+				v["NimBus__inbox__Enabled"] = "true"
+			}))
+		}, []string{
+			`local.settings.sample.json: Values.NimBus__Inbox__Retention is not a setting this version of the library reads`,
+			`local.settings.sample.json: Values.NimBus__inbox__Enabled is not a setting this version of the library reads (app setting names are case-sensitive: NimBus__Inbox__Enabled)`,
+		}},
+		{"setting a binding expression needs", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) { delete(v, "NimBus__Endpoint") }))
+		}, []string{
+			`local.settings.sample.json: Values.NimBus__Endpoint is missing; functions/DeferredProcessor/function.json uses %NimBus:Endpoint%`,
+			`local.settings.sample.json: Values.NimBus__Endpoint is missing; functions/Subscriber/function.json uses %NimBus:Endpoint%`,
+		}},
+		{"worker runtime and value types", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) {
+				delete(v, "FUNCTIONS_WORKER_RUNTIME")
+				v["NimBus__Inbox__PurgeBatchSize"] = 100
+			}))
+		}, []string{
+			`local.settings.sample.json: Values.FUNCTIONS_WORKER_RUNTIME is missing, want "custom"`,
+			`local.settings.sample.json: Values.NimBus__Inbox__PurgeBatchSize is 100, want a string`,
+		}},
+		{"no local settings", false, func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, sample)); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`local.settings.sample.json: is missing (and there is no local.settings.json): 'nimbus-func init' writes one`}},
+		{"the Resolver's trigger", true, func(t *testing.T, dir string) {
+			editJSON(t, dir, "apps/resolver/functions/Resolver/function.json", binding0(func(b map[string]any) { b["topicName"] = "resolver" }))
+		}, []string{`apps/resolver/functions/Resolver/function.json: bindings[0].topicName is "resolver", want "Resolver"`}},
+		{"the Resolver's host.json", true, func(t *testing.T, dir string) {
+			if err := os.Remove(filepath.Join(dir, "apps", "resolver", "host.json")); err != nil {
+				t.Fatal(err)
+			}
+		}, []string{`apps/resolver/host.json: is missing`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := initModule(t)
+			c.break_(t, dir)
+			got := Check(dir, c.resolver)
+			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
+			}
+			args := []string{"check", "--dir", dir}
+			if c.resolver {
+				args = append(args, "--resolver")
+			}
+			code, out, errOut := run(t, args...)
+			if code != 1 || out != strings.Join(c.want, "\n")+"\n" || !strings.Contains(errOut, "problems") {
+				t.Errorf("nimbus-func check: exit %d, stdout %q, stderr %q; want exit 1 and one line per problem", code, out, errOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,203 @@
+package scaffold
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"go/parser"
+	"go/token"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// newModule returns a directory holding an empty Go module.
+func newModule(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/orders\n\ngo 1.26\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// run runs the command in-process and returns its exit code and output.
+func run(t *testing.T, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = Run(context.Background(), args, &o, &e)
+	return code, o.String(), e.String()
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestInitWritesTheApp(t *testing.T) {
+	dir := newModule(t)
+	sub := filepath.Join(dir, "svc")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "init", "--endpoint", "Orders", "--dir", sub)
+	if code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	want := []string{
+		".funcignore", "functions/CloudEventsIngress/function.json", "functions/DeferredProcessor/function.json",
+		"functions/InboxCleanup/function.json", "functions/Subscriber/function.json", "host.json",
+		"infra/bicep/README.md", "infra/bicep/main.bicep", "infra/bicep/main.bicepparam",
+		"infra/bicep/modules/cloudevents-ingress.bicep", "infra/bicep/modules/resolver-app.bicep",
+		"infra/bicep/modules/servicebus-access.bicep", "infra/bicep/modules/servicebus-topology.bicep",
+		"local.settings.sample.json", "main.go",
+	}
+	for _, p := range want {
+		if _, err := os.Stat(filepath.Join(sub, filepath.FromSlash(p))); err != nil {
+			t.Errorf("%s not written: %v", p, err)
+		}
+		if !strings.Contains(out, "wrote   "+p+"\n") {
+			t.Errorf("the output does not say it wrote %s:\n%s", p, out)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(sub, "apps")); !os.IsNotExist(err) {
+		t.Errorf("init without --resolver wrote apps/: %v", err)
+	}
+	if !strings.Contains(out, strconv.Itoa(len(want))+" files written, 0 skipped") {
+		t.Errorf("the output does not count %d files written:\n%s", len(want), out)
+	}
+
+	var ls struct{ Values map[string]string }
+	if err := json.Unmarshal(readFile(t, filepath.Join(sub, "local.settings.sample.json")), &ls); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"NimBus__Endpoint", "NimBus__CloudEvents__IngressTopic", "NimBus__CloudEvents__IngressSubscription"} {
+		if ls.Values[k] != "Orders" {
+			t.Errorf("local.settings.sample.json %s = %q, want Orders", k, ls.Values[k])
+		}
+	}
+	if p := string(readFile(t, filepath.Join(sub, "infra", "bicep", "main.bicepparam"))); !strings.Contains(p, "param endpointName = 'Orders'\n") {
+		t.Errorf("main.bicepparam does not set endpointName = 'Orders':\n%s", p)
+	}
+	for _, f := range want {
+		if strings.Contains(string(readFile(t, filepath.Join(sub, f))), endpointPlaceholder) {
+			t.Errorf("%s still holds the placeholder %s", f, endpointPlaceholder)
+		}
+	}
+	checkMainGo(t, readFile(t, filepath.Join(sub, "main.go")))
+}
+
+// checkMainGo asserts the sample handler is a main package written against
+// the public API: nimbus.New, app.Handle with a handler that decodes the
+// event and completes it, and app.Main.
+func checkMainGo(t *testing.T, src []byte) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "main.go", src, parser.ParseComments)
+	if err != nil {
+		t.Fatalf("main.go does not parse: %v", err)
+	}
+	if f.Name.Name != "main" {
+		t.Errorf("main.go is package %s, want main", f.Name.Name)
+	}
+	imports := map[string]bool{}
+	for _, i := range f.Imports {
+		imports[i.Path.Value] = true
+	}
+	if !imports[`"github.com/nimbus-go/functions-subscriber/nimbus"`] || !imports[`"context"`] {
+		t.Errorf("main.go imports %v, want context and the nimbus package", imports)
+	}
+	for _, call := range []string{"nimbus.New()", `app.Handle("OrderPlaced", func(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {`,
+		"ev.Decode(&o)", "return nimbus.Result{}, err", "return nimbus.Completed(), nil", "app.Main()"} {
+		if !bytes.Contains(src, []byte(call)) {
+			t.Errorf("main.go does not contain %s", call)
+		}
+	}
+}
+
+func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
+	dir := newModule(t)
+	if code, out, errOut := run(t, "init", "--endpoint", "Orders", "--dir", dir); code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	host := filepath.Join(dir, "host.json")
+	mine := []byte(`{"version": "2.0", "mine": true}`)
+	if err := os.WriteFile(host, mine, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, "main.go")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Again, with the Resolver: only what is missing is written.
+	code, out, errOut := run(t, "init", "--endpoint", "Orders", "--resolver", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("init --resolver: exit %d\n%s%s", code, out, errOut)
+	}
+	if !bytes.Equal(readFile(t, host), mine) {
+		t.Error("init overwrote host.json without --force")
+	}
+	for _, line := range []string{
+		"skipped host.json (it exists; --force overwrites it)\n",
+		"skipped functions/Subscriber/function.json (it exists; --force overwrites it)\n",
+		"wrote   main.go\n",
+		"wrote   apps/resolver/host.json\n",
+		"wrote   apps/resolver/functions/Resolver/function.json\n",
+		"3 files written, 14 skipped",
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("the output lacks %q:\n%s", line, out)
+		}
+	}
+
+	code, out, errOut = run(t, "init", "--endpoint", "Orders", "--resolver", "--force", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("init --force: exit %d\n%s%s", code, out, errOut)
+	}
+	want, _ := Render("Orders", true)
+	tmpl, _ := renderedFile(want, "host.json")
+	if !bytes.Equal(readFile(t, host), tmpl) {
+		t.Error("init --force did not overwrite host.json with the template")
+	}
+	if !strings.Contains(out, "17 files written, 0 skipped") {
+		t.Errorf("init --force did not write every file:\n%s", out)
+	}
+}
+
+func TestInitRefuses(t *testing.T) {
+	outside := t.TempDir() // no go.mod here or above
+	for _, c := range []struct {
+		name     string
+		args     []string
+		code     int
+		msg      string
+		checkDir string // must stay empty
+	}{
+		{"outside a module", []string{"init", "--endpoint", "Orders", "--dir", outside}, 1, "not inside a Go module", outside},
+		{"no endpoint", []string{"init", "--dir", outside}, 2, "--endpoint is required", outside},
+		{"bad endpoint", []string{"init", "--endpoint", "Orders/Topic", "--dir", newModule(t)}, 1, `endpoint name "Orders/Topic"`, ""},
+		{"endpoint too long", []string{"init", "--endpoint", strings.Repeat("a", 51), "--dir", newModule(t)}, 1, "endpoint name", ""},
+		{"stray argument", []string{"init", "--endpoint", "Orders", "--dir", outside, "extra"}, 2, `unexpected argument "extra"`, outside},
+		{"unknown command", []string{"bootstrap"}, 2, `unknown command "bootstrap"`, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := run(t, c.args...)
+			if code != c.code || !strings.Contains(errOut, c.msg) {
+				t.Errorf("exit %d, stderr %q; want exit %d and %q", code, errOut, c.code, c.msg)
+			}
+			if strings.Contains(out, "wrote") {
+				t.Errorf("it wrote files:\n%s", out)
+			}
+			if c.checkDir != "" {
+				if entries, _ := os.ReadDir(c.checkDir); len(entries) != 0 {
+					t.Errorf("%s is not empty: %v", c.checkDir, entries)
+				}
+			}
+		})
+	}
+}

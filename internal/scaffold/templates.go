@@ -1,0 +1,136 @@
+// Package scaffold is the logic of the nimbus-func command: the files a
+// subscriber endpoint's module needs (main.go, host.json, the function
+// folders, the sample local settings, .funcignore, the Bicep templates and,
+// optionally, the Resolver app's host files), the checks of those files, and
+// the packaging and publishing of the app.
+//
+// The embedded templates are the one source of truth for these files. The
+// repository's own host.json, functions/, apps/resolver/,
+// local.settings.sample.json and infra/bicep/ are their rendering for the
+// sample endpoint (the NimBus__Endpoint of local.settings.sample.json);
+// after changing a template, regenerate them with `go generate
+// ./internal/scaffold`, which runs
+//
+//	go test ./internal/scaffold -run TestRepositoryFilesAreTheTemplates -update
+package scaffold
+
+//go:generate go test -run TestRepositoryFilesAreTheTemplates -count=1 . -update
+
+import (
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+//go:embed all:templates
+var templateFS embed.FS
+
+const (
+	templateRoot = "templates"
+	// endpointPlaceholder stands for the endpoint name in the templates.
+	endpointPlaceholder = "{{endpoint}}"
+	// tmplSuffix marks a template whose output ends differently (main.go.tmpl
+	// becomes main.go; a .go file here would be compiled as a package).
+	tmplSuffix = ".tmpl"
+	// resolverDir holds the Resolver app's host files; init writes them only
+	// when asked to.
+	resolverDir = "apps/resolver"
+	// mainFile is the sample handler; it is the team's own code, so the
+	// repository (whose main package is handler/) has no rendering of it.
+	mainFile = "main.go"
+	// funcIgnore keeps local files out of the published package.
+	funcIgnore = ".funcignore"
+)
+
+// endpointRE is what init accepts as an endpoint name: it names the endpoint's
+// topic and its subscription (at most 50 characters in Service Bus) and is
+// written into JSON and Bicep strings as it is.
+var endpointRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,49}$`)
+
+// File is one rendered template: its slash-separated path relative to the
+// module directory, and its content.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// CheckEndpointName reports whether name can be an endpoint name.
+func CheckEndpointName(name string) error {
+	if !endpointRE.MatchString(name) {
+		return fmt.Errorf("endpoint name %q: want a letter, then up to 49 letters, digits, '.', '_' or '-'", truncate(name, 60))
+	}
+	return nil
+}
+
+// Render returns every file init writes for the endpoint, sorted by path:
+// the Resolver app's files only with resolver.
+func Render(endpoint string, resolver bool) ([]File, error) {
+	if err := CheckEndpointName(endpoint); err != nil {
+		return nil, err
+	}
+	var files []File
+	err := fs.WalkDir(templateFS, templateRoot, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		rel := strings.TrimPrefix(p, templateRoot+"/")
+		if !resolver && inDir(rel, resolverDir) {
+			return nil
+		}
+		b, err := templateFS.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files = append(files, File{
+			Path: strings.TrimSuffix(rel, tmplSuffix),
+			Data: []byte(strings.ReplaceAll(string(b), endpointPlaceholder, endpoint)),
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
+// renderedFile returns the rendering of one file for the endpoint.
+func renderedFile(files []File, p string) ([]byte, bool) {
+	for _, f := range files {
+		if f.Path == p {
+			return f.Data, true
+		}
+	}
+	return nil, false
+}
+
+// inDir reports whether the slash path p is dir or below it.
+func inDir(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+"/")
+}
+
+// functionNames returns the function folder names of an app root (""
+// for the endpoint app, apps/resolver for the Resolver) in the templates.
+func functionNames(files []File, appRoot string) []string {
+	var names []string
+	prefix := path.Join(appRoot, "functions") + "/"
+	for _, f := range files {
+		if rest, ok := strings.CutPrefix(f.Path, prefix); ok && path.Base(rest) == "function.json" && path.Dir(rest) != "." {
+			names = append(names, path.Dir(rest))
+		}
+	}
+	return names
+}
+
+// truncate bounds a string taken from the user's files or arguments before
+// it is printed.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

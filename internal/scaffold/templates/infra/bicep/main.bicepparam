@@ -1,0 +1,23 @@
+using './main.bicep'
+
+// Example parameters; see docs/deploying.md. Only endpointName is required.
+param endpointName = '{{endpoint}}'
+
+// Join an existing NimBus namespace instead of creating one:
+// param existingServiceBusNamespaceName = 'sb-nimbus-prod'
+// param existingServiceBusResourceGroupName = 'rg-nimbus-platform'
+
+// Let external CloudEvents producers send to an ingress topic:
+// param cloudEventsIngressTopic = 'PartnerInbound'
+// param cloudEventsDeduplication = 'SourceAndId'
+
+param inboxRetentionPeriod = '7.00:00:00'
+param inboxCleanupSchedule = '0 0 * * * *'
+param cosmosServerless = true
+param maximumInstanceCount = 100
+param instanceMemoryMB = 2048
+param subscriberAlwaysReadyInstances = 0
+param logLevel = 'info'
+param tags = {
+  app: 'nimbus-subscriber'
+}
