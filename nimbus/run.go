@@ -31,8 +31,9 @@ import (
 // the port the Functions host gives.
 type Options struct {
 	// LookupEnv reads the app settings (NimBus__*, ServiceBusConnection,
-	// FUNCTIONS_CUSTOMHANDLER_PORT, ...) and the OTEL_* variables. nil
-	// means os.LookupEnv.
+	// FUNCTIONS_CUSTOMHANDLER_PORT, ...). nil means os.LookupEnv. The
+	// OTEL_* variables are always read from the process environment, where
+	// the OpenTelemetry SDK reads them.
 	LookupEnv func(key string) (string, bool)
 	// Stdout receives the log, one JSON object per line. nil means
 	// os.Stdout.
@@ -86,9 +87,10 @@ func (e signalError) Error() string { return "received " + e.sig.String() }
 
 // Run serves the app until ctx is done, then shuts down gracefully, and
 // returns the process exit code. It reads the settings through
-// opts.LookupEnv, sets up telemetry (installing the tracer provider and the
-// W3C propagator globally, so a handler's own OpenTelemetry instrumentation
-// joins the delivery's trace), and serves the Functions host's invocations.
+// opts.LookupEnv, sets up telemetry from the OTEL_* variables (installing
+// the tracer provider and the W3C propagator globally, so a handler's own
+// OpenTelemetry instrumentation joins the delivery's trace), and serves the
+// Functions host's invocations.
 //
 // When ctx is done, waits for a redelivery pause and a running inbox
 // cleanup end at once (those invocations answer 503 and the broker
@@ -142,7 +144,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 	if cfg.App == config.AppResolver {
 		service = "Resolver"
 	}
-	tel, err := setupTelemetry(opts.LookupEnv, service, version)
+	tel, err := setupTelemetry(service, version)
 	if err != nil {
 		closeListener()
 		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
@@ -245,8 +247,8 @@ func shutdown(log zerolog.Logger, stderr io.Writer, svc *app.App, srv *http.Serv
 // provider and metric readers; it installs the provider and the W3C
 // propagator globally, so a handler's own OpenTelemetry instrumentation
 // joins the trace the handler's ctx carries.
-func setupTelemetry(lookup func(string) (string, bool), service, version string) (*export.Telemetry, error) {
-	c, err := export.FromEnv(lookup)
+func setupTelemetry(service, version string) (*export.Telemetry, error) {
+	c, err := export.FromEnv(os.LookupEnv)
 	if err != nil {
 		return nil, err
 	}
