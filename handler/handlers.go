@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 
 // registerHandlers is where this app registers its event handlers, one per
 // NimBus EventTypeId. An event type with no handler is answered with an
 // UnsupportedResponse.
 //
-// A handler returns subscriber.Completed() when done, or
-// subscriber.PendingHandoff(...) when the outcome will be settled later. A
-// plain error (or a panic) fails the event: the Resolver gets an
-// ErrorResponse, the session is blocked, and a RetryRequest follows when a
-// retry policy applies. subscriber.Transient(err) asks the broker to
-// redeliver, subscriber.Permanent(err) sends the message to the dead-letter
-// path, subscriber.Discard(err) skips the event (SkipResponse).
-func registerHandlers(r *subscriber.Registry) {
-	r.Handle("OrderPlaced", handleOrderPlaced)
+// A handler returns nimbus.Completed() when done, or
+// nimbus.PendingHandoff(...) when the outcome will be settled later. A plain
+// error (or a panic) fails the event: the Resolver gets an ErrorResponse,
+// the session is blocked, and a RetryRequest follows when a retry policy
+// applies. nimbus.Transient(err) asks the broker to redeliver,
+// nimbus.Permanent(err) sends the message to the dead-letter path,
+// nimbus.Discard(err) skips the event (SkipResponse).
+func registerHandlers(app *nimbus.App) {
+	app.Handle("OrderPlaced", handleOrderPlaced)
 }
 
 // OrderPlaced is the sample endpoint's (BillingEndpoint's) event. Besides
@@ -73,22 +73,22 @@ const (
 // manual approval (a pending handoff).
 const approvalLimit = 10000
 
-func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
 	var o OrderPlaced
 	if err := ev.Decode(&o); err != nil {
-		return subscriber.Result{}, err
+		return nimbus.Result{}, err
 	}
 	if o.OrderID == "" {
-		return subscriber.Result{}, subscriber.Permanent(errors.New("OrderPlaced has no OrderId"))
+		return nimbus.Result{}, nimbus.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}
 	if err := simulatedFailure(o.Fail, o.FailOn, ev.Attempt); err != nil {
-		return subscriber.Result{}, err
+		return nimbus.Result{}, err
 	}
 	if failsThisAttempt(o.FailFirstAttempts, ev.DeliveryCount) {
-		return subscriber.Result{}, subscriber.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
+		return nimbus.Result{}, nimbus.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
 	}
 	if o.Handoff || o.Amount > approvalLimit {
-		return subscriber.PendingHandoff(subscriber.Handoff{
+		return nimbus.PendingHandoff(nimbus.Handoff{
 			Reason:        "ManualApproval",
 			ExternalJobID: "approval-" + o.OrderID,
 			ExpectedIn:    24 * time.Hour,
@@ -96,7 +96,7 @@ func handleOrderPlaced(ctx context.Context, ev *subscriber.Event) (subscriber.Re
 	}
 	// A real endpoint would create the invoice here, idempotently keyed by
 	// ev.MessageID or o.OrderID.
-	return subscriber.Completed(), nil
+	return nimbus.Completed(), nil
 }
 
 // failsThisAttempt reports whether the sample simulates a failure: only when
@@ -109,31 +109,31 @@ func failsThisAttempt(failFirst, deliveryCount int) bool {
 // simulatedFailure returns the failure the Fail and FailOn switches ask for
 // on this attempt (or panics, for Fail=panic), nil when none. Its texts name
 // the switch, never a value of the order.
-func simulatedFailure(fail, failOn string, attempt subscriber.Attempt) error {
+func simulatedFailure(fail, failOn string, attempt nimbus.Attempt) error {
 	if fail == "" {
 		return nil
 	}
 	switch failOn {
 	case "", failOnOriginal:
 		// An attempt the pipeline did not label counts as the original.
-		if attempt != subscriber.AttemptOriginal && attempt != "" {
+		if attempt != nimbus.AttemptOriginal && attempt != "" {
 			return nil
 		}
 	case failOnAlways:
 	default:
-		return subscriber.Permanent(errors.New(`OrderPlaced.FailOn is not "original" or "always"`))
+		return nimbus.Permanent(errors.New(`OrderPlaced.FailOn is not "original" or "always"`))
 	}
 	switch fail {
 	case failFailed:
 		return errors.New("billing rejected the order (the sample fails it: Fail=failed)")
 	case failTransient:
-		return subscriber.Transient(errors.New("billing system busy (the sample fails it: Fail=transient)"))
+		return nimbus.Transient(errors.New("billing system busy (the sample fails it: Fail=transient)"))
 	case failPermanent:
-		return subscriber.Permanent(errors.New("the order cannot be billed (the sample fails it: Fail=permanent)"))
+		return nimbus.Permanent(errors.New("the order cannot be billed (the sample fails it: Fail=permanent)"))
 	case failDiscard:
-		return subscriber.Discard(errors.New("the order is not billed here (the sample discards it: Fail=discard)"))
+		return nimbus.Discard(errors.New("the order is not billed here (the sample discards it: Fail=discard)"))
 	case failPanic:
 		panic("the sample handler panics (Fail=panic)")
 	}
-	return subscriber.Permanent(errors.New(`OrderPlaced.Fail is not one of "failed", "transient", "permanent", "discard", "panic"`))
+	return nimbus.Permanent(errors.New(`OrderPlaced.Fail is not one of "failed", "transient", "permanent", "discard", "panic"`))
 }

@@ -6,15 +6,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 
-func orderEvent(json string, deliveryCount int) *subscriber.Event {
-	return &subscriber.Event{EventTypeID: "OrderPlaced", JSON: json, MessageID: "m-1", DeliveryCount: deliveryCount}
+func orderEvent(json string, deliveryCount int) *nimbus.Event {
+	return &nimbus.Event{EventTypeID: "OrderPlaced", JSON: json, MessageID: "m-1", DeliveryCount: deliveryCount}
 }
 
-// handoff reports whether r is a pending handoff (anything but Completed).
-func handoff(r subscriber.Result) bool { return r != subscriber.Completed() }
+// handoff reports whether r is a pending handoff.
+func handoff(r nimbus.Result) bool { _, ok := r.Handoff(); return ok }
 
 func TestHandleOrderPlaced(t *testing.T) {
 	type want int
@@ -60,11 +60,11 @@ func TestHandleOrderPlaced(t *testing.T) {
 					t.Fatalf("want a pending handoff, got handoff=%v err=%v", handoff(res), err)
 				}
 			case transient:
-				if err == nil || subscriber.IsPermanent(err) || !strings.Contains(err.Error(), "busy") {
+				if err == nil || nimbus.KindOf(err) != nimbus.KindTransient || !strings.Contains(err.Error(), "busy") {
 					t.Fatalf("want a transient failure, got %v", err)
 				}
 			case permanent:
-				if err == nil || !subscriber.IsPermanent(err) {
+				if err == nil || nimbus.KindOf(err) != nimbus.KindPermanent {
 					t.Fatalf("want a permanent failure, got %v", err)
 				}
 			}
@@ -108,7 +108,7 @@ const (
 )
 
 // runOrder calls the handler and classifies the result, catching a panic.
-func runOrder(t *testing.T, json string, attempt subscriber.Attempt) (out outcome, err error) {
+func runOrder(t *testing.T, json string, attempt nimbus.Attempt) (out outcome, err error) {
 	t.Helper()
 	defer func() {
 		if r := recover(); r != nil {
@@ -124,18 +124,18 @@ func runOrder(t *testing.T, json string, attempt subscriber.Attempt) (out outcom
 	case err == nil:
 		return outCompleted, nil
 	}
-	switch subscriber.KindOf(err) {
-	case subscriber.KindTransient:
+	switch nimbus.KindOf(err) {
+	case nimbus.KindTransient:
 		return outTransient, err
-	case subscriber.KindPermanent:
+	case nimbus.KindPermanent:
 		return outPermanent, err
-	case subscriber.KindDiscard:
+	case nimbus.KindDiscard:
 		return outDiscard, err
 	}
 	return outFailed, err
 }
 
-var attempts = []subscriber.Attempt{"", subscriber.AttemptOriginal, subscriber.AttemptRetry, subscriber.AttemptResubmission, subscriber.AttemptReplay}
+var attempts = []nimbus.Attempt{"", nimbus.AttemptOriginal, nimbus.AttemptRetry, nimbus.AttemptResubmission, nimbus.AttemptReplay}
 
 func TestFailSwitches(t *testing.T) {
 	kinds := map[string]outcome{
@@ -153,7 +153,7 @@ func TestFailSwitches(t *testing.T) {
 					json := fmt.Sprintf(`{"OrderId":"o-1","Amount":123.45,"Fail":%q,"FailOn":%q}`, fail, failOn)
 					got, err := runOrder(t, json, a)
 					want := kind
-					if failOn != "always" && a != "" && a != subscriber.AttemptOriginal {
+					if failOn != "always" && a != "" && a != nimbus.AttemptOriginal {
 						want = outCompleted // a retry, resubmission or replay succeeds
 					}
 					if got != want {
@@ -177,7 +177,7 @@ func TestFailSwitchesRefuseUnknownValues(t *testing.T) {
 		`{"OrderId":"o-1","Fail":"Failed"}`,
 		`{"OrderId":"o-1","Fail":"failed","FailOn":"never"}`,
 	} {
-		got, err := runOrder(t, json, subscriber.AttemptOriginal)
+		got, err := runOrder(t, json, nimbus.AttemptOriginal)
 		if got != outPermanent {
 			t.Errorf("%s: outcome %s (%v), want permanent", json, got, err)
 			continue
@@ -187,7 +187,7 @@ func TestFailSwitchesRefuseUnknownValues(t *testing.T) {
 		}
 	}
 	// No Fail: FailOn alone changes nothing.
-	if got, err := runOrder(t, `{"OrderId":"o-1","FailOn":"always"}`, subscriber.AttemptRetry); got != outCompleted {
+	if got, err := runOrder(t, `{"OrderId":"o-1","FailOn":"always"}`, nimbus.AttemptRetry); got != outCompleted {
 		t.Errorf("FailOn without Fail: %s (%v)", got, err)
 	}
 }
@@ -198,14 +198,14 @@ func TestHandoffSwitch(t *testing.T) {
 			t.Errorf("Handoff=true, attempt %q: %s (%v), want handoff", a, got, err)
 		}
 	}
-	if got, err := runOrder(t, `{"OrderId":"o-1","Amount":5,"Handoff":false}`, subscriber.AttemptOriginal); got != outCompleted {
+	if got, err := runOrder(t, `{"OrderId":"o-1","Amount":5,"Handoff":false}`, nimbus.AttemptOriginal); got != outCompleted {
 		t.Errorf("Handoff=false: %s (%v)", got, err)
 	}
 	// A failure switch wins over the handoff on the attempts it applies to.
-	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, subscriber.AttemptOriginal); got != outFailed {
+	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, nimbus.AttemptOriginal); got != outFailed {
 		t.Errorf("Fail with Handoff, original: %s, want failed", got)
 	}
-	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, subscriber.AttemptResubmission); got != outHandoff {
+	if got, _ := runOrder(t, `{"OrderId":"o-1","Handoff":true,"Fail":"failed"}`, nimbus.AttemptResubmission); got != outHandoff {
 		t.Errorf("Fail with Handoff, resubmission: %s, want handoff", got)
 	}
 }
@@ -215,7 +215,7 @@ func TestHandoffSwitch(t *testing.T) {
 func TestFailOnOriginalThenRetrySucceeds(t *testing.T) {
 	const json = `{"OrderId":"o-1","Fail":"failed"}`
 	var seq []outcome
-	for _, a := range []subscriber.Attempt{subscriber.AttemptOriginal, subscriber.AttemptOriginal, subscriber.AttemptRetry} {
+	for _, a := range []nimbus.Attempt{nimbus.AttemptOriginal, nimbus.AttemptOriginal, nimbus.AttemptRetry} {
 		got, _ := runOrder(t, json, a)
 		seq = append(seq, got)
 	}

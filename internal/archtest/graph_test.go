@@ -115,17 +115,17 @@ func checkForbidden(t *testing.T, pkgs map[string]pkg, forbidden map[string][]st
 	}
 }
 
-// Only main turns exporting on: the exporters read the OTEL_* environment,
-// and the environment is read only in main.
-func TestOnlyMainSetsUpExport(t *testing.T) {
+// Only the entry point turns exporting on: the exporters read the OTEL_*
+// environment, and the environment is read only there.
+func TestOnlyTheEntryPointSetsUpExport(t *testing.T) {
 	pkgs := list(t)
 	for name, p := range pkgs {
-		if name == "handler" || strings.HasPrefix(name, "internal/telemetry/export") {
+		if name == "nimbus" || strings.HasPrefix(name, "internal/telemetry/export") {
 			continue
 		}
 		for _, imp := range p.Imports {
 			if imp == module+"/internal/telemetry/export" {
-				t.Errorf("%s imports internal/telemetry/export; only handler may", name)
+				t.Errorf("%s imports internal/telemetry/export; only nimbus may", name)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package nimbus_test
 
 import (
 	"encoding/hex"
@@ -66,27 +66,13 @@ func TestBinaryExportsOverOTLPWhenTheEndpointIsSet(t *testing.T) {
 	rcv := &otlpReceiver{metrics: map[string]bool{}}
 	srv := httptest.NewServer(rcv)
 	defer srv.Close()
-	p, err := handlerproc.Start(handlerproc.Options{
-		Binary: buildHandler(t),
-		Settings: map[string]string{
-			"NimBus__Endpoint":               "BillingEndpoint",
-			"NimBus__Inbox__Enabled":         "true",
-			"NimBus__Inbox__Store":           "InMemory",
-			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
-			"NimBus__Resolver__Sink":         "InMemory",
-			"OTEL_EXPORTER_OTLP_ENDPOINT":    srv.URL,
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startApp(t, handlerproc.Options{Settings: memorySettings("OTEL_EXPORTER_OTLP_ENDPOINT", srv.URL)})
 	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		_, _ = p.Stop(testctx.Timeout(t, 20*time.Second))
 		t.Fatalf("not ready: %v", err)
 	}
 	const traceID, parentID = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
-	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"Amount\":10}"},"ErrorContent":null}`
-	env := fmt.Sprintf(`{"Data":{"message":%q},"Metadata":{"DeliveryCount":"1","MessageId":"\"m-1\"","SessionId":"\"s-1\"","ApplicationProperties":{"To":"BillingEndpoint","From":"Shop","MessageType":"EventRequest","EventId":"e-1","EventTypeId":"OrderPlaced","traceparent":"00-%s-%s-01"}}}`, b64(body), traceID, parentID)
+	env := orderEnvelope(1, `{"OrderId":"O-1","Amount":10}`, fmt.Sprintf(`,"traceparent":"00-%s-%s-01"`, traceID, parentID))
 	resp, err := http.Post(p.BaseURL()+"/Subscriber", "application/json", strings.NewReader(env))
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("POST /Subscriber: %v %v", resp, err)
@@ -114,15 +100,11 @@ func TestBinaryExportsOverOTLPWhenTheEndpointIsSet(t *testing.T) {
 
 // Asking for OTLP over gRPC, which is not built in, fails start-up and says so.
 func TestStartupRefusesOTLPOverGRPC(t *testing.T) {
-	p, err := handlerproc.Start(handlerproc.Options{
-		Binary: buildHandler(t),
+	p := startApp(t, handlerproc.Options{
 		NoPort: true,
 		Settings: map[string]string{"NimBus__Endpoint": "BillingEndpoint", "NimBus__Resolver__Sink": "InMemory",
 			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4317", "OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 2 || !strings.Contains(p.Stderr(), "OTEL_EXPORTER_OTLP_PROTOCOL") {
 		t.Fatalf("code %d, %v; stderr %q", code, err, p.Stderr())

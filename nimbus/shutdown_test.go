@@ -1,4 +1,4 @@
-package main
+package nimbus_test
 
 import (
 	"fmt"
@@ -17,21 +17,10 @@ import (
 // redelivery pause.
 func startPaced(t *testing.T) *handlerproc.Proc {
 	t.Helper()
-	p, err := handlerproc.Start(handlerproc.Options{
-		Binary: buildHandler(t),
-		Settings: map[string]string{
-			"NimBus__Endpoint":               "BillingEndpoint",
-			"NimBus__Inbox__Enabled":         "true",
-			"NimBus__Inbox__Store":           "InMemory",
-			"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
-			"NimBus__Resolver__Sink":         "InMemory",
-			"NimBus__Retry__BaseDelay":       "00:01:00",
-			"NimBus__Retry__MaxDelay":        "00:01:00",
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := startApp(t, handlerproc.Options{Settings: memorySettings(
+		"NimBus__Retry__BaseDelay", "00:01:00",
+		"NimBus__Retry__MaxDelay", "00:01:00",
+	)})
 	t.Cleanup(func() { _, _ = p.Stop(testctx.Timeout(t, 10*time.Second)) })
 	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
 		t.Fatal(err)
@@ -48,8 +37,7 @@ func TestSIGTERMEndsPausesAndExitsClean(t *testing.T) {
 	statuses := make(chan int, n)
 	for i := range n {
 		// FailFirstAttempts fails delivery 1 transiently: a 60 s pause follows.
-		body := fmt.Sprintf(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-%d\",\"FailFirstAttempts\":1}"},"ErrorContent":null}`, i)
-		env := fmt.Sprintf(`{"Data":{"message":%q},"Metadata":{"DeliveryCount":"1","MessageId":"\"m-%d\"","SessionId":"\"s-%d\"","ApplicationProperties":{"To":"BillingEndpoint","From":"Shop","MessageType":"EventRequest","EventId":"e-%d","EventTypeId":"OrderPlaced"}}}`, b64(body), i, i, i)
+		env := orderEnvelope(i, fmt.Sprintf(`{"OrderId":"O-%d","FailFirstAttempts":1}`, i), "")
 		go func() {
 			resp, err := http.Post(p.BaseURL()+"/Subscriber", "application/json", strings.NewReader(env))
 			if err != nil {
@@ -139,17 +127,13 @@ func TestListenFailureIsOnStderr(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	p, err := handlerproc.Start(handlerproc.Options{
-		Binary: buildHandler(t),
-		Port:   ln.Addr().(*net.TCPAddr).Port,
+	p := startApp(t, handlerproc.Options{
+		Port: ln.Addr().(*net.TCPAddr).Port,
 		Settings: map[string]string{
 			"NimBus__Endpoint":       "BillingEndpoint",
 			"NimBus__Resolver__Sink": "InMemory",
 		},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	code, err := p.Wait(testctx.Timeout(t, 20*time.Second))
 	if err != nil || code != 1 {
 		t.Fatalf("exit %d, %v", code, err)

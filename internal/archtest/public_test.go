@@ -1,0 +1,40 @@
+package archtest
+
+import (
+	"strings"
+	"testing"
+)
+
+// The sample endpoint is built only on the public package: none of its
+// non-test files imports a package under internal/, as a team's own
+// endpoint module could not.
+func TestSampleEndpointUsesOnlyThePublicPackage(t *testing.T) {
+	p, ok := list(t)["handler"]
+	if !ok {
+		t.Fatal("package handler not found")
+	}
+	if len(p.Imports) == 0 {
+		t.Fatal("package handler lists no imports")
+	}
+	for _, imp := range p.Imports {
+		if strings.HasPrefix(imp, module+"/") && imp != module+"/nimbus" {
+			t.Errorf("handler imports %s; it may import only %s/nimbus of this module", imp, module)
+		}
+	}
+}
+
+// Nothing inside the module builds on the public package except the sample
+// endpoint: the internal packages stay independent of it, so it can change
+// shape without touching them.
+func TestOnlyTheSampleImportsThePublicPackage(t *testing.T) {
+	for name, p := range list(t) {
+		if name == "handler" || name == "nimbus" {
+			continue
+		}
+		for _, d := range p.Deps {
+			if d == module+"/nimbus" {
+				t.Errorf("%s depends on the public package nimbus", name)
+			}
+		}
+	}
+}

@@ -1,0 +1,33 @@
+// Package nimbus is what a team imports to write a NimBus subscriber
+// endpoint that runs as an Azure Functions custom handler.
+//
+// An endpoint registers one handler per NimBus EventTypeId and hands control
+// to the App:
+//
+//	func main() {
+//		app := nimbus.New()
+//		app.Handle("OrderPlaced", handleOrderPlaced)
+//		app.Main()
+//	}
+//
+// The Functions host starts the binary, gives it a port, and POSTs each
+// Service Bus and timer invocation to it. For every delivery the App runs the
+// NimBus subscriber contract: the consumer inbox drops duplicates, the
+// handler registered for the event type runs, the delivery is recorded only
+// after the handler succeeded, and the outcome is reported to the NimBus
+// Resolver. Messages of a session are handled in order: a failed event blocks
+// its session and later messages are parked behind it until it is resolved.
+//
+// A handler returns Completed when it is done, or PendingHandoff when another
+// system settles the outcome later. An error fails the event; Transient,
+// Permanent and Discard choose another failure kind (see KindOf). A panic is
+// a plain failure.
+//
+// Main reads the app settings (NimBus__*) and the OpenTelemetry settings
+// (OTEL_*) from the environment, serves the host on 127.0.0.1, shuts down
+// gracefully on SIGTERM and exits with a status code: 0 clean, 1 when the
+// server failed or shutdown cut invocations off, 2 when a setting is wrong.
+// Run does the same under a context, for tests and for programs that own
+// their process. With NimBus__App=Resolver the same binary serves the NimBus
+// Resolver instead, and registered handlers are not used.
+package nimbus

@@ -1,0 +1,285 @@
+package nimbus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry/export"
+)
+
+// Options are what Run reads and writes besides the network. The zero
+// value means the process's own: its environment, stdout and stderr, and
+// the port the Functions host gives.
+type Options struct {
+	// Environ holds the app settings (NimBus__*, ServiceBusConnection,
+	// FUNCTIONS_CUSTOMHANDLER_PORT, ...) as "key=value" pairs, the form
+	// os.Environ returns; nil means os.Environ(). Every name that starts
+	// with NimBus__ must be a setting this version reads, spelt exactly.
+	// The OTEL_* variables are always read from the process environment,
+	// where the OpenTelemetry SDK reads them.
+	Environ []string
+	// Stdout receives the log, one JSON object per line. nil means
+	// os.Stdout.
+	Stdout io.Writer
+	// Stderr receives start-up errors and one line per failing invocation,
+	// worded so the Functions host logs it as an error or a warning. nil
+	// means os.Stderr.
+	Stderr io.Writer
+	// Listener, when set, is where the app serves instead of
+	// 127.0.0.1:FUNCTIONS_CUSTOMHANDLER_PORT. Run closes it.
+	Listener net.Listener
+	// Version is reported in heartbeats, logs and telemetry. "" means the
+	// main module's version from the build information, or "dev".
+	Version string
+}
+
+// Exit codes of Run and Main.
+const (
+	exitClean    = 0
+	exitFailed   = 1
+	exitSettings = 2
+)
+
+// shutdownGrace bounds how long in-flight invocations may take to finish
+// once shutdown begins. It exceeds the pipeline's settle timeout, so a
+// delivery whose handler already succeeded finishes its record and
+// response.
+const shutdownGrace = 75 * time.Second
+
+// Main runs the app as the custom handler process and exits with Run's
+// code. The first SIGTERM or interrupt begins a graceful shutdown; a second
+// one cuts off the invocations still running.
+func (a *App) Main() {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	second := make(chan os.Signal, 1)
+	go func() {
+		cancel(signalError{<-sigs})
+		second <- <-sigs
+	}()
+	code := a.run(ctx, Options{}, second)
+	signal.Stop(sigs)
+	os.Exit(code)
+}
+
+// signalError is the cause of Main's context: the signal that ended it.
+type signalError struct{ sig os.Signal }
+
+func (e signalError) Error() string { return "received " + e.sig.String() }
+
+// Run serves the app until ctx is done, then shuts down gracefully, and
+// returns the process exit code. It reads the settings through
+// opts.Environ, sets up telemetry from the OTEL_* variables (installing
+// the tracer provider and the W3C propagator globally, so a handler's own
+// OpenTelemetry instrumentation joins the delivery's trace), and serves the
+// Functions host's invocations.
+//
+// When ctx is done, waits for a redelivery pause and a running inbox
+// cleanup end at once (those invocations answer 503 and the broker
+// redelivers), and in-flight invocations get up to 75 seconds to finish.
+//
+// The code is 0 when every invocation was answered and the clients closed
+// cleanly; 1 when the app could not listen, the server failed, or shutdown
+// cut invocations off; 2 when a setting is wrong (every problem is listed
+// on Stderr and in the log).
+func (a *App) Run(ctx context.Context, opts Options) int {
+	return a.run(ctx, opts, nil)
+}
+
+var timeFormatOnce sync.Once
+
+// run is Run; a signal on second cuts off the invocations that a graceful
+// shutdown still waits for.
+func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) int {
+	if opts.Environ == nil {
+		opts.Environ = os.Environ()
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = os.Stderr
+	}
+	version := buildVersion(opts.Version)
+	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
+	log := zerolog.New(opts.Stdout).With().Timestamp().Logger()
+	closeListener := func() {
+		if opts.Listener != nil {
+			_ = opts.Listener.Close()
+		}
+	}
+
+	cfg, err := config.LoadEnviron(opts.Environ)
+	if err != nil {
+		closeListener()
+		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the app settings")
+		fmt.Fprintln(opts.Stderr, err)
+		return exitSettings
+	}
+	log = log.Level(cfg.LogLevel)
+	for _, w := range cfg.Warnings {
+		log.Warn().Msg(w)
+	}
+
+	handlers := a.registry()
+	service := cfg.Endpoint
+	if cfg.App == config.AppResolver {
+		service = "Resolver"
+	}
+	tel, err := setupTelemetry(service, version)
+	if err != nil {
+		closeListener()
+		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
+		fmt.Fprintln(opts.Stderr, "error: start-up failed:", err)
+		return exitSettings
+	}
+	metrics := telemetry.NewMetrics(telemetry.MetricsOptions{Readers: tel.MetricReaders, Resource: tel.Resource})
+	defer flushTelemetry(log, tel, metrics)
+	svc, err := app.New(cfg, app.Deps{Handlers: handlers, Log: log, Version: version,
+		TracerProvider: tel.TracerProvider, Metrics: metrics, Stderr: opts.Stderr})
+	if err != nil {
+		closeListener()
+		log.Error().Str("error", err.Error()).Msg("start-up failed")
+		fmt.Fprintln(opts.Stderr, err)
+		return exitSettings
+	}
+
+	ln := opts.Listener
+	if ln == nil {
+		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
+		if ln, err = net.Listen("tcp", addr); err != nil {
+			log.Error().Str("error", err.Error()).Str("addr", addr).Msg("start-up failed: cannot listen")
+			fmt.Fprintf(opts.Stderr, "start-up failed: cannot listen on %s: %v\n", addr, err)
+			_ = svc.Close(context.Background())
+			return exitFailed
+		}
+	}
+	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 30 * time.Second}
+	log.Info().Str("addr", ln.Addr().String()).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
+		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
+		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
+		Strs("functions", svc.Functions()).Strs("eventTypes", handlers.EventTypes()).
+		Str("version", version).Bool("otlpExport", tel.Exporting()).Msg("custom handler listening")
+
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+
+	select {
+	case err := <-errc:
+		log.Error().Str("error", err.Error()).Msg("server stopped")
+		fmt.Fprintf(opts.Stderr, "server stopped: %v\n", err)
+		svc.BeginShutdown()
+		_ = svc.Close(context.Background())
+		return exitFailed
+	case <-ctx.Done():
+		ev := log.Info()
+		var sig signalError
+		if errors.As(context.Cause(ctx), &sig) {
+			ev = ev.Str("signal", sig.sig.String())
+		} else {
+			ev = ev.Str("reason", logsafe.Bound(context.Cause(ctx).Error()))
+		}
+		ev.Msg("shutting down: pauses end and answer 503; deliveries whose handler succeeded finish their record and response")
+	}
+	return shutdown(log, opts.Stderr, svc, srv, second)
+}
+
+// shutdown stops the server: waits, paced failures and a running cleanup
+// end at once (they answer 503 and the broker redelivers), in-flight
+// invocations finish. A signal on second, or the grace period running out,
+// closes the remaining connections at once. It returns the exit code.
+func shutdown(log zerolog.Logger, stderr io.Writer, svc *app.App, srv *http.Server, second <-chan os.Signal) int {
+	svc.BeginShutdown()
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Shutdown(ctx) }()
+	code := exitClean
+	select {
+	case err := <-done:
+		if err != nil {
+			code = exitFailed
+			log.Error().Str("error", err.Error()).Dur("grace", shutdownGrace).
+				Msg("shutdown did not finish cleanly: in-flight invocations were cut off without an answer; the broker redelivers them")
+		}
+	case sig := <-second:
+		code = exitFailed
+		cancel()
+		<-done
+		log.Error().Str("signal", sig.String()).
+			Msg("second signal: in-flight invocations were cut off without an answer; the broker redelivers them")
+	}
+	if code != exitClean {
+		_ = srv.Close()
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer ccancel()
+	if err := svc.Close(cctx); err != nil {
+		code = exitFailed
+		log.Error().Str("error", logsafe.Bound(err.Error())).Msg("closing Azure clients failed")
+	}
+	if code != exitClean {
+		fmt.Fprintln(stderr, "shutdown did not finish cleanly; see the log")
+	}
+	log.Info().Int("exitCode", code).Msg("stopped")
+	return code
+}
+
+// setupTelemetry reads the standard OTEL_* variables and builds the tracer
+// provider and metric readers; it installs the provider and the W3C
+// propagator globally, so a handler's own OpenTelemetry instrumentation
+// joins the trace the handler's ctx carries.
+func setupTelemetry(service, version string) (*export.Telemetry, error) {
+	c, err := export.FromEnv(os.LookupEnv)
+	if err != nil {
+		return nil, err
+	}
+	c.ServiceName, c.ServiceVersion = service, version
+	tel, err := export.Setup(context.Background(), c)
+	if err != nil {
+		return nil, err
+	}
+	otel.SetTracerProvider(tel.TracerProvider)
+	otel.SetTextMapPropagator(propagation.TraceContext{})
+	return tel, nil
+}
+
+// flushTelemetry exports what is left, within a few seconds.
+func flushTelemetry(log zerolog.Logger, tel *export.Telemetry, m *telemetry.Metrics) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := errors.Join(tel.Shutdown(ctx), m.Shutdown(ctx)); err != nil && tel.Exporting() {
+		log.Warn().Str("error", logsafe.Bound(err.Error())).Msg("telemetry export did not flush at shutdown")
+	}
+}
+
+// buildVersion returns v, else the main module's version, else "dev".
+func buildVersion(v string) string {
+	if v != "" {
+		return v
+	}
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

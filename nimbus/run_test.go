@@ -1,0 +1,208 @@
+package nimbus_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/nimbus"
+)
+
+// syncBuffer is a bytes.Buffer safe for the app's concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// logLines decodes the JSON log lines in out.
+func logLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var lines []map[string]any
+	for _, raw := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(raw), &m); err != nil {
+			t.Fatalf("log line %q is not JSON: %v", raw, err)
+		}
+		lines = append(lines, m)
+	}
+	return lines
+}
+
+// runApp runs app with settings on a loopback listener until the returned
+// stop function is called; stop returns Run's exit code.
+func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, stderr *syncBuffer) (base string, stop func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	code := make(chan int, 1)
+	go func() {
+		code <- app.Run(ctx, nimbus.Options{Environ: environ(settings), Listener: ln, Stdout: stdout, Stderr: stderr, Version: "1.2.3"})
+	}()
+	stopped := false
+	stop = func() int {
+		stopped = true
+		cancel()
+		select {
+		case c := <-code:
+			return c
+		case <-time.After(20 * time.Second):
+			t.Fatal("Run did not return within 20 s of its context ending")
+			return -1
+		}
+	}
+	t.Cleanup(func() {
+		if !stopped {
+			stop()
+		}
+	})
+	return "http://" + ln.Addr().String(), stop
+}
+
+// Run serves invocations on the listener it is given, hands the handler
+// the delivery through the public Event, and returns 0 once its context
+// ends.
+func TestRunServesUntilTheContextEnds(t *testing.T) {
+	var mu sync.Mutex
+	var got []nimbus.Event
+	app := nimbus.New()
+	app.Handle("OrderPlaced", func(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
+		mu.Lock()
+		got = append(got, *ev)
+		mu.Unlock()
+		return nimbus.PendingHandoff(nimbus.Handoff{Reason: "ManualApproval", ExternalJobID: "approval-1"}), nil
+	})
+	var stdout, stderr syncBuffer
+	base, stop := runApp(t, app, memorySettings(), &stdout, &stderr)
+	resp, err := http.Post(base+"/Subscriber", "application/json", strings.NewReader(orderEnvelope(7, `{"OrderId":"O-7"}`, "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("POST /Subscriber answered %d", resp.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d, want 0; stderr %q", code, stderr.String())
+	}
+	if len(got) != 1 {
+		t.Fatalf("handler ran %d times, want 1", len(got))
+	}
+	ev := got[0]
+	if ev.EventTypeID != "OrderPlaced" || ev.JSON != `{"OrderId":"O-7"}` || ev.MessageID != "m-7" || ev.SessionID != "s-7" ||
+		ev.EventID != "e-7" || ev.From != "Shop" || ev.DeliveryCount != 1 || ev.Attempt != nimbus.AttemptOriginal || ev.CloudEvent != nil {
+		t.Errorf("handler got %+v", ev)
+	}
+	var listening, outcome map[string]any
+	for _, l := range logLines(t, stdout.String()) {
+		switch {
+		case l["message"] == "custom handler listening":
+			listening = l
+		case l["outcome"] != nil:
+			outcome = l
+		}
+	}
+	if listening == nil || listening["version"] != "1.2.3" || listening["addr"] != strings.TrimPrefix(base, "http://") {
+		t.Errorf("listening line %v", listening)
+	}
+	if types, _ := listening["eventTypes"].([]any); len(types) != 1 || types[0] != "OrderPlaced" {
+		t.Errorf("listening line names the event types %v", listening["eventTypes"])
+	}
+	if outcome == nil || outcome["outcome"] != "pending_handoff" {
+		t.Errorf("outcome line %v, want the pending handoff", outcome)
+	}
+}
+
+// The same entry point serves the Resolver app, with no handlers.
+func TestRunServesTheResolverApp(t *testing.T) {
+	var stdout, stderr syncBuffer
+	base, stop := runApp(t, nimbus.New(), map[string]string{"NimBus__App": "Resolver", "NimBus__Resolver__Store": "InMemory",
+		// Clients are created on first use: nothing connects here.
+		"ServiceBusConnection": "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"}, &stdout, &stderr)
+	resp, err := http.Get(base + "/")
+	if err != nil {
+		t.Fatalf("%v; stderr %q", err, stderr.String())
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET / answered %d", resp.StatusCode)
+	}
+	if code := stop(); code != 0 {
+		t.Fatalf("exit code %d; stderr %q\n%s", code, stderr.String(), stdout.String())
+	}
+	if !strings.Contains(stdout.String(), `"app":"Resolver"`) {
+		t.Fatalf("the app did not start as the Resolver:\n%s", stdout.String())
+	}
+}
+
+// Wrong settings: exit code 2, every problem on Stderr; the listener is
+// closed.
+func TestRunRefusesWrongSettings(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr syncBuffer
+	code := nimbus.New().Run(t.Context(), nimbus.Options{
+		Environ:  []string{"NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0"},
+		Listener: ln, Stdout: &stdout, Stderr: &stderr,
+	})
+	if code != 2 {
+		t.Fatalf("exit code %d, want 2", code)
+	}
+	for _, want := range []string{"NimBus__Endpoint", "NimBus__Inbox__Store", "NimBus__Inbox__PurgeBatchSize"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr does not mention %s: %q", want, stderr.String())
+		}
+	}
+	if _, err := ln.Accept(); err == nil {
+		t.Error("the listener is still open")
+	}
+}
+
+// Without a listener, Run listens on the port the host gives; a port in use
+// is exit code 1 with the reason on Stderr.
+func TestRunCannotListen(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var stdout, stderr syncBuffer
+	settings := map[string]string{"NimBus__Endpoint": "BillingEndpoint", "NimBus__Resolver__Sink": "InMemory",
+		"FUNCTIONS_CUSTOMHANDLER_PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
+	code := nimbus.New().Run(t.Context(), nimbus.Options{Environ: environ(settings), Stdout: &stdout, Stderr: &stderr})
+	if code != 1 || !strings.Contains(stderr.String(), "cannot listen") {
+		t.Fatalf("exit code %d, stderr %q", code, stderr.String())
+	}
+}
+
+// environ turns settings into "key=value" pairs, as os.Environ returns them.
+func environ(settings map[string]string) []string {
+	out := make([]string, 0, len(settings))
+	for k, v := range settings {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
