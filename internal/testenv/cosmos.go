@@ -36,28 +36,37 @@ func (c *Cosmos) ConnectionString() string {
 // Logs returns what the server printed so far.
 func (c *Cosmos) Logs() string { return c.proc.Logs() }
 
-// Stop stops the server; tb.Cleanup also does it.
+// Stop stops the server; tb.Cleanup also does it for StartCosmos.
 func (c *Cosmos) Stop() { c.proc.Stop() }
 
-// StartCosmos starts scripts/testenv/cosmos.js on a free port and stops it
-// when tb ends. Without Node it skips tb (fails it under
+// StartCosmos starts a private scripts/testenv/cosmos.js on a free port and
+// stops it when tb ends; tests that stop or break the server use it, the
+// others SharedCosmos. Without Node it skips tb (fails it under
 // NIMBUS_REQUIRE_EMULATORS=1).
 func StartCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	tb.Helper()
+	c, err := startCosmos(opts)
+	if err != nil {
+		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", err)
+		return nil
+	}
+	tb.Cleanup(c.Stop)
+	return c
+}
+
+func startCosmos(opts CosmosOptions) (*Cosmos, error) {
 	env := []string{"PORT=0"}
 	if opts.Consistency != "" {
 		env = append(env, "COSMOS_CONSISTENCY="+opts.Consistency)
 	}
 	p, err := StartNode("cosmos.js", env...)
 	if err != nil {
-		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", err)
-		return nil
+		return nil, err
 	}
-	tb.Cleanup(p.Stop)
 	return &Cosmos{
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", p.Port),
 		Key:      CosmosEmulatorKey,
 		Port:     p.Port,
 		proc:     p,
-	}
+	}, nil
 }
