@@ -38,7 +38,7 @@ func masterSig(key, method, date string) string {
 // exactly as the SDK signs its account read.
 func TestKeyAuthentication(t *testing.T) {
 	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-	db := testenv.UniqueDatabase(t)
+	db := srv.Database(t)
 	for name, cfg := range map[string]cosmos.Config{
 		"endpoint and key":  {Endpoint: srv.Endpoint, Key: srv.Key},
 		"connection string": {ConnectionString: srv.ConnectionString()},
@@ -125,7 +125,7 @@ func identityEndpoint(t *testing.T) *[]url.Values {
 // user-assigned managed identity and DefaultAzureCredential.
 func TestEntraAuthentication(t *testing.T) {
 	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-	db := testenv.UniqueDatabase(t)
+	db := srv.Database(t)
 	cases := []struct {
 		name      string
 		setup     func(t *testing.T) (cosmos.Config, func(t *testing.T))

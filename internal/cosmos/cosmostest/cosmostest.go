@@ -8,13 +8,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -232,31 +230,7 @@ func NewEnv(t testing.TB, consistency string) *Env {
 		t.Fatal(err)
 	}
 	t.Cleanup(acct.Client.Close)
-	e := &Env{Srv: srv, DB: testenv.UniqueDatabase(t), Rec: rec, Account: acct}
-	t.Cleanup(func() { e.dropDatabase(t) })
-	return e
-}
-
-// dropDatabase deletes the test's database (if the test made it), so a
-// long package run does not pile documents up in the shared server.
-func (e *Env) dropDatabase(t testing.TB) {
-	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: e.Srv.ConnectionString(), Retry: NoRetry})
-	if err != nil {
-		t.Errorf("dropping database %s: %v", e.DB, err)
-		return
-	}
-	defer acct.Client.Close()
-	db, err := acct.Client.NewDatabase(e.DB)
-	if err != nil {
-		t.Errorf("dropping database %s: %v", e.DB, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	var re *azcore.ResponseError
-	if _, err := db.Delete(ctx, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == http.StatusNotFound) {
-		t.Errorf("dropping database %s: %v", e.DB, err)
-	}
+	return &Env{Srv: srv, DB: srv.Database(t), Rec: rec, Account: acct}
 }
 
 // Raw returns a container client that bypasses the recorder (for test

@@ -50,7 +50,7 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	}
 	t.Cleanup(acct.Client.Close)
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: testenv.UniqueDatabase(t), Now: clock.Now}})
+	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: srv.Database(t), Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}
