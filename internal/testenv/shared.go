@@ -10,10 +10,10 @@ import (
 	"testing"
 )
 
-// A test package shares its stand-ins: its TestMain calls Main, and each
-// test asks SharedCosmos (or SharedServiceBus) for the package's server,
-// which starts on first use and stops when the package's tests end. Tests
-// keep apart by naming their own database (UniqueDatabase) or entities.
+// A test package shares its Cosmos stand-ins: its TestMain calls Main, and
+// each test asks SharedCosmos for the package's server, which starts on
+// first use and stops when the package's tests end. Tests keep apart by
+// naming their own database (Cosmos.Database, UniqueDatabase).
 // When a shared server cannot start, every test that asks for it skips
 // with the reason (fails under NIMBUS_REQUIRE_EMULATORS=1), one by one,
 // and no test tries to start it again.
@@ -21,16 +21,15 @@ import (
 var shared struct {
 	mu      sync.Mutex
 	running bool // Main is running the package's tests
-	cosmos  map[CosmosOptions]*sharedStart[*Cosmos]
-	sb      map[string]*sharedStart[*ServiceBus]
+	cosmos  map[CosmosOptions]*sharedStart
 	stops   []func()
 }
 
 // sharedStart is one shared server: started once, or the reason it could
 // not start.
-type sharedStart[T any] struct {
+type sharedStart struct {
 	once sync.Once
-	v    T
+	v    *Cosmos
 	err  error
 }
 
@@ -56,30 +55,30 @@ func stopShared() {
 	shared.mu.Lock()
 	stops := shared.stops
 	shared.stops, shared.running = nil, false
-	shared.cosmos, shared.sb = nil, nil
+	shared.cosmos = nil
 	shared.mu.Unlock()
 	for _, stop := range stops {
 		stop()
 	}
 }
 
-// sharedEntry returns the entry for key in *m (creating both), or fails tb
-// when the package's TestMain does not run through Main: nothing would
-// stop the server otherwise.
-func sharedEntry[K comparable, T any](tb testing.TB, m *map[K]*sharedStart[T], key K) *sharedStart[T] {
+// sharedCosmos returns the entry for opts, or fails tb when the package's
+// TestMain does not run through Main: nothing would stop the server
+// otherwise.
+func sharedCosmos(tb testing.TB, opts CosmosOptions) *sharedStart {
 	tb.Helper()
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.running {
 		tb.Fatal("testenv: a shared stand-in needs the package's TestMain to call testenv.Main (or RunMain)")
 	}
-	if *m == nil {
-		*m = map[K]*sharedStart[T]{}
+	if shared.cosmos == nil {
+		shared.cosmos = map[CosmosOptions]*sharedStart{}
 	}
-	e := (*m)[key]
+	e := shared.cosmos[opts]
 	if e == nil {
-		e = &sharedStart[T]{}
-		(*m)[key] = e
+		e = &sharedStart{}
+		shared.cosmos[opts] = e
 	}
 	return e
 }
@@ -96,7 +95,7 @@ func addStop(stop func()) {
 // start, tb skips (fails under NIMBUS_REQUIRE_EMULATORS=1) with the reason.
 func SharedCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	tb.Helper()
-	e := sharedEntry(tb, &shared.cosmos, opts)
+	e := sharedCosmos(tb, opts)
 	e.once.Do(func() {
 		e.v, e.err = startCosmos(opts)
 		if e.err == nil {
