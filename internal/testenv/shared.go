@@ -62,15 +62,13 @@ func stopShared() {
 	}
 }
 
-// sharedCosmos returns the entry for opts, or fails tb when the package's
-// TestMain does not run through Main: nothing would stop the server
-// otherwise.
-func sharedCosmos(tb testing.TB, opts CosmosOptions) *sharedStart {
-	tb.Helper()
+// sharedCosmos returns the entry for opts, or nil when the package's
+// TestMain does not run through Main (nothing would stop a shared server).
+func sharedCosmos(opts CosmosOptions) *sharedStart {
 	shared.mu.Lock()
 	defer shared.mu.Unlock()
 	if !shared.running {
-		tb.Fatal("testenv: a shared stand-in needs the package's TestMain to call testenv.Main (or RunMain)")
+		return nil
 	}
 	if shared.cosmos == nil {
 		shared.cosmos = map[CosmosOptions]*sharedStart{}
@@ -91,11 +89,16 @@ func addStop(stop func()) {
 
 // SharedCosmos returns the package's Cosmos DB stand-in configured by opts
 // (one per distinct opts), starting it on first use. Tests must not stop
-// it; each keeps to its own database (UniqueDatabase). When it cannot
-// start, tb skips (fails under NIMBUS_REQUIRE_EMULATORS=1) with the reason.
+// it; each keeps to its own database (Database). When it cannot start, tb
+// skips (fails under NIMBUS_REQUIRE_EMULATORS=1) with the reason. In a
+// package whose TestMain does not call Main, it is StartCosmos: a server
+// of tb's own.
 func SharedCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	tb.Helper()
-	e := sharedCosmos(tb, opts)
+	e := sharedCosmos(opts)
+	if e == nil {
+		return StartCosmos(tb, opts)
+	}
 	e.once.Do(func() {
 		e.v, e.err = startCosmos(opts)
 		if e.err == nil {

@@ -96,6 +96,34 @@ func TestSharedCosmosUnavailableSkipsOrFailsEachTest(t *testing.T) {
 	}
 }
 
+// Without Main (another package's TestMain), each test gets a server of
+// its own, stopped when the test ends.
+func TestSharedCosmosWithoutMainIsPrivate(t *testing.T) {
+	shared.mu.Lock()
+	shared.running = false
+	shared.mu.Unlock()
+	t.Cleanup(func() {
+		shared.mu.Lock()
+		shared.running = true
+		shared.mu.Unlock()
+	})
+	var c *Cosmos
+	t.Run("private", func(t *testing.T) {
+		c = SharedCosmos(t, CosmosOptions{Consistency: "Strong"})
+		if s := sharedCosmos(CosmosOptions{Consistency: "Strong"}); s != nil {
+			t.Fatal("a shared entry was made without Main")
+		}
+	})
+	if c == nil {
+		t.Fatal("no server")
+	}
+	select {
+	case <-c.proc.done:
+	default:
+		t.Fatal("the private server still runs after its test")
+	}
+}
+
 // recordTB records a test's end (skip or failure) instead of reporting it.
 type recordTB struct {
 	testing.TB

@@ -219,8 +219,8 @@ type Env struct {
 
 // NewEnv returns an Env on the package's shared Cosmos server reporting
 // consistency ("" for the server's default), with SDK retries off. The
-// package's TestMain must call testenv.Main. The test's database is
-// deleted when the test ends.
+// package's TestMain calls testenv.Main (otherwise each test starts a
+// server of its own). The test's database is deleted when the test ends.
 func NewEnv(t testing.TB, consistency string) *Env {
 	t.Helper()
 	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: consistency})
