@@ -21,10 +21,13 @@ import (
 
 var ctx = context.Background()
 
-const db = cosmossession.DefaultDatabaseID
-
+// newStore returns a store on e's account, in the test's database unless o
+// names one.
 func newStore(t testing.TB, e *cosmostest.Env, o cosmossession.Options) *cosmossession.Store {
 	t.Helper()
+	if o.DatabaseID == "" {
+		o.DatabaseID = e.DB
+	}
 	s, err := cosmossession.New(e.Account, o)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +148,7 @@ func TestEveryChangeIsOneConditionedRequest(t *testing.T) {
 func TestLostRacesAreConflicts(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "s1")
 	cur := block(t, s, k, session.State{}, "e1", "m1")
 	next, _ := cur.Unblock()
@@ -236,7 +239,7 @@ func TestDocumentShape(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 13, 45, 1, 123456789, time.UTC)
 	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{Now: func() time.Time { return now }}})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "customer-1")
 	cur := block(t, s, k, session.State{}, "event-2", "msg-2")
 	doc := cosmostest.RawDoc(t, raw, k.ID)
@@ -285,7 +288,7 @@ func TestDocumentShape(t *testing.T) {
 func TestInvalidDocumentsAreErrors(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	if _, err := s.Read(ctx, session.NewKey("billing", "init")); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +311,7 @@ func TestContainerHasPartitionKeyIDAndNoTTL(t *testing.T) {
 	if _, err := s.Read(ctx, session.NewKey("billing", "s1")); err != nil {
 		t.Fatal(err)
 	}
-	props, err := e.Raw(t, db, "state-x").Read(ctx, nil)
+	props, err := e.Raw(t, e.DB, "state-x").Read(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +375,7 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 func TestWriteReturnsTheStoredETag(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "s1")
 	cur := block(t, s, k, session.State{}, "e1", "m1")
 	resp, err := raw.ReadItem(ctx, azcosmos.NewPartitionKeyString(k.ID), k.ID, nil)
