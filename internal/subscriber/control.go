@@ -27,6 +27,7 @@ func (j *job) retryRequest(ctx context.Context) result {
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
 		return j.resolved(ctx, OutcomeRetryObsolete)
 	}
+	srcKey := j.retrySourceKey()
 	a, end, done := j.dispatchAndRun(ctx)
 	if done {
 		return end
@@ -42,10 +43,38 @@ func (j *job) retryRequest(ctx context.Context) result {
 	case a.res.handoff != nil:
 		return j.handoff(sctx, a.res.handoff)
 	}
-	if err := j.record(sctx, j.sourceKey(), j.own); err != nil {
+	if err := j.record(sctx, srcKey, j.own); err != nil {
 		return failure(err)
 	}
 	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
+}
+
+// retrySourceKey is the inbox key of the source MessageId a RetryRequest
+// may record besides its own: its InboxMessageId only when that is the id
+// of the delivery that blocked the session by this event (the session's
+// BlockedByMessageId, which a retry of a retry or a replayed copy parked
+// again carries on unchanged). Any other id, or one that cannot be checked
+// (no session state, or a block stored without its MessageId), is not
+// recorded, and the session's block keeps the id it holds. Called after the
+// state was read.
+func (j *job) retrySourceKey() *inbox.Key {
+	src := j.in.InboxMessageID
+	if src == nil || *src == "" {
+		return nil
+	}
+	blocker := ""
+	if j.hasSession && j.st.BlockedBy(j.eventID()) {
+		blocker = j.st.BlockedByMessageID
+	}
+	if blocker != "" && blocker == *src {
+		return j.sourceKey()
+	}
+	j.r.SourceIgnored = true
+	j.source = blocker
+	if j.source == "" {
+		j.source = deref(j.in.MessageID)
+	}
+	return nil
 }
 
 // resubmission handles an operator's ResubmissionRequest, as NimBus's
@@ -107,7 +136,13 @@ func (j *job) blockedSource() string {
 // SkipResponse either way.
 func (j *job) skipRequest(ctx context.Context) result {
 	return j.managerSettlement(ctx, func() result {
-		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), OutcomeSkipped)
+		o := OutcomeSkipped
+		if !j.r.Unblocked {
+			// The event named does not block this session: it is reported
+			// skipped (as NimBus answers), and nothing else changes.
+			o = OutcomeSkippedNotBlocking
+		}
+		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), o)
 	})
 }
 

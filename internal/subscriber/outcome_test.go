@@ -38,6 +38,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeDeferred:               {200, false},
 		OutcomeDiscarded:              {200, false},
 		OutcomeSkipped:                {200, false},
+		OutcomeSkippedNotBlocking:     {200, false},
 		OutcomeHandoffCompleted:       {200, false},
 		OutcomeHandoffFailed:          {200, false},
 		OutcomeHandoffUnmatched:       {200, false},
