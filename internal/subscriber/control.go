@@ -6,6 +6,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
 // retryRequest handles a RetryRequest the endpoint scheduled after a
@@ -147,11 +148,30 @@ func (j *job) skipRequest(ctx context.Context) result {
 }
 
 // handoffCompleted handles a HandoffCompletedRequest: the handed-off work
-// finished. Unblock and replay when this event blocks the session; answer
-// a ResolutionResponse either way. No handler runs and nothing is
-// recorded.
+// finished. When this event blocks the session pending a handoff, unblock,
+// replay and answer a ResolutionResponse, as NimBus does. When it blocks
+// the session because it failed (it was never handed off), or when copies
+// parked behind a block wait in the session (the event named may be one of
+// them, its handler never run), nothing changes and no response is sent:
+// reporting the event Completed would be false. Otherwise (the session is
+// blocked by another event with nothing parked, or not blocked at all: a
+// settlement redelivered after its block was lifted) the
+// ResolutionResponse is sent again, as NimBus does. No handler runs and
+// nothing is recorded.
 func (j *job) handoffCompleted(ctx context.Context) result {
-	return j.managerSettlement(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
+	if end, denied := j.denied(); denied {
+		return end
+	}
+	if err := j.readState(ctx); err != nil {
+		return failure(err)
+	}
+	if j.hasSession {
+		blocker := j.st.BlockedBy(j.eventID())
+		if (blocker && j.st.BlockKind == session.BlockFailure) || (!blocker && j.st.DeferredCount > 0) {
+			return result{outcome: OutcomeHandoffNotPending}
+		}
+	}
+	return j.unblockThen(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
 }
 
 // managerSettlement lifts this event's block for a Manager request that

@@ -45,6 +45,10 @@ const (
 	// OutcomeHandoffUnmatched: a HandoffFailedRequest for an event that does
 	// not block its session; completed without a response, as NimBus does.
 	OutcomeHandoffUnmatched Outcome = "handoff_unmatched"
+	// OutcomeHandoffNotPending: a HandoffCompletedRequest for an event that
+	// is not pending a handoff (it failed, or it may wait parked); completed
+	// without a response, the session unchanged.
+	OutcomeHandoffNotPending Outcome = "handoff_not_pending"
 	// OutcomeRetryObsolete: a RetryRequest for an event that no longer
 	// blocks its session; ResolutionResponse sent, the handler not run.
 	OutcomeRetryObsolete Outcome = "retry_obsolete"
@@ -86,9 +90,10 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeDiscarded:          outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handler discarded the event; SkipResponse sent, the session is not blocked"),
 	OutcomeSkipped:            outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "Manager skipped the event; SkipResponse sent and its block lifted"),
 	OutcomeSkippedNotBlocking: outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "Manager skipped an event that does not block its session; SkipResponse sent, nothing unblocked"),
-	OutcomeHandoffCompleted:   outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handoff completed; ResolutionResponse sent and the block lifted"),
+	OutcomeHandoffCompleted:   outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handoff completed; ResolutionResponse sent, and the event's block lifted when it held one (sessionUnblocked)"),
 	OutcomeHandoffFailed:      outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handoff failed; ErrorResponse sent, the session stays blocked"),
 	OutcomeHandoffUnmatched:   outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffFailedRequest for an event that does not block its session; completed without a response"),
+	OutcomeHandoffNotPending:  outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffCompletedRequest for an event that is not pending a handoff; completed without a response, the session unchanged"),
 	OutcomeRetryObsolete:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "RetryRequest for an event that no longer blocks its session; ResolutionResponse sent, handler not run"),
 	OutcomeDrained:            outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "parked messages replayed"),
 

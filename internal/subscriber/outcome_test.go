@@ -42,6 +42,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeHandoffCompleted:       {200, false},
 		OutcomeHandoffFailed:          {200, false},
 		OutcomeHandoffUnmatched:       {200, false},
+		OutcomeHandoffNotPending:      {200, false},
 		OutcomeRetryObsolete:          {200, false},
 		OutcomeDrained:                {200, false},
 		OutcomeUnauthorized:           {422, false},

@@ -272,3 +272,60 @@ func TestRetryRequestRecordsOnlyTheBlockingSource(t *testing.T) {
 		}
 	})
 }
+
+// A HandoffCompletedRequest settles only a pending handoff: it does not
+// lift the block of an event that failed, nor report Completed an event
+// that may wait parked; a block stored without its kind is settled as
+// NimBus does.
+func TestHandoffCompletedSettlesOnlyAPendingHandoff(t *testing.T) {
+	cases := []struct {
+		name string
+		// setup brings the session to its state through the pipeline.
+		setup     func(w *fakeNimbus)
+		outcome   Outcome
+		unblocked bool
+		blockedBy string
+		deferred  int64
+	}{
+		{"handed off", func(w *fakeNimbus) {
+			w.handle = handoffResult
+			w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+		}, OutcomeHandoffCompleted, true, "", 0},
+		{"failed, never handed off", func(w *fakeNimbus) {
+			w.handle = fail("boom")
+			w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+		}, OutcomeHandoffNotPending, false, "event-1", 0},
+		{"parked behind another event's failure", func(w *fakeNimbus) {
+			w.handle = fail("boom")
+			w.p.Process(context.Background(), w.event("msg-0", "event-0"))
+			w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+		}, OutcomeHandoffNotPending, false, "event-0", 1},
+		{"failed, then handed off by its retry", func(w *fakeNimbus) {
+			w.handle = fail("boom")
+			w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+			w.handle = handoffResult
+			w.p.Process(context.Background(), w.retry("event-1", "msg-1", 1))
+		}, OutcomeHandoffCompleted, true, "", 0},
+		{"a block stored without its kind", func(w *fakeNimbus) { w.setState(blockedBy("event-1", "msg-1")) },
+			OutcomeHandoffCompleted, true, "", 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newFakeNimbus(t, fakeNimbusOptions{})
+			c.setup(w)
+			before := len(w.responses())
+			r := w.p.Process(context.Background(), w.handoffCompleted("event-1"))
+			if r.Outcome != c.outcome || r.Unblocked != c.unblocked {
+				t.Fatalf("outcome %s unblocked %v (err %v), want %s %v", r.Outcome, r.Unblocked, r.Err, c.outcome, c.unblocked)
+			}
+			st := w.state()
+			if st.BlockedByEventID != c.blockedBy || st.DeferredCount != c.deferred {
+				t.Fatalf("state %+v", st)
+			}
+			sent := w.responses()[before:]
+			if want := c.outcome == OutcomeHandoffCompleted; slices.Contains(sent, "ResolutionResponse event-1") != want {
+				t.Fatalf("responses %v", sent)
+			}
+		})
+	}
+}
