@@ -251,17 +251,30 @@ func TestDocumentShape(t *testing.T) {
 		t.Error("the document carries a ttl")
 	}
 	st := doc["state"].(map[string]any)
-	want := "BlockedByEventId,BlockedByMessageId,DeferredCount,DrainRequestedAtUtc,LastParkedMessageId,LastParkedSequence,NextDeferralSequence,NextReplaySequence"
+	want := "BlockKind,BlockedByEventId,BlockedByMessageId,DeferredCount,DrainRequestedAtUtc,LastParkedMessageId,LastParkedSequence,NextDeferralSequence,NextReplaySequence"
 	if keys(st) != want {
 		t.Fatalf("state fields %s\nwant %s", keys(st), want)
 	}
 	if st["BlockedByEventId"] != "event-2" || st["BlockedByMessageId"] != "msg-2" || st["LastParkedMessageId"] != nil || st["DrainRequestedAtUtc"] != nil ||
-		st["NextDeferralSequence"] != float64(0) || st["DeferredCount"] != float64(0) {
+		st["NextDeferralSequence"] != float64(0) || st["DeferredCount"] != float64(0) || st["BlockKind"] != nil {
 		t.Errorf("state %v; nulls must be written", st)
+	}
+	cur, _, err := session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
+		s.BlockKind = session.BlockHandoff
+		return s, true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := cosmostest.RawDoc(t, raw, k.ID)["state"].(map[string]any); st["BlockKind"] != "PendingHandoff" {
+		t.Errorf("BlockKind stored as %v", st["BlockKind"])
+	}
+	if got, err := s.Read(ctx, k); err != nil || got.BlockKind != session.BlockHandoff {
+		t.Fatalf("read back %+v %v", got, err)
 	}
 	cur, _ = parkOne(t, s, k, cur, "msg-3")
 	cur, _ = parkOne(t, s, k, cur, "msg-4")
-	cur, _, err := session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
+	cur, _, err = session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
 		s, _ = s.Unblock()
 		n, ok := s.RequestDrain(now)
 		return n, ok, nil
@@ -274,7 +287,7 @@ func TestDocumentShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = cosmostest.RawDoc(t, raw, k.ID)["state"].(map[string]any)
-	if st["BlockedByEventId"] != nil || st["BlockedByMessageId"] != nil || st["NextDeferralSequence"] != float64(2) || st["DeferredCount"] != float64(1) ||
+	if st["BlockedByEventId"] != nil || st["BlockedByMessageId"] != nil || st["BlockKind"] != nil || st["NextDeferralSequence"] != float64(2) || st["DeferredCount"] != float64(1) ||
 		st["LastParkedMessageId"] != "msg-4" || st["LastParkedSequence"] != float64(1) || st["NextReplaySequence"] != float64(1) ||
 		st["DrainRequestedAtUtc"] != "2026-11-30T13:45:01.1234567Z" {
 		t.Errorf("state %v", st)
