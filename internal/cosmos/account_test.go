@@ -93,6 +93,21 @@ func (f *fakeCredential) GetToken(_ context.Context, o policy.TokenRequestOption
 
 // identityEndpoint fakes the App Service managed-identity endpoint
 // (IDENTITY_ENDPOINT/IDENTITY_HEADER) and records the queries it gets.
+// identityAsked fails t unless the identity endpoint was asked for a token
+// for the local account, each time for the managed identity clientID ("" for
+// the system-assigned one).
+func identityAsked(t *testing.T, got []url.Values, clientID string) {
+	t.Helper()
+	if len(got) == 0 {
+		t.Fatal("identity endpoint never asked")
+	}
+	for _, q := range got {
+		if q.Get("client_id") != clientID || q.Get("resource") != "http://127.0.0.1" {
+			t.Fatalf("identity request %v", q)
+		}
+	}
+}
+
 func identityEndpoint(t *testing.T) *[]url.Values {
 	t.Helper()
 	var mu sync.Mutex
@@ -147,28 +162,14 @@ func TestEntraAuthentication(t *testing.T) {
 		{"user-assigned managed identity", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
 			return cosmos.Config{Endpoint: srv.Endpoint, ManagedIdentityClientID: "11111111-2222-3333-4444-555555555555"}, func(t *testing.T) {
-				if len(*got) == 0 {
-					t.Fatal("identity endpoint never asked")
-				}
-				for _, q := range *got {
-					if q.Get("client_id") != "11111111-2222-3333-4444-555555555555" || q.Get("resource") != "http://127.0.0.1" {
-						t.Fatalf("identity request %v", q)
-					}
-				}
+				identityAsked(t, *got, "11111111-2222-3333-4444-555555555555")
 			}
 		}, "mi-token"},
 		{"DefaultAzureCredential", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
 			t.Setenv("AZURE_TOKEN_CREDENTIALS", "ManagedIdentityCredential")
 			return cosmos.Config{Endpoint: srv.Endpoint}, func(t *testing.T) {
-				if len(*got) == 0 {
-					t.Fatal("identity endpoint never asked")
-				}
-				for _, q := range *got {
-					if q.Get("client_id") != "" || q.Get("resource") != "http://127.0.0.1" {
-						t.Fatalf("identity request %v", q)
-					}
-				}
+				identityAsked(t, *got, "")
 			}
 		}, "mi-token"},
 	}
