@@ -44,14 +44,7 @@ func TestKeyAuthentication(t *testing.T) {
 		"connection string": {ConnectionString: srv.ConnectionString()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := cosmostest.NewRecorder()
-			cfg.ClientOptions = cosmostest.ClientOptions(rec)
-			cfg.Retry = cosmostest.NoRetry
-			acct, err := cosmos.NewAccount(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer acct.Client.Close()
+			acct, rec := recordedAccount(t, cfg)
 			exercise(t, acct, db, strings.ReplaceAll(name, " ", ""))
 			adapterReads, sdkReads := 0, 0
 			for _, x := range rec.Sent() {
@@ -93,6 +86,21 @@ func (f *fakeCredential) GetToken(_ context.Context, o policy.TokenRequestOption
 
 // identityEndpoint fakes the App Service managed-identity endpoint
 // (IDENTITY_ENDPOINT/IDENTITY_HEADER) and records the queries it gets.
+// recordedAccount opens an account for cfg whose requests rec records,
+// without SDK retries; the client is closed when t ends.
+func recordedAccount(t *testing.T, cfg cosmos.Config) (*cosmos.Account, *cosmostest.Recorder) {
+	t.Helper()
+	rec := cosmostest.NewRecorder()
+	cfg.ClientOptions = cosmostest.ClientOptions(rec)
+	cfg.Retry = cosmostest.NoRetry
+	acct, err := cosmos.NewAccount(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(acct.Client.Close)
+	return acct, rec
+}
+
 // identityAsked fails t unless the identity endpoint was asked for a token
 // for the local account, each time for the managed identity clientID ("" for
 // the system-assigned one).
@@ -176,14 +184,7 @@ func TestEntraAuthentication(t *testing.T) {
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, check := tc.setup(t)
-			rec := cosmostest.NewRecorder()
-			cfg.ClientOptions = cosmostest.ClientOptions(rec)
-			cfg.Retry = cosmostest.NoRetry
-			acct, err := cosmos.NewAccount(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer acct.Client.Close()
+			acct, rec := recordedAccount(t, cfg)
 			exercise(t, acct, db, "entra"+string(rune('a'+i)))
 			want := "type=aad&ver=1.0&sig=" + tc.wantToken
 			reads := 0
