@@ -39,6 +39,26 @@ func problems(t *testing.T, err error) []string {
 	return ce.Problems
 }
 
+// oneProblem fails t unless err lists exactly one problem, holding each
+// of want and none of secrets.
+func oneProblem(t *testing.T, err error, want []string, secrets ...string) {
+	t.Helper()
+	ps := problems(t, err)
+	if len(ps) != 1 {
+		t.Fatalf("want one problem, got %q", ps)
+	}
+	for _, w := range want {
+		if !strings.Contains(ps[0], w) {
+			t.Errorf("problem lacks %q: %s", w, ps[0])
+		}
+	}
+	for _, s := range secrets {
+		if strings.Contains(ps[0], s) {
+			t.Errorf("problem echoes the key: %s", ps[0])
+		}
+	}
+}
+
 func TestParseDurationOverflowAndDotNetForms(t *testing.T) {
 	const maxDur = time.Duration(1<<63 - 1)
 	good := []struct {
@@ -159,15 +179,7 @@ func TestDurationSettingsAreBounded(t *testing.T) {
 			}
 			cfg, err := load(t, set)
 			if c.errHas != "" {
-				ps := problems(t, err)
-				if len(ps) != 1 {
-					t.Fatalf("want one problem, got %q", ps)
-				}
-				for _, w := range []string{c.key, `"` + c.value + `"`, c.errHas} {
-					if !strings.Contains(ps[0], w) {
-						t.Errorf("problem lacks %q: %s", w, ps[0])
-					}
-				}
+				oneProblem(t, err, []string{c.key, `"` + c.value + `"`, c.errHas})
 				return
 			}
 			if err != nil {
@@ -398,18 +410,7 @@ func TestServiceBusSettings(t *testing.T) {
 				}
 				return
 			}
-			ps := problems(t, err)
-			if len(ps) != 1 {
-				t.Fatalf("want one problem, got %q", ps)
-			}
-			for _, w := range c.errHas {
-				if !strings.Contains(ps[0], w) {
-					t.Errorf("problem lacks %q: %s", w, ps[0])
-				}
-			}
-			if strings.Contains(ps[0], secret) || strings.Contains(ps[0], "S3cr3t") {
-				t.Errorf("problem echoes the key: %s", ps[0])
-			}
+			oneProblem(t, err, c.errHas, secret, "S3cr3t")
 		})
 	}
 	// The trigger reads ServiceBusConnection whatever the sink.
@@ -465,18 +466,7 @@ func TestCosmosSettings(t *testing.T) {
 				}
 				return
 			}
-			ps := problems(t, err)
-			if len(ps) != 1 {
-				t.Fatalf("want one problem, got %q", ps)
-			}
-			for _, w := range c.errHas {
-				if !strings.Contains(ps[0], w) {
-					t.Errorf("problem lacks %q: %s", w, ps[0])
-				}
-			}
-			if strings.Contains(ps[0], key) || strings.Contains(ps[0], "not*base64") {
-				t.Errorf("problem echoes the key: %s", ps[0])
-			}
+			oneProblem(t, err, c.errHas, key, "not*base64")
 		})
 	}
 }

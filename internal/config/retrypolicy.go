@@ -127,21 +127,12 @@ func (l *loader) retryPolicies(c *Config) {
 	l.indexed(IndexedKey(KeyRetryPolicyEventTypeID, 0), MaxRetryPolicyEventTypes, append([]string{KeyRetryPolicyEventTypeID}, eventTypePolicyKeys.all()...), func(i int) {
 		idKey := IndexedKey(KeyRetryPolicyEventTypeID, i)
 		id := l.str(idKey)
-		ok := true
-		switch n := utf16Len(id); {
-		case id == "":
-			l.problem("%s is required: the policy's fields at index %d need the event type they apply to", idKey, i)
+		ok := l.requiredText(idKey, id, MaxRetryPolicyEventTypeIDLen, fmt.Sprintf("the policy's fields at index %d need the event type they apply to", i))
+		if j, dup := seen[strings.ToLower(id)]; ok && dup {
+			l.problem("%s=%s repeats %s (event types match case-insensitively): give each event type one policy", idKey, show(id), IndexedKey(KeyRetryPolicyEventTypeID, j))
 			ok = false
-		case n > MaxRetryPolicyEventTypeIDLen:
-			l.problem("%s=%s is %d UTF-16 code units long; the most is %d", idKey, show(id), n, MaxRetryPolicyEventTypeIDLen)
-			ok = false
-		default:
-			if j, dup := seen[strings.ToLower(id)]; dup {
-				l.problem("%s=%s repeats %s (event types match case-insensitively): give each event type one policy", idKey, show(id), IndexedKey(KeyRetryPolicyEventTypeID, j))
-				ok = false
-			} else {
-				seen[strings.ToLower(id)] = i
-			}
+		} else if ok {
+			seen[strings.ToLower(id)] = i
 		}
 		pk := eventTypePolicyKeys.at(i)
 		if id != "" && !l.set(pk.MaxRetries) {
@@ -156,15 +147,7 @@ func (l *loader) retryPolicies(c *Config) {
 	l.indexed(IndexedKey(KeyRetryPolicyRuleExceptionContains, 0), MaxRetryPolicyExceptionRules, append([]string{KeyRetryPolicyRuleExceptionContains, KeyRetryPolicyRuleEventTypeIDs}, rulePolicyKeys.all()...), func(i int) {
 		textKey := IndexedKey(KeyRetryPolicyRuleExceptionContains, i)
 		text := l.str(textKey)
-		ok := true
-		switch n := utf16Len(text); {
-		case text == "":
-			l.problem("%s is required: the exception rule at index %d needs the text to look for in the error", textKey, i)
-			ok = false
-		case n > MaxRetryPolicyContainsLen:
-			l.problem("%s=%s is %d UTF-16 code units long; the most is %d", textKey, show(text), n, MaxRetryPolicyContainsLen)
-			ok = false
-		}
+		ok := l.requiredText(textKey, text, MaxRetryPolicyContainsLen, fmt.Sprintf("the exception rule at index %d needs the text to look for in the error", i))
 		typesKey := IndexedKey(KeyRetryPolicyRuleEventTypeIDs, i)
 		var types []string
 		if raw := l.str(typesKey); raw != "" {
@@ -292,4 +275,18 @@ func (l *loader) retryPolicy(c *Config, k policyKeys, what string) (retrypolicy.
 		}
 	}
 	return p, len(l.problems) == before
+}
+
+// requiredText reports a problem unless the setting key's value text is 1
+// to most UTF-16 code units long; need says what an empty one lacks.
+func (l *loader) requiredText(key, text string, most int, need string) bool {
+	switch n := utf16Len(text); {
+	case text == "":
+		l.problem("%s is required: %s", key, need)
+		return false
+	case n > most:
+		l.problem("%s=%s is %d UTF-16 code units long; the most is %d", key, show(text), n, most)
+		return false
+	}
+	return true
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -22,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -44,14 +44,7 @@ func TestKeyAuthentication(t *testing.T) {
 		"connection string": {ConnectionString: srv.ConnectionString()},
 	} {
 		t.Run(name, func(t *testing.T) {
-			rec := cosmostest.NewRecorder()
-			cfg.ClientOptions = cosmostest.ClientOptions(rec)
-			cfg.Retry = cosmostest.NoRetry
-			acct, err := cosmos.NewAccount(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer acct.Client.Close()
+			acct, rec := recordedAccount(t, cfg)
 			exercise(t, acct, db, strings.ReplaceAll(name, " ", ""))
 			adapterReads, sdkReads := 0, 0
 			for _, x := range rec.Sent() {
@@ -93,6 +86,36 @@ func (f *fakeCredential) GetToken(_ context.Context, o policy.TokenRequestOption
 
 // identityEndpoint fakes the App Service managed-identity endpoint
 // (IDENTITY_ENDPOINT/IDENTITY_HEADER) and records the queries it gets.
+// recordedAccount opens an account for cfg whose requests rec records,
+// without SDK retries; the client is closed when t ends.
+func recordedAccount(t *testing.T, cfg cosmos.Config) (*cosmos.Account, *cosmostest.Recorder) {
+	t.Helper()
+	rec := cosmostest.NewRecorder()
+	cfg.ClientOptions = cosmostest.ClientOptions(rec)
+	cfg.Retry = cosmostest.NoRetry
+	acct, err := cosmos.NewAccount(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(acct.Client.Close)
+	return acct, rec
+}
+
+// identityAsked fails t unless the identity endpoint was asked for a token
+// for the local account, each time for the managed identity clientID ("" for
+// the system-assigned one).
+func identityAsked(t *testing.T, got []url.Values, clientID string) {
+	t.Helper()
+	if len(got) == 0 {
+		t.Fatal("identity endpoint never asked")
+	}
+	for _, q := range got {
+		if q.Get("client_id") != clientID || q.Get("resource") != "http://127.0.0.1" {
+			t.Fatalf("identity request %v", q)
+		}
+	}
+}
+
 func identityEndpoint(t *testing.T) *[]url.Values {
 	t.Helper()
 	var mu sync.Mutex
@@ -147,42 +170,21 @@ func TestEntraAuthentication(t *testing.T) {
 		{"user-assigned managed identity", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
 			return cosmos.Config{Endpoint: srv.Endpoint, ManagedIdentityClientID: "11111111-2222-3333-4444-555555555555"}, func(t *testing.T) {
-				if len(*got) == 0 {
-					t.Fatal("identity endpoint never asked")
-				}
-				for _, q := range *got {
-					if q.Get("client_id") != "11111111-2222-3333-4444-555555555555" || q.Get("resource") != "http://127.0.0.1" {
-						t.Fatalf("identity request %v", q)
-					}
-				}
+				identityAsked(t, *got, "11111111-2222-3333-4444-555555555555")
 			}
 		}, "mi-token"},
 		{"DefaultAzureCredential", func(t *testing.T) (cosmos.Config, func(*testing.T)) {
 			got := identityEndpoint(t)
 			t.Setenv("AZURE_TOKEN_CREDENTIALS", "ManagedIdentityCredential")
 			return cosmos.Config{Endpoint: srv.Endpoint}, func(t *testing.T) {
-				if len(*got) == 0 {
-					t.Fatal("identity endpoint never asked")
-				}
-				for _, q := range *got {
-					if q.Get("client_id") != "" || q.Get("resource") != "http://127.0.0.1" {
-						t.Fatalf("identity request %v", q)
-					}
-				}
+				identityAsked(t, *got, "")
 			}
 		}, "mi-token"},
 	}
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg, check := tc.setup(t)
-			rec := cosmostest.NewRecorder()
-			cfg.ClientOptions = cosmostest.ClientOptions(rec)
-			cfg.Retry = cosmostest.NoRetry
-			acct, err := cosmos.NewAccount(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer acct.Client.Close()
+			acct, rec := recordedAccount(t, cfg)
 			exercise(t, acct, db, "entra"+string(rune('a'+i)))
 			want := "type=aad&ver=1.0&sig=" + tc.wantToken
 			reads := 0

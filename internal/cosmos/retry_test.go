@@ -3,7 +3,6 @@ package cosmos_test
 import (
 	"context"
 	"errors"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 )
 
 // fakeAccount answers the account reads with a single-region Strong

@@ -3,7 +3,6 @@ package deploy
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
 // handlerSettings are every app setting the handler reads (both apps), with

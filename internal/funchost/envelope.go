@@ -98,14 +98,9 @@ func DecodeServiceBus(envelope []byte, binding string) (*ServiceBusMessage, erro
 	if env.Data == nil {
 		return nil, malformed("Data", "missing")
 	}
-	raw, ok := env.Data[binding]
-	if !ok {
-		if len(env.Data) != 1 {
-			return nil, malformed("Data", "no binding named %q among %d bindings", binding, len(env.Data))
-		}
-		for _, v := range env.Data {
-			raw = v
-		}
+	raw, err := bindingData(env.Data, binding)
+	if err != nil {
+		return nil, err
 	}
 	return decodeServiceBusFields(raw, &env.Metadata)
 }
@@ -353,14 +348,9 @@ func DecodeTimer(envelope []byte, binding string) (*TimerInfo, error) {
 	if err := json.Unmarshal(envelope, &env); err != nil {
 		return nil, malformed("", "envelope is not a JSON object with Data and Metadata (%s)", jsonErrorKind(err))
 	}
-	raw, ok := env.Data[binding]
-	if !ok {
-		if len(env.Data) != 1 {
-			return nil, malformed("Data", "no binding named %q among %d bindings", binding, len(env.Data))
-		}
-		for _, v := range env.Data {
-			raw = v
-		}
+	raw, err := bindingData(env.Data, binding)
+	if err != nil {
+		return nil, err
 	}
 	var d timerData
 	if err := json.Unmarshal(raw, &d); err != nil {
@@ -383,4 +373,19 @@ func DecodeTimer(envelope []byte, binding string) (*TimerInfo, error) {
 		info.UtcNow = parse(env.Metadata.Sys.UtcNow)
 	}
 	return info, nil
+}
+
+// bindingData returns the trigger's entry of an envelope's Data: the one
+// named binding, else the only one.
+func bindingData(data map[string]json.RawMessage, binding string) (json.RawMessage, error) {
+	raw, ok := data[binding]
+	if !ok && len(data) != 1 {
+		return nil, malformed("Data", "no binding named %q among %d bindings", binding, len(data))
+	}
+	if !ok {
+		for _, v := range data {
+			raw = v
+		}
+	}
+	return raw, nil
 }

@@ -13,11 +13,11 @@ func TestEveryOutcomeHasARow(t *testing.T) {
 	}
 }
 
-// The settlement of each outcome, as the Resolver's README rows document it.
+// The settlement of each outcome, as the documented outcome table states it.
 func TestOutcomeSettlement(t *testing.T) {
 	cases := map[Outcome]struct {
-		status int
-		pause  bool
+		Status int
+		Pause  bool
 	}{
 		OutcomeWritten:          {200, false},
 		OutcomeStale:            {200, false},
@@ -32,12 +32,5 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeMalformed:        {400, false},
 		OutcomeOverloaded:       {503, false},
 	}
-	for o, want := range cases {
-		if s := o.Spec(); s.Status != want.status || s.Pause != want.pause {
-			t.Errorf("%s: status %d pause %v, want %d %v", o, s.Status, s.Pause, want.status, want.pause)
-		}
-	}
-	if len(cases) != len(outcomes.Rows) {
-		t.Errorf("%d outcomes in the table, %d checked here", len(outcomes.Rows), len(cases))
-	}
+	outcometest.CheckSettlement(t, outcomes, cases)
 }

@@ -13,11 +13,11 @@ func TestEveryOutcomeHasARow(t *testing.T) {
 	}
 }
 
-// The settlement of each outcome, as the README's table documents it.
+// The settlement of each outcome, as the documented outcome table states it.
 func TestOutcomeSettlement(t *testing.T) {
 	cases := map[Outcome]struct {
-		status int
-		pause  bool
+		Status int
+		Pause  bool
 	}{
 		OutcomeCompleted:              {200, false},
 		OutcomeDuplicate:              {200, false},
@@ -49,12 +49,5 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeDrainBusy:              {503, true},
 		OutcomeReplayFailed:           {503, true},
 	}
-	for o, want := range cases {
-		if s := o.Spec(); s.Status != want.status || s.Pause != want.pause {
-			t.Errorf("%s: status %d pause %v, want %d %v", o, s.Status, s.Pause, want.status, want.pause)
-		}
-	}
-	if len(cases) != len(outcomes.Rows) {
-		t.Errorf("%d outcomes in the table, %d checked here", len(outcomes.Rows), len(cases))
-	}
+	outcometest.CheckSettlement(t, outcomes, cases)
 }

@@ -88,10 +88,33 @@ func checkRowArgs(key Key) error {
 // Upload implements Writer. A guarded write consults Allows against the
 // stored row under the lock, so the decision is atomic with the write.
 func (m *Memory) Upload(ctx context.Context, key Key, status ResolutionStatus, row UnresolvedEvent) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if err := CheckUploadStatus(status); err != nil {
 		return false, err
 	}
-	if err := CheckUploadStatus(status); err != nil {
+	return m.writeRow(ctx, key, status, WrittenDeleted(status), row, func(cur *memRow) (bool, error) {
+		if cur == nil || !IsGuarded(status, row.MessageType) {
+			return true, nil
+		}
+		stored, err := decodeRow(cur)
+		if err != nil {
+			return false, err
+		}
+		return Allows(status, &row, stored), nil
+	})
+}
+
+// TryCompletePendingMessage implements Store.
+func (m *Memory) TryCompletePendingMessage(ctx context.Context, key Key, expected *string, content UnresolvedEvent) (bool, error) {
+	return m.writeRow(ctx, key, Completed, true, content, func(cur *memRow) (bool, error) {
+		return cur != nil && CanCompletePending(cur.status, cur.deleted, cur.last, expected), nil
+	})
+}
+
+// writeRow replaces the row of key with row, as status and deleted, when
+// allow, called under the lock with the stored row (nil when none), says
+// so; it reports whether it wrote.
+func (m *Memory) writeRow(ctx context.Context, key Key, status ResolutionStatus, deleted bool, row UnresolvedEvent, allow func(cur *memRow) (bool, error)) (bool, error) {
+	if err := ctx.Err(); err != nil {
 		return false, err
 	}
 	if err := checkRowArgs(key); err != nil {
@@ -105,40 +128,10 @@ func (m *Memory) Upload(ctx context.Context, key Key, status ResolutionStatus, r
 	defer m.mu.Unlock()
 	m.init()
 	k := rowKey{key.EndpointID, key.StoredID()}
-	if cur := m.rows[k]; cur != nil && IsGuarded(status, row.MessageType) {
-		stored, err := decodeRow(cur)
-		if err != nil {
-			return false, err
-		}
-		if !Allows(status, &row, stored) {
-			return false, nil
-		}
-	}
-	m.rows[k] = &memRow{status: status, deleted: WrittenDeleted(status), event: b, last: row.LastMessageID, updated: NormalizeTime(row.UpdatedAt)}
-	return true, nil
-}
-
-// TryCompletePendingMessage implements Store.
-func (m *Memory) TryCompletePendingMessage(ctx context.Context, key Key, expected *string, content UnresolvedEvent) (bool, error) {
-	if err := ctx.Err(); err != nil {
+	if ok, err := allow(m.rows[k]); !ok || err != nil {
 		return false, err
 	}
-	if err := checkRowArgs(key); err != nil {
-		return false, err
-	}
-	b, err := encodeRow(content)
-	if err != nil {
-		return false, err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.init()
-	k := rowKey{key.EndpointID, key.StoredID()}
-	cur := m.rows[k]
-	if cur == nil || !CanCompletePending(cur.status, cur.deleted, cur.last, expected) {
-		return false, nil
-	}
-	m.rows[k] = &memRow{status: Completed, deleted: true, event: b, last: content.LastMessageID, updated: NormalizeTime(content.UpdatedAt)}
+	m.rows[k] = &memRow{status: status, deleted: deleted, event: b, last: row.LastMessageID, updated: NormalizeTime(row.UpdatedAt)}
 	return true, nil
 }
 

@@ -2,6 +2,7 @@ package cosmosstore_test
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
@@ -36,6 +37,19 @@ func (e *env) storeAsGiven(t testing.TB, opts cosmosstore.Options) *cosmosstore.
 		t.Fatal(err)
 	}
 	return s
+}
+
+// holdAccountReads holds the adapter's account reads (its consistency
+// check) until the returned channel is closed.
+func (e *env) holdAccountReads() chan struct{} {
+	gate := make(chan struct{})
+	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
+			<-gate
+		}
+		return nil, nil
+	}, nil)
+	return gate
 }
 
 // raw returns a container client that bypasses the recorder.

@@ -3,7 +3,6 @@ package cosmosstore_test
 import (
 	"context"
 	"fmt"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"math"
 	"net/http"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
 	"strings"
 	"sync"
@@ -15,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
@@ -187,13 +187,7 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 	}
 
 	// Concurrent later uses share one successful attempt.
-	gate := make(chan struct{})
-	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
-			<-gate
-		}
-		return nil, nil
-	}, nil)
+	gate := e.holdAccountReads()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
 	for i := range 16 {
@@ -235,13 +229,7 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
 	e := newEnv(t, "Strong")
 	s := e.store(t, cosmosstore.Options{})
-	gate := make(chan struct{})
-	e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/" && cosmostest.IsAdapterRequest(req) {
-			<-gate
-		}
-		return nil, nil
-	}, nil)
+	gate := e.holdAccountReads()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	if _, err := s.HasProcessed(ctx, inbox.NewKey("billing", "x")); !errors.Is(err, context.DeadlineExceeded) {

@@ -93,3 +93,28 @@ func Check[O ~string](t *testing.T, table outcome.Table[O], typeName string, min
 		}
 	}
 }
+
+// CheckSettlement fails t unless every outcome of want has, in table, the
+// HTTP status the handler answers (Status) and whether that answer waits for
+// the redelivery pause (Pause), and want names every row of table.
+func CheckSettlement[O ~string](t *testing.T, table outcome.Table[O], want map[O]struct {
+	Status int
+	Pause  bool
+}) {
+	t.Helper()
+	for o, w := range want {
+		s, ok := table.Rows[o]
+		if !ok {
+			t.Errorf("%s has no row in the outcomes table", o)
+			continue
+		}
+		if s.Status != w.Status || s.Pause != w.Pause {
+			t.Errorf("%s: status %d pause %v, want %d %v", o, s.Status, s.Pause, w.Status, w.Pause)
+		}
+	}
+	for o := range table.Rows {
+		if _, ok := want[o]; !ok {
+			t.Errorf("%s: the outcomes table has a row whose settlement is not checked", o)
+		}
+	}
+}
