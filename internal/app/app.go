@@ -155,6 +155,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	if m, ok := pub.(*resolver.Memory); ok {
 		a.memory = m
 	}
+	pub = resolver.Traced(pub, a.tracer, cfg.Endpoint)
 	sessions := d.Sessions
 	if sessions == nil {
 		if sessions, err = a.buildSessions(); err != nil {

@@ -97,7 +97,7 @@ func (a *resolverApp) buildScheduler() (resolverapp.Scheduler, error) {
 	if err != nil {
 		return nil, err
 	}
-	s, err := servicebus.NewResolverScheduler(c)
+	s, err := servicebus.NewResolverScheduler(c, a.tp)
 	if err != nil {
 		return nil, err
 	}

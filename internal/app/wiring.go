@@ -61,9 +61,10 @@ func (h *host) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 
 // serviceBusClient returns a client on the connection the Service Bus
 // triggers use (ServiceBusConnection), the way every client of the app is
-// made: the SDK retries set explicitly (servicebus.DefaultRetry) and a
-// producer span per send or schedule that carries the invocation's trace.
-// No connection is made here.
+// made: the SDK retries set explicitly (servicebus.DefaultRetry). The
+// client sends messages as given; their senders add the trace context
+// (resolver.Traced, servicebus.ResolverScheduler). No connection is made
+// here.
 func (h *host) serviceBusClient() (*servicebus.Client, error) {
 	r := h.cfg.Resolver
 	return servicebus.New(servicebus.Options{
@@ -71,7 +72,6 @@ func (h *host) serviceBusClient() (*servicebus.Client, error) {
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
 		ManagedIdentityClientID: r.ClientID,
 		Retry:                   servicebus.DefaultRetry,
-		TracerProvider:          h.tp,
 	})
 }
 
