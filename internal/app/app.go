@@ -55,6 +55,8 @@ type Deps struct {
 	// Store, when set, replaces the configured inbox store (tests).
 	Store inbox.Store
 	// Publisher, when set, replaces the configured Resolver sink (tests).
+	// Like the configured one, it is wrapped in resolver.Traced: what it is
+	// given carries the send span's trace context.
 	Publisher resolver.Publisher
 	// Sessions, when set, replaces the configured session-state store
 	// (tests).
