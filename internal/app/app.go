@@ -1,7 +1,9 @@
-// Package app composes the custom handler: configuration, inbox store,
-// Resolver publisher, subscriber pipeline and the function routes. main
-// reads the environment and calls New; tests build the same App with
-// in-process dependencies.
+// Package app composes the custom handler the settings choose: the
+// endpoint app (inbox store, Resolver publisher, session state, subscriber
+// pipeline and its function routes) or the Resolver app (tracking store and
+// its one route), both served by one host (host.go). main reads the
+// environment and calls New; tests build the same App with in-process
+// dependencies.
 package app
 
 import (
@@ -10,28 +12,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
-	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
-	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	sbdeferred "github.com/nimbus-go/functions-subscriber/internal/servicebus/deferred"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
-	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
-	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
 // Function names: each is a folder under functions/ and a route here.
@@ -60,6 +55,8 @@ type Deps struct {
 	// Store, when set, replaces the configured inbox store (tests).
 	Store inbox.Store
 	// Publisher, when set, replaces the configured Resolver sink (tests).
+	// Like the configured one, it is wrapped in resolver.Traced: what it is
+	// given carries the send span's trace context.
 	Publisher resolver.Publisher
 	// Sessions, when set, replaces the configured session-state store
 	// (tests).
@@ -88,62 +85,58 @@ type Deps struct {
 	Stderr io.Writer
 }
 
-// App is the composed custom handler.
+// App is the composed custom handler: the endpoint app or the Resolver
+// app, as the settings choose. Both run on the same host (host.go), which
+// serves the routes and shuts down.
 type App struct {
-	cfg      *config.Config
-	log      zerolog.Logger
-	now      func() time.Time
-	server   *funchost.Server
+	*host
+	endpoint *endpointApp // nil in the Resolver app
+	resolver *resolverApp // nil in the endpoint app
+}
+
+// endpointApp is the endpoint's custom handler: the subscriber pipeline
+// behind the Subscriber, CloudEventsIngress and DeferredProcessor
+// functions, and the InboxCleanup timer.
+type endpointApp struct {
+	*host
 	pipeline *subscriber.Pipeline
 	store    inbox.Store
-	metrics  *telemetry.Metrics
 	memory   *resolver.Memory
-	closers  []func(context.Context) error
-	pause    func(ctx context.Context, d time.Duration)
-	tracer   trace.Tracer
-	// charged: the inbox (in the Resolver app, the tracking store) is on
-	// Cosmos, whose request charges are summed per invocation.
-	charged  bool
-	tp       trace.TracerProvider
-	spanName string
 	// cleanupSpanName names the InboxCleanup invocation's span.
 	cleanupSpanName string
-	stderrMu        sync.Mutex
-	stderr          io.Writer
-	// stopping is cancelled when shutdown begins: background work such as a
-	// cleanup run stops at once, while in-flight deliveries finish.
-	stopping context.Context
-	stop     context.CancelFunc
 	// account is the inbox's Cosmos account, shared by the endpoint app's
 	// stores; sbClient the Service Bus client of the Resolver publisher.
 	account  *cosmos.Account
 	sbClient *servicebus.Client
-	// The Resolver app (resolverapp.go).
-	resolverSvc    *resolverapp.Service
-	trackingReader tracking.Reader
 }
 
-// New builds the app. It performs no network I/O: Azure clients are
-// created lazily on first use, so the host's readiness probe is answered at
-// once.
+// New builds the app the settings choose. It performs no network I/O:
+// Azure clients are created lazily on first use, so the host's readiness
+// probe is answered at once.
 func New(cfg *config.Config, d Deps) (*App, error) {
-	if d.Now == nil {
-		d.Now = time.Now
-	}
 	if cfg.App == config.AppResolver {
-		return newResolverApp(cfg, d)
+		r, err := newResolverApp(cfg, d)
+		if err != nil {
+			return nil, err
+		}
+		return &App{host: r.host, resolver: r}, nil
 	}
+	e, err := newEndpointApp(cfg, d)
+	if err != nil {
+		return nil, err
+	}
+	return &App{host: e.host, endpoint: e}, nil
+}
+
+// newEndpointApp builds the endpoint app: its inbox, Resolver publisher,
+// session-state store and Deferred subscription, the pipeline over them and
+// the function routes.
+func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	if d.Handlers == nil {
 		return nil, errors.New("app: no handler registry")
 	}
-	if d.Now == nil {
-		d.Now = time.Now
-	}
-	a := newBase(cfg, d)
-	a.spanName = "process " + cfg.Endpoint
+	a := &endpointApp{host: newHost(cfg, d, "process "+cfg.Endpoint, cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos)}
 	a.cleanupSpanName = "nimbus.inbox.cleanup " + cfg.Endpoint
-	a.charged = cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos
-	a.stopping, a.stop = context.WithCancel(context.Background())
 
 	var err error
 	a.store = d.Store
@@ -164,6 +157,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	if m, ok := pub.(*resolver.Memory); ok {
 		a.memory = m
 	}
+	pub = resolver.Traced(pub, a.tracer, cfg.Endpoint)
 	sessions := d.Sessions
 	if sessions == nil {
 		if sessions, err = a.buildSessions(); err != nil {
@@ -198,7 +192,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		Metrics:             a.metrics,
 		Tracer:              a.tracer,
 		Log:                 d.Log,
-		Now:                 d.Now,
+		Now:                 a.now,
 		Version:             d.Version,
 
 		CloudEvents:                    cloudEventOptions(cfg.CloudEvents),
@@ -208,67 +202,15 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 		return nil, err
 	}
 
-	a.server = funchost.NewServer(d.Log, funchost.Options{
-		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
-		Stopping:         a.stopping,
-		OnOverload: func(function string) {
-			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(subscriber.OutcomeOverloaded))
-			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + subscriber.OutcomeOverloaded.Spec().Message)
-		},
-	})
+	a.serve(string(subscriber.OutcomeOverloaded), subscriber.OutcomeOverloaded.Spec())
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
 	a.server.Handle(FuncCloudEventsIngress, a.invokeIngress)
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
-	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.memory != nil {
 		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
 	}
 	return a, nil
-}
-
-// newBase builds what both apps share: clock, pause, instruments, tracer
-// and stderr.
-func newBase(cfg *config.Config, d Deps) *App {
-	a := &App{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr}
-	if a.pause == nil {
-		a.pause = sleep.For
-	}
-	if a.metrics == nil {
-		a.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})
-	}
-	if a.tp == nil {
-		a.tp = otel.GetTracerProvider()
-	}
-	if a.stderr == nil {
-		a.stderr = io.Discard
-	}
-	a.tracer = a.tp.Tracer(telemetry.TracerName)
-	return a
-}
-
-// Handler is the HTTP handler the host talks to.
-func (a *App) Handler() http.Handler { return a.server }
-
-// Functions lists the function routes.
-func (a *App) Functions() []string { return a.server.Functions() }
-
-// Metrics returns the process counters.
-func (a *App) Metrics() *telemetry.Metrics { return a.metrics }
-
-// BeginShutdown stops work that need not finish: a running cleanup is
-// cancelled at once (the next tick resumes it). In-flight deliveries are not
-// interrupted; the HTTP server's graceful shutdown waits for them.
-func (a *App) BeginShutdown() { a.stop() }
-
-// Close releases Azure clients.
-func (a *App) Close(ctx context.Context) error {
-	a.stop()
-	var errs []error
-	for i := len(a.closers) - 1; i >= 0; i-- {
-		errs = append(errs, a.closers[i](ctx))
-	}
-	return errors.Join(errs...)
 }
 
 // cloudEventOptions turns the CloudEvents settings into the pipeline's
@@ -285,7 +227,7 @@ func cloudEventOptions(c config.CloudEvents) *message.CloudEventOptions {
 	}
 }
 
-func (a *App) buildStore() (inbox.Store, error) {
+func (a *endpointApp) buildStore() (inbox.Store, error) {
 	switch a.cfg.Inbox.Store {
 	case config.StoreInMemory:
 		return inbox.NewMemoryStore(inbox.MemoryOptions{Now: a.now, PurgeBatchSize: a.cfg.Inbox.PurgeBatchSize})
@@ -295,7 +237,7 @@ func (a *App) buildStore() (inbox.Store, error) {
 	return nil, fmt.Errorf("app: inbox store %q is not available", a.cfg.Inbox.Store)
 }
 
-func (a *App) buildPublisher() (resolver.Publisher, error) {
+func (a *endpointApp) buildPublisher() (resolver.Publisher, error) {
 	switch a.cfg.Resolver.Sink {
 	case config.SinkInMemory:
 		return &resolver.Memory{}, nil

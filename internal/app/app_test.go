@@ -102,7 +102,7 @@ func newTestApp(t testing.TB, settings map[string]string, fail func(n int) error
 		t.Fatal(err)
 	}
 	ta.App = a
-	ta.pub = a.memory
+	ta.pub = a.endpoint.memory
 	return ta
 }
 
@@ -291,7 +291,7 @@ func TestPermanentFailureIsAnsweredWithoutPause(t *testing.T) {
 
 func TestInboxOffChecksNothing(t *testing.T) {
 	ta := newTestApp(t, map[string]string{config.KeyInboxEnabled: "false"}, nil)
-	if ta.store != nil {
+	if ta.endpoint.store != nil {
 		t.Fatal("a store was built with the inbox off")
 	}
 	for range 2 {

@@ -19,7 +19,7 @@ import (
 // records older than the retention period, batch after batch, until none is
 // left or the time budget is spent, and logs one line. A failure fails the
 // invocation; the next tick retries.
-func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error {
+func (a *endpointApp) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
 	timer, err := funchost.DecodeTimer(inv.Body, bindingTimer)
 	if err != nil {
@@ -79,9 +79,7 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	if rep.LagKnown {
 		ev = ev.Float64("lagSeconds", rep.Lag.Seconds())
 	}
-	if a.charged {
-		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
-	}
+	ev = a.withCharge(ev, charge)
 	if err != nil {
 		ev = ev.Str("error", newSafeError(inbox.OpPurge, err))
 	}
@@ -91,9 +89,7 @@ func (a *App) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error
 	if rep.LagKnown {
 		summary += " lagSeconds=" + strconv.FormatFloat(rep.Lag.Seconds(), 'f', 0, 64)
 	}
-	if a.charged {
-		summary += " requestCharge=" + strconv.FormatFloat(charge.RequestUnits(), 'f', -1, 64) + " cosmosRequests=" + strconv.FormatInt(charge.Requests(), 10)
-	}
+	summary = string(a.appendCharge([]byte(summary), charge))
 	switch {
 	case err == nil:
 		inv.Log(summary)

@@ -183,6 +183,45 @@ func TestInvocationContinuesTheMessageTrace(t *testing.T) {
 	}
 }
 
+// The in-memory sink (/_nimbus/resolver) shows what the Service Bus
+// adapter would send, the trace context included: the response carries the
+// traceparent of its send span, a producer span under the invocation's, in
+// the message's trace, and the message's tracestate.
+func TestMemorySinkShowsTheSendSpansTraceContext(t *testing.T) {
+	oa := newObsApp(t, nil)
+	env := tracedEnvelope("m-1", "traceparent", "00-"+inTrace+"-"+inSpan+"-01", "tracestate", "congo=t61rcWkgMzE")
+	if a := oa.post(t, context.Background(), env); a.status != 200 {
+		t.Fatalf("status %d", a.status)
+	}
+	var root, send sdktrace.ReadOnlySpan
+	for _, s := range oa.spans.Ended() {
+		switch s.Name() {
+		case "process BillingEndpoint":
+			root = s
+		case "send BillingEndpoint":
+			send = s
+		}
+	}
+	if root == nil || send == nil || send.SpanKind() != trace.SpanKindProducer || send.Parent().SpanID() != root.SpanContext().SpanID() {
+		t.Fatalf("invocation span %v, send span %v", root, send)
+	}
+	rec := httptest.NewRecorder()
+	oa.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
+	var sent []SentResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
+		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
+	}
+	want := map[string]TypedValue{
+		"traceparent": {Type: "string", Value: "00-" + inTrace + "-" + send.SpanContext().SpanID().String() + "-01"},
+		"tracestate":  {Type: "string", Value: "congo=t61rcWkgMzE"},
+	}
+	for k, w := range want {
+		if got := sent[0].Properties[k]; got != w {
+			t.Errorf("%s = %+v, want %+v", k, got, w)
+		}
+	}
+}
+
 // Every Cosmos request's charge is summed per invocation: on the log line,
 // in Logs, in the RU histogram and on the span.
 func TestRequestChargeIsSummedPerInvocation(t *testing.T) {

@@ -73,6 +73,10 @@ func TestNimBusFixtureReplay(t *testing.T) {
 				"To": "Resolver", "MessageType": "ResolutionResponse", "EventId": "7f9c2b6e-1d4a-4c8e-9b1f-3a2d5e6f7a8b",
 				"OriginatingMessageId": "OrderPlaced-3f2a9c0d11e84b7a", "ParentMessageId": "OrderPlaced-3f2a9c0d11e84b7a",
 				"RetryCount": int32(0), "OriginatingFrom": "ShopEndpoint", "EventTypeId": "OrderPlaced",
+				// The response continues the fixture's trace; the global
+				// tracer provider records no span of its own, so the send
+				// carries the fixture's span context.
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
 			}
 			if !reflect.DeepEqual(p, want) {
 				t.Fatalf("properties\n got %#v\nwant %#v", p, want)

@@ -35,13 +35,19 @@ type ResolverDeps struct {
 	Scheduler resolverapp.Scheduler
 }
 
-// newResolverApp builds the Resolver app: one route, Resolver, handled by
-// resolverapp.Service over the tracking store. No request is sent here.
-func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
-	a := newBase(cfg, d)
-	a.spanName = "process " + resolverapp.Topic
-	a.charged = cfg.Tracking.Store == config.TrackingCosmos
-	a.stopping, a.stop = context.WithCancel(context.Background())
+// resolverApp is the Resolver's custom handler: one route, Resolver,
+// handled by resolverapp.Service over the tracking store.
+type resolverApp struct {
+	*host
+	svc *resolverapp.Service
+	// trackingReader serves /_nimbus/tracking when the tracking store is in
+	// memory.
+	trackingReader tracking.Reader
+}
+
+// newResolverApp builds the Resolver app. No request is sent here.
+func newResolverApp(cfg *config.Config, d Deps) (*resolverApp, error) {
+	a := &resolverApp{host: newHost(cfg, d, "process "+resolverapp.Topic, cfg.Tracking.Store == config.TrackingCosmos)}
 
 	store := d.Resolver.Tracking
 	if store == nil {
@@ -60,29 +66,21 @@ func newResolverApp(cfg *config.Config, d Deps) (*App, error) {
 			return nil, err
 		}
 	}
-	svc, err := resolverapp.NewService(resolverapp.Options{Store: store, Scheduler: sched, Now: d.Now, Tracer: a.tracer})
+	svc, err := resolverapp.NewService(resolverapp.Options{Store: store, Scheduler: sched, Now: a.now, Tracer: a.tracer})
 	if err != nil {
 		return nil, err
 	}
-	a.resolverSvc = svc
+	a.svc = svc
 
-	a.server = funchost.NewServer(d.Log, funchost.Options{
-		MaxBytesInFlight: cfg.Host.MaxBodyBytesInFlight,
-		Stopping:         a.stopping,
-		OnOverload: func(function string) {
-			a.metrics.Inc(telemetry.Invocations, telemetry.TagOutcome, string(resolverapp.OutcomeOverloaded))
-			a.stderrLine("warning: " + logsafe.Bound(function) + " invocation answered 503: " + resolverapp.OutcomeOverloaded.Spec().Message)
-		},
-	})
+	a.serve(string(resolverapp.OutcomeOverloaded), resolverapp.OutcomeOverloaded.Spec())
 	a.server.Handle(FuncResolver, a.invokeResolver)
-	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.trackingReader != nil {
 		a.server.HandleGet("/_nimbus/tracking", http.HandlerFunc(a.serveTracking))
 	}
 	return a, nil
 }
 
-func (a *App) buildTracking() (tracking.Writer, error) {
+func (a *resolverApp) buildTracking() (tracking.Writer, error) {
 	switch a.cfg.Tracking.Store {
 	case config.TrackingInMemory:
 		return &tracking.Memory{}, nil
@@ -94,12 +92,12 @@ func (a *App) buildTracking() (tracking.Writer, error) {
 
 // buildScheduler creates the Service Bus client of scheduled re-sends on
 // the connection the Resolver trigger uses. No connection is made here.
-func (a *App) buildScheduler() (resolverapp.Scheduler, error) {
+func (a *resolverApp) buildScheduler() (resolverapp.Scheduler, error) {
 	c, err := a.serviceBusClient()
 	if err != nil {
 		return nil, err
 	}
-	s, err := servicebus.NewResolverScheduler(c)
+	s, err := servicebus.NewResolverScheduler(c, a.tp)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +110,7 @@ func (a *App) buildScheduler() (resolverapp.Scheduler, error) {
 // the line. As for the endpoint, the invocation's span continues the
 // message's trace and the Cosmos request charge of its store work is
 // summed on ctx.
-func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) error {
+func (a *resolverApp) invokeResolver(ctx context.Context, inv *funchost.Invocation) error {
 	ctx, dl, m, err := a.beginDelivery(ctx, inv)
 	defer dl.span.End()
 	if err != nil {
@@ -127,7 +125,7 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 		Properties:  m.ApplicationProperties,
 		Body:        m.Body,
 	}
-	r := a.resolverSvc.Handle(ctx, &d)
+	r := a.svc.Handle(ctx, &d)
 	a.finishResolver(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
 	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
 }
@@ -135,7 +133,7 @@ func (a *App) invokeResolver(ctx context.Context, inv *funchost.Invocation) erro
 // finishResolver is finishInvocation for the Resolver: metrics, span
 // attributes, the JSON line, and the Logs summary (2xx) or the stderr line
 // (failure). Nothing on them comes from the message body or content.
-func (a *App) finishResolver(span trace.Span, inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+func (a *resolverApp) finishResolver(span trace.Span, inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
 	// Every id below is logged, in up to three places: bound them once.
 	r.MessageID, r.SessionID = logsafe.Bound(r.MessageID), logsafe.Bound(r.SessionID)
 	r.EventID, r.EndpointID = logsafe.Bound(r.EventID), logsafe.Bound(r.EndpointID)
@@ -192,15 +190,13 @@ func safeTrackingError(r *resolverapp.Report) error {
 
 // logResolver writes the invocation's one line: bounded strings (the ids
 // by finishResolver), none from the message body.
-func (a *App) logResolver(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
+func (a *resolverApp) logResolver(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
 	spec := r.Outcome.Spec()
-	ev := a.log.WithLevel(spec.Level)
+	ev := a.invocationLine(spec.Level, inv)
 	if ev == nil {
 		return
 	}
-	ev = ev.Str("function", logsafe.Bound(inv.Function)).
-		Str("invocationId", logsafe.Bound(inv.InvocationID)).
-		Str("messageId", r.MessageID).
+	ev = ev.Str("messageId", r.MessageID).
 		Str("sessionId", r.SessionID).
 		Str("eventId", r.EventID).
 		Str("messageType", r.MessageType).
@@ -209,9 +205,7 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolverapp.Report, deliv
 		Int("throttleRetryCount", r.ThrottleRetryCount).
 		Str("outcome", string(r.Outcome)).
 		Float64("durationMs", float64(r.Duration.Microseconds())/1000)
-	if a.charged {
-		ev = ev.Float64("requestCharge", charge.RequestUnits()).Int64("cosmosRequests", charge.Requests())
-	}
+	ev = a.withCharge(ev, charge)
 	if r.Status != "" {
 		ev = ev.Str("status", r.Status)
 	}
@@ -242,29 +236,17 @@ func (a *App) logResolver(inv *funchost.Invocation, r *resolverapp.Report, deliv
 // resolverLogs puts the summary of a completed Resolver invocation, and its
 // warnings, in the response's Logs: ids, labels and figures only, each
 // bounded, never the message body or content (tracking rows carry it).
-func (a *App) resolverLogs(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
-	b := make([]byte, 0, 512)
-	b = append(b, r.Outcome.Spec().Message...)
-	b = append(b, ':')
-	b = appendField(b, "outcome", string(r.Outcome))
-	b = appendField(b, "messageId", r.MessageID)
-	b = appendField(b, "sessionId", r.SessionID)
+func (a *resolverApp) resolverLogs(inv *funchost.Invocation, r *resolverapp.Report, deliveryCount int, charge *telemetry.Charge) {
+	fields := make([]field, 0, 9)
+	fields = append(fields, field{"outcome", string(r.Outcome)}, field{"messageId", r.MessageID}, field{"sessionId", r.SessionID})
 	if r.Outcome != resolverapp.OutcomeHeartbeat {
-		b = appendField(b, "eventId", r.EventID)
-		b = appendField(b, "messageType", r.MessageType)
-		b = appendField(b, "endpoint", r.EndpointID)
+		fields = append(fields, field{"eventId", r.EventID}, field{"messageType", r.MessageType}, field{"endpoint", r.EndpointID})
 	}
 	if r.Status != "" {
-		b = appendField(b, "status", r.Status)
+		fields = append(fields, field{"status", r.Status})
 	}
-	b = append(b, " deliveryCount="...)
-	b = strconv.AppendInt(b, int64(deliveryCount), 10)
-	b = append(b, " throttleRetryCount="...)
-	b = strconv.AppendInt(b, int64(r.ThrottleRetryCount), 10)
-	b = append(b, " durationMs="...)
-	b = appendMillis(b, r.Duration.Microseconds())
-	b = a.appendCharge(b, charge)
-	inv.Log(string(b))
+	fields = append(fields, field{"deliveryCount", strconv.Itoa(deliveryCount)}, field{"throttleRetryCount", strconv.Itoa(r.ThrottleRetryCount)})
+	a.logSummary(inv, r.Outcome.Spec().Message, r.Duration, charge, fields...)
 	switch r.Outcome {
 	case resolverapp.OutcomeStale:
 		inv.Log("warning: stale copy of messageId=" + r.MessageID + " refused: the tracking row of eventId=" + r.EventID + " already holds a later state; its history was written")
@@ -284,7 +266,7 @@ func (a *App) resolverLogs(inv *funchost.Invocation, r *resolverapp.Report, deli
 // serveTracking shows one tracking row of the in-memory store (local demos
 // only): GET /_nimbus/tracking?endpoint=E&event=ID, the most recently
 // updated row of the event across sessions; 404 when there is none.
-func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
+func (a *resolverApp) serveTracking(w http.ResponseWriter, r *http.Request) {
 	endpoint, event := r.URL.Query().Get("endpoint"), r.URL.Query().Get("event")
 	row, err := a.trackingReader.GetEvent(r.Context(), tracking.EventKey{EndpointID: endpoint, EventID: event})
 	switch {
@@ -302,7 +284,7 @@ func (a *App) serveTracking(w http.ResponseWriter, r *http.Request) {
 // buildCosmosTracking creates the Cosmos tracking store. No request is sent
 // here: the consistency check and the containers' get-or-create run on
 // first use.
-func (a *App) buildCosmosTracking() (tracking.Writer, error) {
+func (a *resolverApp) buildCosmosTracking() (tracking.Writer, error) {
 	c := a.cfg.Tracking.Cosmos
 	account, err := a.cosmosAccount(c)
 	if err != nil {

@@ -48,13 +48,13 @@ func (f *failingWriter) StoreMessage(ctx context.Context, m tracking.MessageEnti
 	return f.Writer.StoreMessage(ctx, m)
 }
 
-type resolverApp struct {
+type resolverFixture struct {
 	*App
 	logs  *syncBuffer
 	sched *captureScheduler
 }
 
-func newResolverTestApp(t *testing.T, store tracking.Writer) *resolverApp {
+func newResolverTestApp(t *testing.T, store tracking.Writer) *resolverFixture {
 	t.Helper()
 	cfg, err := config.Load(config.FromMap(map[string]string{
 		config.KeyApp:            "Resolver",
@@ -65,7 +65,7 @@ func newResolverTestApp(t *testing.T, store tracking.Writer) *resolverApp {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra := &resolverApp{logs: &syncBuffer{}, sched: &captureScheduler{}}
+	ra := &resolverFixture{logs: &syncBuffer{}, sched: &captureScheduler{}}
 	a, err := New(cfg, Deps{Log: zerolog.New(ra.logs), Resolver: ResolverDeps{Tracking: store, Scheduler: ra.sched}})
 	if err != nil {
 		t.Fatal(err)
@@ -91,7 +91,7 @@ func asResolverEnvelope(o *message.Outgoing, messageID, endpoint string) []byte 
 	})
 }
 
-func (ra *resolverApp) post(t *testing.T, body []byte) int {
+func (ra *resolverFixture) post(t *testing.T, body []byte) int {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	req := httptest.NewRequest(http.MethodPost, "/"+FuncResolver, strings.NewReader(string(body)))
@@ -99,7 +99,7 @@ func (ra *resolverApp) post(t *testing.T, body []byte) int {
 	return rec.Code
 }
 
-func (ra *resolverApp) row(t *testing.T, endpoint, event string) (int, map[string]any) {
+func (ra *resolverFixture) row(t *testing.T, endpoint, event string) (int, map[string]any) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	ra.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/tracking?endpoint="+endpoint+"&event="+event, nil))

@@ -198,7 +198,7 @@ func TestResolverInvocationContinuesTheMessageTrace(t *testing.T) {
 	ro.store.fail, ro.store.err = 3, &tracking.StoreError{Op: "StoreMessage", Kind: tracking.FailureThrottled, Err: errors.New("429")}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ro.spans))
 	ro.tracer = tp.Tracer(telemetry.TracerName)
-	ro.resolverSvc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
+	ro.resolver.svc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
 		Pause: func(context.Context, time.Duration) {}})
 	if a := ro.post(t, context.Background(), resolverEnvelope("m-2", "Diagnostic-Id", "00-"+inTrace+"-"+inSpan+"-01")); a.status != 200 {
 		t.Fatalf("rescheduled: status %d", a.status)
@@ -257,7 +257,7 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 	check(ro.post(t, context.Background(), resolverEnvelope("rsp-1", "MessageType", "ResolutionResponse", "From", "BillingEndpoint")), 200,
 		"outcome=written", "messageType=ResolutionResponse", "status=Completed")
 	check(ro.post(t, context.Background(), resolverEnvelope("m-1")), 200, "outcome=stale", "warning: stale copy of messageId=m-1 refused")
-	ro.resolverSvc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
+	ro.resolver.svc, _ = resolverapp.NewService(resolverapp.Options{Store: ro.store, Scheduler: ro.sched, Tracer: ro.tracer,
 		Pause: func(context.Context, time.Duration) {}})
 	ro.store.fail, ro.store.err = 1, &tracking.StoreError{Op: "StoreMessage", Kind: tracking.FailureTransient, Err: errors.New("503 from " + providerDetail)}
 	check(ro.post(t, context.Background(), resolverEnvelope("m-3", "EventId", "evt-3")), 200, "outcome=written", "warning: the tracking store write was retried 1 time(s)")

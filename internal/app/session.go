@@ -24,7 +24,7 @@ const FuncDeferredProcessor = "DeferredProcessor"
 
 // buildSessions creates the session-state store the settings select. No
 // request is sent here.
-func (a *App) buildSessions() (session.Store, error) {
+func (a *endpointApp) buildSessions() (session.Store, error) {
 	switch a.cfg.Session.Store {
 	case config.StoreInMemory, "":
 		return session.NewMemory(session.MemoryOptions{Now: a.now}), nil
@@ -44,7 +44,7 @@ func (a *App) buildSessions() (session.Store, error) {
 
 // sharedCosmosAccount opens the inbox's account once for every store of
 // the endpoint app (inbox and session state share one client).
-func (a *App) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
+func (a *endpointApp) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 	if a.account != nil {
 		return a.account, nil
 	}
@@ -59,7 +59,7 @@ func (a *App) sharedCosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 // invokeDeferredProcessor handles a replay request: it replays the
 // session's parked messages in order and logs one line for the request and
 // one per replayed message.
-func (a *App) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocation) error {
+func (a *endpointApp) invokeDeferredProcessor(ctx context.Context, inv *funchost.Invocation) error {
 	return a.invokeDelivery(ctx, inv, a.pipeline.Drain)
 }
 

@@ -27,7 +27,7 @@ type TypedValue struct {
 	Value any    `json:"value"`
 }
 
-func (a *App) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
+func (a *endpointApp) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 	sent := a.memory.Sent()
 	out := make([]SentResponse, 0, len(sent))
 	for _, m := range sent {
@@ -57,8 +57,7 @@ func (a *App) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 	_ = json.NewEncoder(w).Encode(out)
 }
 
-// The Cosmos store and the Service Bus publisher are wired in
-// cosmos.go and servicebus.go.
+// The Cosmos store and the Service Bus publisher are wired in wiring.go.
 var (
 	_ inbox.Store        = (*inbox.MemoryStore)(nil)
 	_ resolver.Publisher = (*resolver.Memory)(nil)

@@ -15,7 +15,7 @@ import (
 
 // buildCosmosStore creates the Cosmos inbox. No request is sent here: the
 // consistency check and container ensure run on first use.
-func (a *App) buildCosmosStore() (inbox.Store, error) {
+func (a *endpointApp) buildCosmosStore() (inbox.Store, error) {
 	c := a.cfg.Inbox.Cosmos
 	account, err := a.sharedCosmosAccount(c)
 	if err != nil {
@@ -31,7 +31,7 @@ func (a *App) buildCosmosStore() (inbox.Store, error) {
 
 // inboxStoreOptions are the options every store in the inbox's account
 // shares (the inbox and the session state).
-func (a *App) inboxStoreOptions() cosmos.StoreOptions {
+func (a *endpointApp) inboxStoreOptions() cosmos.StoreOptions {
 	c := a.cfg.Inbox.Cosmos
 	auto := c.AutoCreateContainer
 	return cosmos.StoreOptions{
@@ -47,38 +47,38 @@ func (a *App) inboxStoreOptions() cosmos.StoreOptions {
 // every account of the app is opened: the SDK retries set explicitly
 // (cosmos.DefaultRetry) and azcosmos's spans joining the invocation's
 // trace. cosmos.NewAccount adds the request-charge policy.
-func (a *App) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
+func (h *host) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 	return cosmos.NewAccount(cosmos.Config{
 		ConnectionString:        c.ConnectionString,
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
 		Retry:                   cosmos.DefaultRetry,
 		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-			TracingProvider: azotel.NewTracingProvider(a.tp, nil),
+			TracingProvider: azotel.NewTracingProvider(h.tp, nil),
 		}},
 	})
 }
 
 // serviceBusClient returns a client on the connection the Service Bus
 // triggers use (ServiceBusConnection), the way every client of the app is
-// made: the SDK retries set explicitly (servicebus.DefaultRetry) and a
-// producer span per send or schedule that carries the invocation's trace.
-// No connection is made here.
-func (a *App) serviceBusClient() (*servicebus.Client, error) {
-	r := a.cfg.Resolver
+// made: the SDK retries set explicitly (servicebus.DefaultRetry). The
+// client sends messages as given; their senders add the trace context
+// (resolver.Traced, servicebus.ResolverScheduler). No connection is made
+// here.
+func (h *host) serviceBusClient() (*servicebus.Client, error) {
+	r := h.cfg.Resolver
 	return servicebus.New(servicebus.Options{
 		ConnectionString:        r.ConnectionString,
 		FullyQualifiedNamespace: r.FullyQualifiedNamespace,
 		ManagedIdentityClientID: r.ClientID,
 		Retry:                   servicebus.DefaultRetry,
-		TracerProvider:          a.tp,
 	})
 }
 
 // buildServiceBusPublisher creates the Resolver publisher on the same
 // connection setting the Subscriber trigger uses. The Service Bus client and
 // its sender are created on the first publish.
-func (a *App) buildServiceBusPublisher() (resolver.Publisher, error) {
+func (a *endpointApp) buildServiceBusPublisher() (resolver.Publisher, error) {
 	c, err := a.serviceBusClient()
 	if err != nil {
 		return nil, err

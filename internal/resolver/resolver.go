@@ -1,8 +1,9 @@
 // Package resolver is the endpoint's outgoing port: Publisher, through
 // which the subscriber pipeline sends every message it addresses to its
 // own topic (the responses the Resolver tracks, parked copies, replay
-// requests, and, through Schedule, RetryRequests), and Memory, an
-// in-process Publisher for tests and local demos.
+// requests, and, through Schedule, RetryRequests), Memory, an in-process
+// Publisher for tests and local demos, and Traced, which adds the trace
+// context to every message before any Publisher sees it.
 //
 // A response goes to the endpoint's own topic with To=Resolver; the
 // topology's Resolver fan-out subscription stamps From and forwards it to

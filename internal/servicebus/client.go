@@ -12,13 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // Options configure a [Client]. Set ConnectionString, or
@@ -42,10 +35,6 @@ type Options struct {
 	// (use DefaultRetry): a zero value would silently take the SDK's
 	// defaults.
 	Retry azservicebus.RetryOptions
-	// TracerProvider starts a producer span for every send and schedule,
-	// whose traceparent and tracestate the message carries (the SDK has no
-	// tracing of its own); nil means the global provider.
-	TracerProvider trace.TracerProvider
 }
 
 // ErrClosed is returned by every operation after [Client.Close].
@@ -60,7 +49,6 @@ var ErrNoSession = errors.New("servicebus: no session available")
 // reused. It is safe for concurrent use.
 type Client struct {
 	opts      Options
-	tracer    trace.Tracer
 	newClient func(Options) (*azservicebus.Client, error)
 
 	// senders is an immutable map replaced on each new entity, so the send
@@ -88,11 +76,7 @@ func New(opts Options) (*Client, error) {
 	if len(problems) > 0 {
 		return nil, fmt.Errorf("servicebus: %s", strings.Join(problems, "; "))
 	}
-	tp := opts.TracerProvider
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
-	return &Client{opts: opts, newClient: newSDKClient, tracer: tp.Tracer(telemetry.TracerName)}, nil
+	return &Client{opts: opts, newClient: newSDKClient}, nil
 }
 
 func newSDKClient(o Options) (*azservicebus.Client, error) {
@@ -194,11 +178,10 @@ func (c *Client) sendErr(op, entity string, err error) error {
 // keep their exact types; anything but string, int32, int64 or nil is
 // refused with ErrUnsupportedProperty before any I/O. A non-nil error means
 // the message may not have been sent. The SDK retries transient failures
-// as set by Options.Retry, within ctx.
-func (c *Client) Send(ctx context.Context, entity string, m *Message) (err error) {
-	ctx, span := c.startSend(ctx, "send", entity)
-	defer func() { endSpan(span, err) }()
-	am, err := m.toSDK(ctx)
+// as set by Options.Retry, within ctx. The message carries the trace
+// context its properties hold: the sender adds it (telemetry.StartSend).
+func (c *Client) Send(ctx context.Context, entity string, m *Message) error {
+	am, err := m.toSDK()
 	if err != nil {
 		return err
 	}
@@ -212,36 +195,11 @@ func (c *Client) Send(ctx context.Context, entity string, m *Message) (err error
 	return nil
 }
 
-var producerSpan = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindProducer)}
-
-// startSend starts the producer span of one send (OpenTelemetry messaging
-// conventions: "<operation> <destination>").
-func (c *Client) startSend(ctx context.Context, op, entity string) (context.Context, trace.Span) {
-	ctx, span := c.tracer.Start(ctx, op+" "+entity, producerSpan...)
-	if span.IsRecording() {
-		span.SetAttributes(
-			attribute.String("messaging.system", "servicebus"),
-			attribute.String("messaging.operation.type", op),
-			attribute.String("messaging.destination.name", entity),
-		)
-	}
-	return ctx, span
-}
-
-func endSpan(span trace.Span, err error) {
-	if err != nil && span.IsRecording() {
-		span.SetStatus(codes.Error, logsafe.Bound(err.Error()))
-	}
-	span.End()
-}
-
 // Schedule sends m to entity for enqueueing at the time at and returns the
 // broker's sequence number of the scheduled message. The checks and
 // retries are those of Send.
-func (c *Client) Schedule(ctx context.Context, entity string, m *Message, at time.Time) (seq int64, err error) {
-	ctx, span := c.startSend(ctx, "schedule", entity)
-	defer func() { endSpan(span, err) }()
-	am, err := m.toSDK(ctx)
+func (c *Client) Schedule(ctx context.Context, entity string, m *Message, at time.Time) (int64, error) {
+	am, err := m.toSDK()
 	if err != nil {
 		return 0, err
 	}

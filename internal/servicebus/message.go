@@ -1,15 +1,11 @@
 package servicebus
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
-	"go.opentelemetry.io/otel/trace"
-
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // ErrUnsupportedProperty is returned for an application property value that
@@ -64,25 +60,18 @@ type sdkMessage struct {
 }
 
 // toSDK checks m and converts it. The SDK copies the property map when it
-// encodes the message. When ctx carries a valid span context, the message
-// carries a copy of the properties with that span's traceparent and
-// tracestate (AMQP strings), replacing any carried over, as NimBus writes
-// them; m's own map is not changed.
-func (m *Message) toSDK(ctx context.Context) (*azservicebus.Message, error) {
+// encodes the message; m's own map is not changed.
+func (m *Message) toSDK() (*azservicebus.Message, error) {
 	if m == nil {
 		return nil, errors.New("servicebus: nil message")
 	}
 	if err := CheckProperties(m.ApplicationProperties); err != nil {
 		return nil, err
 	}
-	props := m.ApplicationProperties
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		props = telemetry.Inject(ctx, props)
-	}
 	w := &sdkMessage{
 		msg: azservicebus.Message{
 			Body:                  m.Body,
-			ApplicationProperties: props,
+			ApplicationProperties: m.ApplicationProperties,
 			CorrelationID:         m.CorrelationID,
 		},
 		sessionID: m.SessionID, messageID: m.MessageID, subject: m.Subject, to: m.To, contentType: m.ContentType,

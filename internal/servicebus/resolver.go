@@ -7,14 +7,21 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // ResolverPublisher implements resolver.Publisher on a [Client]: it sends
 // each response to the endpoint's own topic, where the topology's Resolver
-// subscription stamps From and forwards it to the Resolver topic.
+// subscription stamps From and forwards it to the Resolver topic. It sends
+// the message as it is given, trace properties included: wrapped in
+// resolver.Traced, as the app wires it, every message carries the trace
+// context of its send span.
 type ResolverPublisher struct {
 	c     *Client
 	topic string
@@ -54,27 +61,35 @@ func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) er
 // MessageId (the topic must not require duplicate detection, or the broker
 // would drop the copy).
 type ResolverScheduler struct {
-	c *Client
+	c      *Client
+	tracer trace.Tracer
 }
 
 var _ resolverapp.Scheduler = (*ResolverScheduler)(nil)
 
-// NewResolverScheduler returns a scheduler on c. It does no I/O.
-func NewResolverScheduler(c *Client) (*ResolverScheduler, error) {
+// NewResolverScheduler returns a scheduler on c whose re-sends run in
+// producer spans of tp (nil means the global provider). It does no I/O.
+func NewResolverScheduler(c *Client, tp trace.TracerProvider) (*ResolverScheduler, error) {
 	if c == nil {
 		return nil, errors.New("servicebus: resolver scheduler needs a client")
 	}
-	return &ResolverScheduler{c: c}, nil
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &ResolverScheduler{c: c, tracer: tp.Tracer(telemetry.TracerName)}, nil
 }
 
-// ScheduleRedelivery schedules r on the Resolver topic at the time at.
-func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolverapp.Redelivery, at time.Time) error {
+// ScheduleRedelivery schedules r on the Resolver topic at the time at, in a
+// "schedule" producer span whose trace context the copy carries.
+func (s *ResolverScheduler) ScheduleRedelivery(ctx context.Context, r *resolverapp.Redelivery, at time.Time) (err error) {
 	if r == nil {
 		return errors.New("servicebus: schedule of a nil redelivery")
 	}
+	ctx, span, props := telemetry.StartSend(ctx, s.tracer, "schedule", resolverapp.Topic, r.Properties)
+	defer func() { telemetry.EndSend(span, err) }()
 	m := Message{
 		Body:                  r.Body,
-		ApplicationProperties: r.Properties,
+		ApplicationProperties: props,
 		SessionID:             r.SessionID,
 		CorrelationID:         r.CorrelationID,
 		MessageID:             r.MessageID,

@@ -15,7 +15,7 @@ import (
 func TestResolverSchedulerResendsOnTheResolverTopic(t *testing.T) {
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
-	s, err := NewResolverScheduler(c)
+	s, err := NewResolverScheduler(c, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestResolverSchedulerResendsOnTheResolverTopic(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", k, m.ApplicationProperties[k], want)
 		}
 	}
-	if _, err := NewResolverScheduler(nil); err == nil {
+	if _, err := NewResolverScheduler(nil, nil); err == nil {
 		t.Error("a scheduler without a client was accepted")
 	}
 }

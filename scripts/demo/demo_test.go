@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,7 @@ func TestDemoRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, options{Out: &out}); err != nil {
+	if err := run(ctx, options{Out: &out, Verbose: true}); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
 	transcript := out.String()
@@ -74,6 +75,25 @@ func TestDemoRuns(t *testing.T) {
 			t.Fatalf("the transcript does not show %q under its step\n%s", want, transcript)
 		}
 		rest = rest[i+len(want):]
+	}
+	// -v shows what the Service Bus adapter would send, the trace context
+	// included: every message sent carries a traceparent, and the first
+	// response continues the publisher's trace (a new parent span id, its
+	// tracestate kept).
+	lines := strings.Split(transcript, "\n")
+	var props []string
+	for _, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "properties: ") {
+			props = append(props, l)
+			if !strings.Contains(l, "traceparent=00-") {
+				t.Errorf("a message sent without traceparent: %s", l)
+			}
+		}
+	}
+	trace := strings.TrimSuffix(strings.TrimPrefix(publisherTrace("OrderPlaced-0001"), "00-"), "-00f067aa0ba902b7-01")
+	if len(props) == 0 || !regexp.MustCompile(`traceparent=00-`+trace+`-[0-9a-f]{16}-01:string, tracestate=`+publisherTraceState+`:string`).MatchString(props[0]) ||
+		strings.Contains(props[0], "00f067aa0ba902b7") {
+		t.Errorf("the first response does not continue the publisher's trace %s: %q", trace, props)
 	}
 	if !strings.Contains(transcript, "Every step had the outcome it expected") {
 		t.Errorf("the transcript does not end with the summary")

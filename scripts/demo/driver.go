@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +17,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -134,13 +137,32 @@ func (d *proc) event(title string, e ev, exp expect) (result, bool) {
 	if delivery == 0 {
 		delivery = 1
 	}
+	traceParent := publisherTrace(shown)
+	m.ApplicationProperties[telemetry.PropTraceParent] = traceParent
+	m.ApplicationProperties[telemetry.PropTraceState] = publisherTraceState
 	d.seq++
 	sb := m.Delivery(app.FuncSubscriber, "", delivery, time.Now().UTC().Add(-2*time.Second))
 	sb.MessageID = e.id
 	d.s.printf("   MessageId %s, SessionId %s, DeliveryCount %d, EventTypeId %s, event %s\n", shown, e.session, delivery, typ, e.order)
+	if d.s.verbose {
+		d.s.printf("      the publisher's trace context: traceparent=%s, tracestate=%s\n", traceParent, publisherTraceState)
+	}
 	r := d.invoke(app.FuncSubscriber, d.envelope(sb), exp)
 	r.delivered, r.deliveredID = m, e.id
 	return r, d.s.check(r, exp)
+}
+
+// The trace context a publisher writes on the events it sends (W3C Trace
+// Context, as NimBus writes it): the endpoint's invocation continues that
+// trace, and its responses carry it with the send span as the parent and
+// the tracestate kept.
+const publisherTraceState = "shop=checkout"
+
+// publisherTrace is the traceparent the publisher wrote on the event whose
+// MessageId is id: one trace per message, the same on each redelivery.
+func publisherTrace(id string) string {
+	sum := sha256.Sum256([]byte(id))
+	return "00-" + hex.EncodeToString(sum[:16]) + "-00f067aa0ba902b7-01"
 }
 
 // control delivers a control message a NimBus component (the Manager,
