@@ -112,9 +112,6 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 // runTx runs the transactional handler in a new transaction on the
 // delivery's partition.
 func (j *job) runTx(ctx context.Context, ev *Event) (Result, error) {
-	if j.tx.pkErr != nil {
-		return Result{}, Permanent(j.tx.pkErr)
-	}
 	j.tx.t = txn.Begin(j.p.o.Txn, j.tx.binding.Target, j.tx.pk, j.p.o.Now)
 	return j.tx.h(ctx, ev, j.tx.t.Unit())
 }
