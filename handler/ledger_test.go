@@ -1,0 +1,175 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
+	"github.com/nimbus-go/functions-subscriber/nimbus"
+)
+
+// lockedBuffer collects the app's log lines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+// invocationLine is what the test reads of an invocation's log line.
+type invocationLine struct {
+	Outcome        string  `json:"outcome"`
+	MessageID      string  `json:"messageId"`
+	RequestCharge  float64 `json:"requestCharge"`
+	CosmosRequests int64   `json:"cosmosRequests"`
+}
+
+func (l *lockedBuffer) invocations(t *testing.T) []invocationLine {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []invocationLine
+	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var line invocationLine
+		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line.Outcome != "" {
+			out = append(out, line)
+		}
+	}
+	return out
+}
+
+// paymentInvocation is the host's envelope of a PaymentReceived message.
+func paymentInvocation(msgID, paymentID, customerID string, cents int) string {
+	event := fmt.Sprintf(`{"PaymentId":%q,"CustomerId":%q,"AmountCents":%d}`, paymentID, customerID, cents)
+	ev, _ := json.Marshal(event)
+	body := `{"EventContent":{"EventTypeId":"PaymentReceived","EventJson":` + string(ev) + `},"ErrorContent":null}`
+	return `{"Data":{"message":"` + base64.StdEncoding.EncodeToString([]byte(body)) + `"},` +
+		`"Metadata":{"DeliveryCount":"1","MessageId":"\"` + msgID + `\"","SessionId":"\"` + customerID + `\"",` +
+		`"ApplicationProperties":{"To":"BillingEndpoint","From":"Shop","MessageType":"EventRequest","EventId":"e-` + paymentID + `","EventTypeId":"PaymentReceived"}}}`
+}
+
+// The sample's PaymentReceived handler against the local Cosmos DB
+// stand-in, through the real app: the payment, the balance and the marker
+// commit in one batch (the ledger container created with /customerId and
+// time to live on); a redelivery is a duplicate; a producer's re-send
+// under a new MessageId commits only its marker; a second payment replaces
+// the balance under its ETag. The test logs each invocation's request
+// charge and Cosmos requests as the local server reports them.
+func TestPaymentReceivedOnCosmos(t *testing.T) {
+	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	app := nimbus.New()
+	registerHandlers(app)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	ctx, stop := context.WithCancel(context.Background())
+	exit := make(chan int, 1)
+	go func() {
+		exit <- app.Run(ctx, nimbus.Options{Environ: []string{
+			"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory",
+			"NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=Cosmos",
+			"NimBus__Inbox__Cosmos__ConnectionString=" + cos.ConnectionString(),
+			"NimBus__Sample__Ledger__DatabaseId=Payments",
+		}, Listener: ln, Stdout: logs, Stderr: io.Discard})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if code := <-exit; code != 0 {
+			t.Errorf("exit code %d", code)
+		}
+	})
+	post := func(inv string) int {
+		t.Helper()
+		resp, err := http.Post("http://"+ln.Addr().String()+"/Subscriber", "application/json", strings.NewReader(inv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	steps := []struct {
+		inv     string
+		outcome string
+	}{
+		{paymentInvocation("m-1", "p-1", "c-1", 1250), "completed"},
+		{paymentInvocation("m-1", "p-1", "c-1", 1250), "duplicate"},
+		{paymentInvocation("m-2", "p-1", "c-1", 1250), "completed"},
+		{paymentInvocation("m-3", "p-2", "c-1", 750), "completed"},
+	}
+	for i, s := range steps {
+		if code := post(s.inv); code != http.StatusOK {
+			t.Fatalf("step %d: status %d\n%s", i, code, logs.b.String())
+		}
+	}
+	lines := logs.invocations(t)
+	if len(lines) != len(steps) {
+		t.Fatalf("%d invocation lines, want %d", len(lines), len(steps))
+	}
+	for i, l := range lines {
+		if l.Outcome != steps[i].outcome {
+			t.Errorf("step %d (%s): outcome %s, want %s", i, l.MessageID, l.Outcome, steps[i].outcome)
+		}
+		t.Logf("%s %s: %.2f RU in %d Cosmos requests", l.MessageID, l.Outcome, l.RequestCharge, l.CosmosRequests)
+	}
+
+	account, err := cosmos.NewAccount(cosmos.Config{ConnectionString: cos.ConnectionString()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := cosmostxn.New(account, cosmostxn.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := txn.Target{DatabaseID: "Payments", ContainerID: "ledger", PartitionKeyPath: "/customerId"}
+	read := func(id string, into any) bool {
+		t.Helper()
+		body, _, found, err := store.Read(context.Background(), target, "c-1", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found && into != nil {
+			if err := json.Unmarshal(body, into); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return found
+	}
+	var bal balance
+	if !read("balance-c-1", &bal) || bal.BalanceCents != 2000 || bal.Payments != 2 {
+		t.Fatalf("balance %+v, want 2000 cents in 2 payments", bal)
+	}
+	var pay payment
+	if !read("payment-p-1", &pay) || pay.MessageID != "m-1" || pay.AmountCents != 1250 {
+		t.Fatalf("payment %+v", pay)
+	}
+	for _, m := range []string{"m-1", "m-2", "m-3"} {
+		var marker map[string]any
+		if !read(txn.MarkerID("BillingEndpoint", m), &marker) {
+			t.Fatalf("no marker for %s", m)
+		}
+		if marker["type"] != txn.MarkerType || marker["customerId"] != "c-1" || marker["messageId"] != m || marker["ttl"] == nil {
+			t.Fatalf("marker %v", marker)
+		}
+	}
+}
