@@ -170,7 +170,9 @@ func txFailure(o txn.Outcome, err error) result {
 	case txn.Conflict:
 		return result{outcome: OutcomeTxnConflict, err: err}
 	case txn.Ambiguous:
-		return result{outcome: OutcomeTxnAmbiguous, err: err}
+		// The cause is a transport error, whose text may name the account:
+		// reported as a store error, which keeps only a class.
+		return result{outcome: OutcomeTxnAmbiguous, err: NewStoreError(opTxnCommit, err), storeOp: opTxnCommit}
 	case txn.Permanent:
 		return result{outcome: OutcomeTxnRejected, err: Permanent(err)}
 	}

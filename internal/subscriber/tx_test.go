@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
@@ -292,8 +293,11 @@ func TestTxAmbiguousThenDuplicate(t *testing.T) {
 	w.failNext, w.failNextMode = "txn.batch", faultAfter
 	d := w.event("msg-1", "event-1")
 	r := w.p.Process(context.Background(), d)
-	if r.Outcome != OutcomeTxnAmbiguous || !w.marked("msg-1") {
+	if r.Outcome != OutcomeTxnAmbiguous || !w.marked("msg-1") || !errors.Is(r.Err, txn.ErrAmbiguous) {
 		t.Fatalf("%s: %v; marker %v", r.Outcome, r.Err, w.marked("msg-1"))
+	}
+	if strings.Contains(r.Err.Error(), errInjected.Error()) || r.StoreOp != opTxnCommit {
+		t.Fatalf("the error %q (store op %q) carries the transport's text", r.Err, r.StoreOp)
 	}
 	r = w.p.Process(context.Background(), redelivery(d))
 	if r.Outcome != OutcomeDuplicate || r.HandlerRan || len(w.effects()) != 1 {
@@ -343,5 +347,94 @@ var plainTwoWritesCase = roundTripCase{name: "fresh plain success writing two do
 func TestPlainTwoWritesCostFiveRoundTrips(t *testing.T) {
 	if c := measureExact(t, plainTwoWritesCase); c.outcome != OutcomeCompleted || c.roundTrips != 5 || c.records != 1 {
 		t.Fatalf("%s in %d round trips with %d records, want completed in 5 with 1", c.outcome, c.roundTrips, c.records)
+	}
+}
+
+// A batch that breaks a limit takes the dead-letter path: on the last
+// delivery the Resolver gets the dead-letter ErrorResponse naming the
+// limit.
+func TestTxLimitOnTheLastDeliveryReportsTheDeadLetter(t *testing.T) {
+	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
+	w.txOps = func(ev *Event, u *txn.Unit) error {
+		_ = u.Create(map[string]any{"id": "a#b", "customerId": txPartition})
+		return nil
+	}
+	d := w.event("msg-1", "event-1")
+	d.Broker.DeliveryCount = w.p.o.MaxDeliveryCount
+	r := w.p.Process(context.Background(), d)
+	if r.Outcome != OutcomeTxnRejected || !r.DeadLetterNotice {
+		t.Fatalf("%s, notice %v (%v)", r.Outcome, r.DeadLetterNotice, r.NoticeErr)
+	}
+	reason, _ := w.lastSent("ErrorResponse").ApplicationProperties["DeadLetterReason"].(string)
+	if !strings.Contains(reason, "Permanent failure") || !strings.Contains(reason, "batch limit id") {
+		t.Fatalf("DeadLetterReason %q", reason)
+	}
+}
+
+// 64 copies of one message processed at once apply its effect once and
+// resolve it once; every other copy ends as a duplicate (a redelivered
+// conflict included).
+func TestTxConcurrentCopiesApplyOnce(t *testing.T) {
+	const copies = 64
+	for trial := range 5 {
+		w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
+		// A read-modify-write of one balance, as the sample does.
+		w.txOps = func(ev *Event, u *txn.Unit) error {
+			var bal struct {
+				Count int `json:"count"`
+			}
+			found, etag, err := u.Read(context.Background(), "balance", &bal)
+			if err != nil {
+				return err
+			}
+			doc := map[string]any{"id": "balance", "customerId": txPartition, "count": bal.Count + 1}
+			if !found {
+				return u.Create(doc)
+			}
+			return u.Replace("balance", doc, etag)
+		}
+		var wg sync.WaitGroup
+		outcomes := make(chan Outcome, copies)
+		for range copies {
+			wg.Go(func() {
+				d := w.event("msg-1", "event-1")
+				for {
+					r := w.p.Process(context.Background(), d)
+					if r.Outcome.Completes() {
+						outcomes <- r.Outcome
+						return
+					}
+					if r.Outcome != OutcomeTxnConflict {
+						t.Errorf("outcome %s: %v", r.Outcome, r.Err)
+						return
+					}
+					d = redelivery(d)
+				}
+			})
+		}
+		wg.Wait()
+		close(outcomes)
+		completed := 0
+		for o := range outcomes {
+			if o == OutcomeCompleted {
+				completed++
+			}
+		}
+		var bal struct {
+			Count int `json:"count"`
+		}
+		body, _, _, err := w.txn.Read(context.Background(), txTarget, txPartition, "balance")
+		if err == nil {
+			err = json.Unmarshal(body, &bal)
+		}
+		resolutions := 0
+		for _, r := range w.responses() {
+			if r == "ResolutionResponse event-1" {
+				resolutions++
+			}
+		}
+		if err != nil || bal.Count != 1 || completed != 1 || resolutions != 1 {
+			t.Fatalf("trial %d: count %d (%v), %d completed, %d ResolutionResponses", trial, bal.Count, err, completed, resolutions)
+		}
 	}
 }
