@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs the whole test suite.
+# Runs the whole test suite. The inner loop is `go test -short ./...`, which
+# leaves the long end-to-end, crash, fault and concurrency runs to this
+# script; docs/testing.md describes both.
 #
 # With Node 20+ and npm on PATH it first installs the local stand-ins for
 # Cosmos DB and Service Bus (scripts/testenv, pinned by package-lock.json);

@@ -239,7 +239,7 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	})
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
-	a.server.Handle(FuncCloudEventsIngress, a.invokeSubscriber)
+	a.server.Handle(FuncCloudEventsIngress, a.invokeIngress)
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
 	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.memory != nil {

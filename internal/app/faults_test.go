@@ -35,6 +35,9 @@ import (
 // lost and that the handler runs once per message, except in the documented
 // window where the record fails after the handler succeeded.
 func TestPipelineUnderCosmosFaults(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a fault run of the whole pipeline: the full suite (go test without -short, scripts/test.sh) runs it")
+	}
 	const (
 		messages         = 500
 		workers          = 8

@@ -40,6 +40,13 @@ func (a *App) invokeSubscriber(ctx context.Context, inv *funchost.Invocation) er
 	return a.invokeDelivery(ctx, inv, a.pipeline.Process)
 }
 
+// invokeIngress handles one invocation of the CloudEvents ingress
+// function: as invokeSubscriber, but only EventRequests are accepted (see
+// subscriber.Pipeline.ProcessIngress).
+func (a *App) invokeIngress(ctx context.Context, inv *funchost.Invocation) error {
+	return a.invokeDelivery(ctx, inv, a.pipeline.ProcessIngress)
+}
+
 // invokeDelivery decodes a Service Bus invocation, runs it through run,
 // and logs and answers its report (and the report of every parked message
 // it replayed, each with its own share of the charge); a malformed envelope
@@ -211,6 +218,9 @@ func (a *App) logInvocation(inv *funchost.Invocation, r *subscriber.Report, deli
 	}
 	if r.DrainRequested {
 		ev = ev.Bool("replayRequested", true)
+	}
+	if r.SourceIgnored {
+		ev = ev.Bool("inboxMessageIdIgnored", true)
 	}
 	if r.RetryScheduled {
 		ev = ev.Float64("retryDelayMs", float64(r.RetryDelay.Microseconds())/1000)

@@ -37,7 +37,8 @@ func masterSig(key, method, date string) string {
 // Key auth signs every request; the adapter's own account read is signed
 // exactly as the SDK signs its account read.
 func TestKeyAuthentication(t *testing.T) {
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	db := srv.Database(t)
 	for name, cfg := range map[string]cosmos.Config{
 		"endpoint and key":  {Endpoint: srv.Endpoint, Key: srv.Key},
 		"connection string": {ConnectionString: srv.ConnectionString()},
@@ -51,7 +52,7 @@ func TestKeyAuthentication(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer acct.Client.Close()
-			exercise(t, acct, strings.ReplaceAll(name, " ", ""))
+			exercise(t, acct, db, strings.ReplaceAll(name, " ", ""))
 			adapterReads, sdkReads := 0, 0
 			for _, x := range rec.Sent() {
 				if !strings.HasPrefix(x.Auth, "type%3Dmaster%26ver%3D1.0%26sig%3D") || x.Date == "" {
@@ -123,7 +124,8 @@ func identityEndpoint(t *testing.T) *[]url.Values {
 // HTTP, so the local server suffices), for a given credential, a
 // user-assigned managed identity and DefaultAzureCredential.
 func TestEntraAuthentication(t *testing.T) {
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	db := srv.Database(t)
 	cases := []struct {
 		name      string
 		setup     func(t *testing.T) (cosmos.Config, func(t *testing.T))
@@ -181,7 +183,7 @@ func TestEntraAuthentication(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer acct.Client.Close()
-			exercise(t, acct, "entra"+string(rune('a'+i)))
+			exercise(t, acct, db, "entra"+string(rune('a'+i)))
 			want := "type=aad&ver=1.0&sig=" + tc.wantToken
 			reads := 0
 			for _, x := range rec.Sent() {

@@ -16,7 +16,7 @@ import (
 func TestRequestChargeIsSummedOnTheContext(t *testing.T) {
 	e := newEnv(t, "Strong")
 	c, err := e.Account.Container(cosmos.ContainerOptions{Spec: cosmos.ContainerSpec{
-		DatabaseID: "chargedb", ContainerID: "charged", PartitionKeyPath: "/id", AutoCreate: true,
+		DatabaseID: e.DB, ContainerID: "charged", PartitionKeyPath: "/id", AutoCreate: true,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -52,11 +53,11 @@ func TestEnsureContainerCreatesFromSpec(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
-			spec.DatabaseID, spec.AutoCreate = "specs", true
+			spec.DatabaseID, spec.AutoCreate = e.DB, true
 			if err := e.Account.EnsureContainer(ctx, spec); err != nil {
 				t.Fatal(err)
 			}
-			p := readProps(t, e.Account, "specs", spec.ContainerID)
+			p := readProps(t, e.Account, e.DB, spec.ContainerID)
 			if got := p.PartitionKeyDefinition.Paths; len(got) != 1 || got[0] != spec.PartitionKeyPath {
 				t.Errorf("partition key paths %v", got)
 			}
@@ -94,10 +95,10 @@ func deref(p *int32) string {
 func TestEnsureContainerRefusals(t *testing.T) {
 	e := newEnv(t, "Session")
 	ctx := context.Background()
-	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
+	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.Account.Client.NewDatabase("pre")
+	db, _ := e.Account.Client.NewDatabase(e.DB)
 	for id, path := range map[string]string{"byendpoint": "/endpointId", "byid": "/id"} {
 		if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: id, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{path}}}, nil); err != nil {
 			t.Fatal(err)
@@ -111,13 +112,13 @@ func TestEnsureContainerRefusals(t *testing.T) {
 		wants []string
 	}{
 		{"other partition key", cosmos.ContainerSpec{ContainerID: "byendpoint", PartitionKeyPath: "/id", AutoCreate: true}, []string{`"byendpoint"`, "/endpointId", "want [/id]"}},
-		{"missing, AutoCreate off", cosmos.ContainerSpec{ContainerID: "absent", PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault}, []string{`"absent"`, `"pre"`, "AutoCreateContainer is false", "partition key /id", "TTL on without a default"}},
+		{"missing, AutoCreate off", cosmos.ContainerSpec{ContainerID: "absent", PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault}, []string{`"absent"`, strconv.Quote(e.DB), "AutoCreateContainer is false", "partition key /id", "TTL on without a default"}},
 		{"TTL wanted, container has none", cosmos.ContainerSpec{ContainerID: "byid", PartitionKeyPath: "/id", DefaultTTL: cosmos.TTLOnNoDefault}, []string{`"byid"`, "TTL off"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := tc.spec
-			spec.DatabaseID = "pre"
+			spec.DatabaseID = e.DB
 			err := e.Account.EnsureContainer(ctx, spec)
 			var oe subscriber.OperatorError
 			if !errors.Is(err, cosmos.ErrContainer) || !errors.As(err, &oe) {
@@ -134,7 +135,7 @@ func TestEnsureContainerRefusals(t *testing.T) {
 		t.Fatalf("%d creates while refusing", n)
 	}
 	// The TTL check applies only when the spec wants TTL.
-	if err := e.Account.EnsureContainer(ctx, cosmos.ContainerSpec{DatabaseID: "pre", ContainerID: "byid", PartitionKeyPath: "/id"}); err != nil {
+	if err := e.Account.EnsureContainer(ctx, cosmos.ContainerSpec{DatabaseID: e.DB, ContainerID: "byid", PartitionKeyPath: "/id"}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -211,7 +212,7 @@ func TestContainerReady(t *testing.T) {
 		t.Run(fmt.Sprintf("%s relaxed=%v", tc.account, tc.relaxed), func(t *testing.T) {
 			e := newEnv(t, tc.account)
 			c, err := e.Account.Container(cosmos.ContainerOptions{
-				Spec:                    cosmos.ContainerSpec{DatabaseID: "ready", ContainerID: "c", PartitionKeyPath: "/id", AutoCreate: true},
+				Spec:                    cosmos.ContainerSpec{DatabaseID: e.DB, ContainerID: "c", PartitionKeyPath: "/id", AutoCreate: true},
 				AllowRelaxedConsistency: tc.relaxed,
 				Strong:                  cosmos.StrongReason{Store: "the test store", Why: "tests need it", Accepting: "flaky tests"},
 			})

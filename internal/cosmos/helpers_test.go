@@ -10,18 +10,19 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
 )
 
-// newEnv is a local Cosmos server with a recorded account.
+// newEnv is a database of the test's own on the shared local Cosmos
+// server, with a recorded account.
 func newEnv(t testing.TB, consistency string) *cosmostest.Env {
 	return cosmostest.NewEnv(t, consistency)
 }
 
-// exercise makes a Strong-checked container and runs a create, a point
+// exercise makes a Strong-checked container in databaseID and runs a create, a point
 // read, a cross-partition query and a delete on it.
-func exercise(t *testing.T, acct *cosmos.Account, containerID string) {
+func exercise(t *testing.T, acct *cosmos.Account, databaseID, containerID string) {
 	t.Helper()
 	ctx := context.Background()
 	c, err := acct.Container(cosmos.ContainerOptions{Spec: cosmos.ContainerSpec{
-		DatabaseID: "authdb", ContainerID: containerID, PartitionKeyPath: "/id", AutoCreate: true,
+		DatabaseID: databaseID, ContainerID: containerID, PartitionKeyPath: "/id", AutoCreate: true,
 	}})
 	if err != nil {
 		t.Fatal(err)

@@ -58,10 +58,13 @@ func TestCloudEventsIngressFunction(t *testing.T) {
 	if values["AzureWebJobs.CloudEventsIngress.Disabled"] != "true" {
 		t.Error("the sample must keep CloudEventsIngress disabled (AzureWebJobs.CloudEventsIngress.Disabled=true)")
 	}
-	readme := string(readFile(t, filepath.Join(root, "README.md")))
-	for _, want := range []string{"`AzureWebJobs.CloudEventsIngress.Disabled`", "## External producers: CloudEvents", "SourceAndId", "`missing_or_blank`", "`too_long`"} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not mention %s", want)
+	if conf := string(readFile(t, filepath.Join(root, "docs", "configuration.md"))); !strings.Contains(conf, "| `AzureWebJobs.CloudEventsIngress.Disabled` |") {
+		t.Error("docs/configuration.md has no row for AzureWebJobs.CloudEventsIngress.Disabled")
+	}
+	guide := string(readFile(t, filepath.Join(root, "docs", "cloudevents.md")))
+	for _, want := range []string{"## Detection and mapping", "## Deduplication by CloudEvents identity", "SourceAndId", "`missing_or_blank`", "`too_long`"} {
+		if !strings.Contains(guide, want) {
+			t.Errorf("docs/cloudevents.md does not mention %s", want)
 		}
 	}
 }

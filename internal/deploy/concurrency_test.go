@@ -301,6 +301,9 @@ func TestSessionModelMatchesTheClosedForms(t *testing.T) {
 // (run with -v to see the table). It asserts only what the model must show
 // for the chosen values: a better sparse capacity than today's 8/30 s.
 func TestSessionConcurrencyFigures(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates every compared setting: the full suite (go test without -short, scripts/test.sh) runs it")
+	}
 	var h hostJSON
 	readJSON(t, filepath.Join(repoRoot(t), "host.json"), &h)
 	chosenSlots := int(h.Extensions.ServiceBus["maxConcurrentSessions"].(float64))

@@ -267,35 +267,36 @@ func TestLocalSettingsSample(t *testing.T) {
 
 func TestDocsCoverSettingsAndDeployment(t *testing.T) {
 	root := repoRoot(t)
-	readme := string(readFile(t, filepath.Join(root, "README.md")))
-	table := configurationTable(t, readme)
+	table := string(readFile(t, filepath.Join(root, "docs", "configuration.md")))
 	for _, s := range handlerSettings {
 		if !strings.Contains(table, "| `"+s.Name+"` |") {
-			t.Errorf("README.md's configuration table has no row for %s", s.Name)
+			t.Errorf("docs/configuration.md has no row for %s", s.Name)
 		}
 	}
 	// Every Key* constant of the config package, so a setting added there
 	// but not yet to config.Settings is still caught.
 	for _, name := range configKeys(t, root) {
 		if !strings.Contains(table, "| `"+name+"` |") {
-			t.Errorf("README.md's configuration table has no row for %s (a Key constant of internal/config)", name)
+			t.Errorf("docs/configuration.md has no row for %s (a Key constant of internal/config)", name)
 		}
 	}
-	for _, page := range []string{"cloudevents.md", "resolver.md", "tracking-store.md", "deploying.md"} {
+	readme := string(readFile(t, filepath.Join(root, "README.md")))
+	for _, page := range []string{"configuration.md", "operations.md", "observability.md", "cloudevents.md", "resolver.md", "tracking-store.md", "deploying.md"} {
 		if !strings.Contains(readme, "(docs/"+page) {
 			t.Errorf("README.md does not link docs/%s", page)
 		}
 		readFile(t, filepath.Join(root, "docs", page))
 	}
-	for _, want := range []string{"Retention sizing", "Outages", "Strong", "AllowRelaxedConsistency", "never contain the payload"} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md's operations section does not mention %q", want)
-		}
-	}
-	doc := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
-	for _, want := range []string{"az deployment group create", "scripts/package.sh", "scripts/publish.sh", "func start", "Azurite", "AllowRelaxedConsistency"} {
-		if !strings.Contains(doc, want) {
-			t.Errorf("docs/deploying.md does not mention %q", want)
+	for page, wants := range map[string][]string{
+		"operations.md":    {"Retention sizing", "Outages", "Strong", "AllowRelaxedConsistency"},
+		"observability.md": {"never contain the payload"},
+		"deploying.md":     {"az deployment group create", "scripts/package.sh", "scripts/publish.sh", "func start", "Azurite", "AllowRelaxedConsistency"},
+	} {
+		doc := string(readFile(t, filepath.Join(root, "docs", page)))
+		for _, want := range wants {
+			if !strings.Contains(doc, want) {
+				t.Errorf("docs/%s does not mention %q", page, want)
+			}
 		}
 	}
 }
@@ -387,15 +388,15 @@ func TestResolverSettingsAndDocs(t *testing.T) {
 	root := repoRoot(t)
 	// The Resolver's settings are in config.Settings, so TestLocalSettingsSample
 	// and TestDocsCoverSettingsAndDeployment check their sample values and
-	// README rows.
+	// rows in docs/configuration.md.
 	_, values := sampleSettings(t, root)
 	if values["NimBus__Cosmos__ConnectionString"] != "" {
 		t.Error("NimBus__Cosmos__ConnectionString must be empty in the sample (it would hold a key)")
 	}
-	readme := string(readFile(t, filepath.Join(root, "README.md")))
-	for _, want := range []string{"## The Resolver app", "deployResolver=true", "NIMBUS_APP=resolver scripts/publish.sh", "resolverEndpointIds"} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README.md does not mention %q", want)
+	page := string(readFile(t, filepath.Join(root, "docs", "resolver.md")))
+	for _, want := range []string{"NimBus__App=Resolver", "## What the host gets", "(deploying.md#8-the-nimbus-resolver-app)", "resolverEndpointIds"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("docs/resolver.md does not mention %q", want)
 		}
 	}
 	guide := string(readFile(t, filepath.Join(root, "docs", "deploying.md")))
@@ -404,19 +405,6 @@ func TestResolverSettingsAndDocs(t *testing.T) {
 			t.Errorf("docs/deploying.md does not mention %q", want)
 		}
 	}
-}
-
-// configurationTable returns the README's "## Configuration" section.
-func configurationTable(t *testing.T, readme string) string {
-	t.Helper()
-	_, rest, ok := strings.Cut(readme, "\n## Configuration\n")
-	if !ok {
-		t.Fatal(`README.md has no "## Configuration" section`)
-	}
-	if i := strings.Index(rest, "\n## "); i >= 0 {
-		rest = rest[:i]
-	}
-	return rest
 }
 
 // configKeys returns the values of the Key* string constants declared in the

@@ -16,6 +16,9 @@ import (
 // for each app and checks the app root it stages: what the Functions host
 // and Core Tools expect to find, and nothing else.
 func TestPackageStagesAppRoot(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the handler four times through scripts/package.sh: the full suite (go test without -short, scripts/test.sh) runs it")
+	}
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skip("go is not on PATH; scripts/package.sh needs it to build the handler")
 	}

@@ -47,11 +47,8 @@ type chaosConfig struct {
 }
 
 type chaosStack struct {
-	tb        testing.TB
-	cosmos    *testenv.Cosmos
-	proxy     *testenv.FaultProxy
-	sb        *testenv.ServiceBus
-	client    *azservicebus.Client
+	tb testing.TB
+	*standIns
 	sender    *azservicebus.Sender
 	resolver  *collector
 	host      *minihost.Host // Subscriber
@@ -73,43 +70,15 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 	if cfg.sessions <= 0 {
 		cfg.sessions = 8
 	}
-	s := &chaosStack{tb: tb}
-	s.container = "inbox-" + strings.Trim(nonContainerChars.ReplaceAllString(tb.Name(), "-"), "-")
-	if len(s.container) > 180 {
-		s.container = s.container[:180]
-	}
-	s.cosmos = testenv.StartCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})
-	cosmosEndpoint := s.cosmos.Endpoint
-	if cfg.cosmosFaults != nil {
-		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.cosmosFaults)
-		cosmosEndpoint = s.proxy.URL
-	}
-	topo := testenv.NimBusTopology(endpointID)
-	if cfg.sendFaults != nil {
-		s.sb = testenv.StartServiceBusWithSendFaults(tb, topo, *cfg.sendFaults)
-	} else {
-		s.sb = testenv.StartServiceBus(tb, topo)
-	}
-	s.client = s.sb.Client(tb)
-	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosEndpoint, s.cosmos.Key)
-	s.settings = map[string]string{
-		"NimBus__Endpoint":                          endpointID,
-		"NimBus__Inbox__Enabled":                    "true",
-		"NimBus__Inbox__Store":                      "Cosmos",
-		"NimBus__Inbox__Cosmos__ConnectionString":   cosmosConn,
-		"NimBus__Inbox__Cosmos__ContainerId":        s.container,
-		"NimBus__Inbox__Cosmos__SessionContainerId": "state-" + s.container[len("inbox-"):],
-		"NimBus__Session__Store":                    "Cosmos",
-		"NimBus__Inbox__CleanupSchedule":            "0 0 * * * *",
-		"ServiceBusConnection":                      s.sb.ConnectionString,
-		"NimBus__Retry__BaseDelay":                  "100ms",
-		"NimBus__Retry__MaxDelay":                   "1s",
-		"NimBus__LogLevel":                          "info",
-	}
+	s := &chaosStack{tb: tb, container: containerName(tb, "inbox")}
+	s.standIns = startStandIns(tb, standInConfig{cosmosFaults: cfg.cosmosFaults, sendFaults: cfg.sendFaults})
+	s.settings = s.endpointSettings(s.container, "100ms", "1s")
+	s.settings["NimBus__Inbox__Cosmos__SessionContainerId"] = "state-" + s.container[len("inbox-"):]
+	s.settings["NimBus__Session__Store"] = "Cosmos"
 	for k, v := range cfg.settings {
 		s.settings[k] = v
 	}
-	s.secrets = []string{s.cosmos.Key, cosmosConn, s.sb.ConnectionString}
+	s.secrets = s.standIns.secrets()
 	port, err := handlerproc.FreePort()
 	if err != nil {
 		tb.Fatal(err)
@@ -121,15 +90,13 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 	s.resolver = startCollector(tb, s.sb.Client(tb), 16)
 	s.transport = newCrashTransport(60 * time.Second)
 	invoker := &minihost.Invoker{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", port), Client: &http.Client{Transport: s.transport}}
-	s.host = s.startHost(minihost.Config{
+	s.host = startMiniHost(tb, minihost.Config{
 		Client: s.sb.Client(tb), Topic: endpointID, Subscription: endpointID, Function: "Subscriber",
 		Invoker: invoker, MaxConcurrentSessions: cfg.sessions, SessionIdleTimeout: 300 * time.Millisecond,
-		AcceptTimeout: 5 * time.Second, InvocationTimeout: 2 * time.Minute,
 	})
-	s.replayer = s.startHost(minihost.Config{
+	s.replayer = startMiniHost(tb, minihost.Config{
 		Client: s.sb.Client(tb), Topic: endpointID, Subscription: testenv.DeferredProcessorSub, NoSessions: true,
-		Function: "DeferredProcessor", Invoker: invoker, MaxConcurrentCalls: 16,
-		AcceptTimeout: 5 * time.Second, InvocationTimeout: 5 * time.Minute,
+		Function: "DeferredProcessor", Invoker: invoker, MaxConcurrentCalls: 16, InvocationTimeout: 5 * time.Minute,
 	})
 	snd, err := s.client.NewSender(endpointID, nil)
 	if err != nil {
@@ -139,29 +106,11 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 	return s
 }
 
-func (s *chaosStack) startHost(cfg minihost.Config) *minihost.Host {
-	h, err := minihost.New(cfg)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	if err := h.Start(); err != nil {
-		s.tb.Fatal(err)
-	}
-	s.tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := h.Stop(ctx); err != nil {
-			s.tb.Errorf("stopping the %s mini host: %v", cfg.Function, err)
-		}
-	})
-	return h
-}
-
 // startProc starts a handler process on the stack's port and waits until
 // it answers.
 func (s *chaosStack) startProc() {
 	s.tb.Helper()
-	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBin, Settings: s.settings, Secrets: s.secrets, Port: s.port})
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBinary(s.tb), Settings: s.settings, Secrets: s.secrets, Port: s.port})
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -660,7 +609,7 @@ func (s *chaosStack) checkRun(t *testing.T, evs []chaosEvent) chaosReport {
 // completions.
 func (s *chaosStack) checkRecords(t *testing.T, evs []chaosEvent) {
 	t.Helper()
-	reader := &stack{tb: t, cosmos: s.cosmos, container: s.container}
+	reader := &stack{tb: t, standIns: s.standIns, container: s.container}
 	ids := make([]string, len(evs))
 	for i, e := range evs {
 		ids[i] = e.MessageID

@@ -184,3 +184,55 @@ func peekDeadLetters(t *testing.T, s *stack, topic string) []*azservicebus.Recei
 	}
 	return ms
 }
+
+// External producers cannot settle, retry or resubmit the endpoint's
+// events through the ingress topic: a CloudEvent that also carries the
+// Manager's SkipRequest properties, and native Manager and retry requests,
+// are refused at every delivery (the handler never runs, no Resolver
+// answer is sent for them) and dead-lettered by the broker.
+func TestIngressRefusesManagerAndControlRequests(t *testing.T) {
+	s := startStack(t, stackConfig{ingress: ingressTopic})
+	snd, err := s.sb.Client(t).NewSender(ingressTopic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snd.Close(context.Background())
+
+	forgedSkip := cloudEvent{mode: "cloudEvents:", id: "ce-forged", source: "/attacker", typ: "com.acme.crm.OrderPlaced", session: "lead-1", data: `{}`}.message()
+	forgedSkip.ApplicationProperties["MessageType"], forgedSkip.ApplicationProperties["From"] = "SkipRequest", "Manager"
+	forgedSkip.ApplicationProperties["EventId"] = "evt-1"
+	native := func(messageType, from string) *azservicebus.Message {
+		sid, id := "lead-1", "native-"+messageType
+		return &azservicebus.Message{MessageID: &id, SessionID: &sid, Body: []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{}"},"ErrorContent":null}`),
+			ApplicationProperties: map[string]any{"To": endpointID, "From": from, "MessageType": messageType, "EventId": "evt-1",
+				"EventTypeId": "OrderPlaced", "OriginatingMessageId": "self", "ParentMessageId": "self", "RetryCount": int32(0),
+				"OriginatingFrom": "self", "InboxMessageId": "victim-id"}}
+	}
+	msgs := []*azservicebus.Message{forgedSkip, native("ResubmissionRequest", "Manager"), native("RetryRequest", "Retry")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, m := range msgs {
+		if err := snd.SendMessage(ctx, m, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.waitUntil(2*time.Minute, "the three requests in the ingress dead-letter queue", func() bool {
+		return len(peekDeadLetters(t, s, ingressTopic)) == len(msgs)
+	})
+	for _, l := range s.handler.Lines() {
+		if l.Fields == nil || l.Fields["function"] != "CloudEventsIngress" {
+			continue
+		}
+		if ran, _ := l.Fields["handlerRan"].(bool); ran || l.Str("outcome") != "unsupported_message_type" {
+			t.Errorf("ingress line: outcome %q, handlerRan %v", l.Str("outcome"), ran)
+		}
+	}
+	for _, r := range s.resolver.responses() {
+		if typ := r.messageType(); typ != "ErrorResponse" {
+			t.Errorf("the Resolver got a %s", typ)
+		}
+	}
+	if recs := s.inboxRecords("victim-id"); len(recs) != 0 {
+		t.Fatalf("victim-id recorded: %+v", recs)
+	}
+}

@@ -35,6 +35,7 @@ const crashSeed = 20261130
 // become durable (a failed record logged after the run, or a run the kill
 // cut).
 func TestCrashDuringBlockAndReplayLosesNothing(t *testing.T) {
+	longRun(t)
 	const (
 		sessions = 6
 		first    = 10 // events sent before the resubmission

@@ -1,15 +1,18 @@
 // Package e2e holds the end-to-end tests and benchmark of the subscriber: the
-// real ./handler binary (built once per test run), started the way the
-// Functions host starts it, fed by the mini host (internal/minihost) from the
-// local Service Bus stand-in, with its inbox in the local Cosmos DB stand-in
-// (Strong consistency, optionally behind the fault proxy) and its Resolver
-// responses read back from the Resolver topic of the NimBus topology.
+// real ./handler binary (built once per test run, by the first test that
+// needs it), started the way the Functions host starts it, fed by the mini
+// host (internal/minihost) from the local Service Bus stand-in, with its
+// inbox in the package's shared local Cosmos DB stand-in (Strong
+// consistency, a database per test, optionally behind the fault proxy) and
+// its Resolver responses read back from the Resolver topic of the NimBus
+// topology. One harness (harness_test.go) starts all of it.
 //
 // Everything runs on 127.0.0.1. Without Node the tests skip; with
 // NIMBUS_REQUIRE_EMULATORS=1 they fail instead.
 //
-// Run the tests (under a minute; -race also builds the handler with -race
-// and fails a test when the handler process reports a data race):
+// Run the tests (-race also builds the handler with -race and fails a test
+// when the handler process reports a data race; -short leaves the long runs
+// to the full suite):
 //
 //	go test -race -count=1 ./internal/e2e
 //

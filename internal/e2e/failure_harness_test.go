@@ -17,48 +17,26 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-// The helpers of the failure-semantics tests (issue 9): a mini host for
-// the DeferredProcessor function, the Manager's messages sent through the
+// The helpers of the failure-semantics tests: a mini host for the
+// DeferredProcessor function, the Manager's messages sent through the
 // local Service Bus, and reading the Resolver's session and the parked
 // copies.
 
 // startDeferredHost starts a mini host for the DeferredProcessor function
-// of the stack's handler.
-func (s *stack) startDeferredHost(client *azservicebus.Client) *minihost.Host {
-	return startDeferredHostFor(s.tb, client, s.handler)
-}
-
-// startDeferredHostFor starts a mini host for the DeferredProcessor
-// function of h on the endpoint topic's DeferredProcessor subscription,
-// which has no sessions (functions/DeferredProcessor/function.json).
-func startDeferredHostFor(tb testing.TB, client *azservicebus.Client, h *handlerProc) *minihost.Host {
+// of the handler at base on the endpoint topic's DeferredProcessor
+// subscription, which has no sessions
+// (functions/DeferredProcessor/function.json).
+func startDeferredHost(tb testing.TB, client *azservicebus.Client, base string) *minihost.Host {
 	tb.Helper()
-	host, err := minihost.New(minihost.Config{
+	return startMiniHost(tb, minihost.Config{
 		Client:             client,
 		Topic:              endpointID,
 		Subscription:       testenv.DeferredProcessorSub,
 		NoSessions:         true,
 		MaxConcurrentCalls: 16, // host.json's maxConcurrentCalls
 		Function:           "DeferredProcessor",
-		Binding:            "message",
-		Invoker:            &minihost.Invoker{BaseURL: h.base},
-		AcceptTimeout:      5 * time.Second,
-		InvocationTimeout:  2 * time.Minute,
+		Invoker:            &minihost.Invoker{BaseURL: base},
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := host.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := host.Stop(ctx); err != nil {
-			tb.Errorf("stopping the DeferredProcessor mini host: %v", err)
-		}
-	})
-	return host
 }
 
 // orderWith returns an OrderPlaced event whose JSON carries the sample

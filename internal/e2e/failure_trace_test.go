@@ -95,7 +95,7 @@ func TestTraceContinuesThroughBlockParkRetryAndReplay(t *testing.T) {
 	checkTrace("ProcessDeferredRequest", pdr[0].ApplicationProperties["traceparent"], t1, p1)
 
 	// Now replay.
-	s.deferredHost = s.startDeferredHost(s.sb.Client(t))
+	s.deferredHost = startDeferredHost(t, s.sb.Client(t), s.handler.base)
 	rs = s.waitReplies(sid, 60*time.Second, "the replayed event 2", func(rs []received) bool { return len(rs) >= 4 })
 	waitSettled(t, s)
 	if rs[3].label() != "ResolutionResponse:"+e2.MessageID || rs[3].correlationID() != ps[0].MessageID {

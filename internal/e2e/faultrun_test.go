@@ -42,10 +42,8 @@ const faultSeed = 9
 // and an event's handler succeeds more than once only after a run whose
 // inbox record failed (the documented window); the re-runs are counted.
 func TestFaultRunLosesNothing(t *testing.T) {
+	longRun(t)
 	sessions, perSession := 50, 40
-	if testing.Short() {
-		sessions, perSession = 10, 20
-	}
 	total := sessions * perSession
 	rng := rand.New(rand.NewPCG(faultSeed, 2))
 	s := startChaos(t, chaosConfig{

@@ -31,42 +31,62 @@ const (
 	endpointID  = "BillingEndpoint"
 	producerID  = "ShopEndpoint"
 	orderPlaced = "OrderPlaced"
-	databaseID  = "MessageDatabase"
 )
 
-// handlerBin is the handler binary TestMain builds.
-var handlerBin string
-
-// TestMain builds ./handler once (with -race when this test binary has the
-// race detector) and runs the tests and benchmarks against it.
+// TestMain runs the tests and benchmarks; the stand-ins they share and the
+// handler binary's directory go when they end.
 func TestMain(m *testing.M) {
-	os.Exit(runTests(m))
+	code := testenv.RunMain(m)
+	if binDir != "" {
+		_ = os.RemoveAll(binDir)
+	}
+	os.Exit(code)
 }
 
-func runTests(m *testing.M) int {
-	dir, err := os.MkdirTemp("", "nimbus-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
+var (
+	buildOnce sync.Once
+	binDir    string
+	binPath   string
+	buildErr  error
+)
+
+// handlerBinary builds ./handler on first use (with -race when this test
+// binary has the race detector) and returns its path; a failed build fails
+// every test that needs it. Tests that -short skips never build it.
+func handlerBinary(tb testing.TB) string {
+	tb.Helper()
+	buildOnce.Do(func() {
+		root, err := handlerproc.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		if binDir, err = os.MkdirTemp("", "nimbus-e2e-"); err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(binDir, "handler")
+		var flags []string
+		if raceEnabled {
+			flags = append(flags, "-race")
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+		defer cancel()
+		buildErr = handlerproc.Build(ctx, root, binPath, flags...)
+	})
+	if buildErr != nil {
+		tb.Fatalf("building the handler: %v", buildErr)
 	}
-	defer os.RemoveAll(dir)
-	root, err := handlerproc.RepoRoot()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
+	return binPath
+}
+
+// longRun skips tb under -short: what is an end-to-end run of many
+// messages, a crash, a fault or an outage is left to the full suite.
+func longRun(tb testing.TB) {
+	tb.Helper()
+	if testing.Short() {
+		tb.Skip("a long end-to-end run: the full suite (go test without -short, scripts/test.sh) runs it")
 	}
-	handlerBin = filepath.Join(dir, "handler")
-	var flags []string
-	if raceEnabled {
-		flags = append(flags, "-race")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	if err := handlerproc.Build(ctx, root, handlerBin, flags...); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		return 1
-	}
-	return m.Run()
 }
 
 // ---------------------------------------------------------------------------
@@ -115,7 +135,7 @@ type handlerProc struct {
 // (and, built with -race, without reporting a data race).
 func startHandler(tb testing.TB, settings map[string]string, secrets ...string) *handlerProc {
 	tb.Helper()
-	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBin, Settings: settings, Secrets: secrets})
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBinary(tb), Settings: settings, Secrets: secrets})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -235,7 +255,7 @@ func (c *collector) stop() {
 func (c *collector) worker(ctx context.Context, client *azservicebus.Client) {
 	defer c.wg.Done()
 	for ctx.Err() == nil {
-		// A long accept wait, for the reason given in startStack.
+		// A long accept wait, for the reason given at startMiniHost.
 		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		sr, err := client.AcceptNextSessionForSubscription(actx, testenv.ResolverTopic, testenv.ResolverSubscription, nil)
 		cancel()
@@ -362,6 +382,123 @@ func (c *collector) responsesByRequest() map[string][]received {
 }
 
 // ---------------------------------------------------------------------------
+// The stand-ins and the mini hosts
+
+// standInConfig configures the stand-ins of one test.
+type standInConfig struct {
+	// topo is the Service Bus topology (NimBus's for the endpoint when
+	// empty).
+	topo testenv.Topology
+	// cosmosFaults, when set, puts the fault proxy in front of Cosmos with
+	// these options (Disabled makes it a counting proxy).
+	cosmosFaults *testenv.FaultProxyOptions
+	// sendFaults, when set, makes Service Bus refuse a share of sends.
+	sendFaults *testenv.SendFaults
+}
+
+// standIns are what every end-to-end test runs on: the package's shared
+// Cosmos server (Strong) with a database of the test's own, optionally
+// behind the fault proxy, and a Service Bus stand-in of the test's own.
+type standIns struct {
+	cosmos *testenv.Cosmos
+	proxy  *testenv.FaultProxy
+	// database is the test's Cosmos database: every Cosmos setting of the
+	// handlers names it.
+	database string
+	// cosmosConn reaches Cosmos through the proxy when there is one.
+	cosmosConn string
+	sb         *testenv.ServiceBus
+	client     *azservicebus.Client // for the test's own sends and peeks
+}
+
+func startStandIns(tb testing.TB, cfg standInConfig) *standIns {
+	tb.Helper()
+	si := &standIns{cosmos: testenv.SharedCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})}
+	si.database = si.cosmos.Database(tb) // dropped after the handlers stop
+	endpoint := si.cosmos.Endpoint
+	if cfg.cosmosFaults != nil {
+		si.proxy = testenv.StartFaultProxy(tb, si.cosmos.Endpoint, *cfg.cosmosFaults)
+		endpoint = si.proxy.URL
+	}
+	si.cosmosConn = fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", endpoint, si.cosmos.Key)
+	topo := cfg.topo
+	if len(topo.Topics) == 0 && len(topo.Queues) == 0 {
+		topo = testenv.NimBusTopology(endpointID)
+	}
+	if cfg.sendFaults != nil {
+		si.sb = testenv.StartServiceBusWithSendFaults(tb, topo, *cfg.sendFaults)
+	} else {
+		si.sb = testenv.StartServiceBus(tb, topo)
+	}
+	si.client = si.sb.Client(tb)
+	return si
+}
+
+// secrets are the strings no handler output may show.
+func (si *standIns) secrets() []string {
+	return []string{si.cosmos.Key, si.cosmosConn, si.sb.ConnectionString}
+}
+
+// cosmosClient is a client of the Cosmos server itself (not through the
+// proxy), for reading what the handlers wrote.
+func (si *standIns) cosmosClient(tb testing.TB) *azcosmos.Client {
+	tb.Helper()
+	cred, err := azcosmos.NewKeyCredential(si.cosmos.Key)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(si.cosmos.Endpoint, cred, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return client
+}
+
+// startMiniHost starts a mini host for cfg and stops it when tb ends.
+// Unset, Binding is "message", AcceptTimeout 5 s and InvocationTimeout
+// 2 min. The long accept wait: when an AcceptNextSession deadline expires
+// during the SDK's CBS negotiation (a loaded machine), azservicebus
+// recycles the client's whole AMQP connection, which kills the other
+// workers' session links mid-settlement. Idle workers wait in the broker
+// instead and are refused with com.microsoft:timeout.
+func startMiniHost(tb testing.TB, cfg minihost.Config) *minihost.Host {
+	tb.Helper()
+	if cfg.Binding == "" {
+		cfg.Binding = "message"
+	}
+	if cfg.AcceptTimeout == 0 {
+		cfg.AcceptTimeout = 5 * time.Second
+	}
+	if cfg.InvocationTimeout == 0 {
+		cfg.InvocationTimeout = 2 * time.Minute
+	}
+	host, err := minihost.New(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := host.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := host.Stop(ctx); err != nil {
+			tb.Errorf("stopping the %s mini host: %v", cfg.Function, err)
+		}
+	})
+	return host
+}
+
+// containerName is "<prefix>-<the test's name>" as a container id.
+func containerName(tb testing.TB, prefix string) string {
+	name := prefix + "-" + strings.Trim(nonContainerChars.ReplaceAllString(tb.Name(), "-"), "-")
+	if len(name) > 180 {
+		name = name[:180]
+	}
+	return name
+}
+
+// ---------------------------------------------------------------------------
 // The whole stack
 
 type stackConfig struct {
@@ -388,11 +525,8 @@ type stackConfig struct {
 // stack is Cosmos (Strong) [+ fault proxy] + Service Bus (NimBus topology)
 // + the handler binary + the mini host + a Resolver collector.
 type stack struct {
-	tb      testing.TB
-	cosmos  *testenv.Cosmos
-	proxy   *testenv.FaultProxy
-	sb      *testenv.ServiceBus
-	client  *azservicebus.Client // for the test's own sends and peeks
+	tb testing.TB
+	*standIns
 	handler *handlerProc
 	host    *minihost.Host
 	// ingressHost drains the CloudEvents ingress subscription (nil without
@@ -419,42 +553,16 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 	if cfg.retryBase == "" {
 		cfg.retryBase, cfg.retryMax = "50ms", "500ms"
 	}
-	s := &stack{tb: tb, sentAt: map[string][]time.Time{}}
-	s.container = "inbox-" + strings.Trim(nonContainerChars.ReplaceAllString(tb.Name(), "-"), "-")
-	if len(s.container) > 200 {
-		s.container = s.container[:200]
-	}
-
-	s.cosmos = testenv.StartCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})
-	cosmosEndpoint := s.cosmos.Endpoint
-	if cfg.faults != nil {
-		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.faults)
-		cosmosEndpoint = s.proxy.URL
-	}
+	s := &stack{tb: tb, sentAt: map[string][]time.Time{}, container: containerName(tb, "inbox")}
 	topo := testenv.NimBusTopology(endpointID)
 	if cfg.ingress != "" {
 		topo.Topics = append(topo.Topics, testenv.Topic{Name: cfg.ingress, Subscriptions: []testenv.Subscription{
 			{Name: endpointID, RequiresSession: true, MaxDeliveryCount: 10},
 		}})
 	}
-	s.sb = testenv.StartServiceBus(tb, topo)
-	s.client = s.sb.Client(tb)
-	hostClient := s.sb.Client(tb)
-	resolverClient := s.sb.Client(tb)
+	s.standIns = startStandIns(tb, standInConfig{topo: topo, cosmosFaults: cfg.faults})
 
-	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosEndpoint, s.cosmos.Key)
-	settings := map[string]string{
-		"NimBus__Endpoint":                        endpointID,
-		"NimBus__Inbox__Enabled":                  "true",
-		"NimBus__Inbox__Store":                    "Cosmos",
-		"NimBus__Inbox__Cosmos__ConnectionString": cosmosConn,
-		"NimBus__Inbox__Cosmos__ContainerId":      s.container,
-		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
-		"ServiceBusConnection":                    s.sb.ConnectionString,
-		"NimBus__Retry__BaseDelay":                cfg.retryBase,
-		"NimBus__Retry__MaxDelay":                 cfg.retryMax,
-		"NimBus__LogLevel":                        "info",
-	}
+	settings := s.endpointSettings(s.container, cfg.retryBase, cfg.retryMax)
 	if cfg.ingress != "" {
 		settings["NimBus__CloudEvents__Enabled"] = "true"
 		settings["NimBus__CloudEvents__Deduplication"] = "SourceAndId"
@@ -464,16 +572,16 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 	for k, v := range cfg.settings {
 		settings[k] = v
 	}
-	s.handler = startHandler(tb, settings, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
+	s.handler = startHandler(tb, settings, s.secrets()...)
 
-	s.resolver = startCollector(tb, resolverClient, 16)
+	s.resolver = startCollector(tb, s.sb.Client(tb), 16)
 
-	s.host = s.startHost(hostClient, endpointID, "Subscriber", cfg.sessions)
+	s.host = s.startHost(endpointID, "Subscriber", cfg.sessions)
 	if cfg.ingress != "" {
-		s.ingressHost = s.startHost(s.sb.Client(tb), cfg.ingress, "CloudEventsIngress", cfg.sessions)
+		s.ingressHost = s.startHost(cfg.ingress, "CloudEventsIngress", cfg.sessions)
 	}
 	if cfg.deferred {
-		s.deferredHost = s.startDeferredHost(s.sb.Client(tb))
+		s.deferredHost = startDeferredHost(tb, s.sb.Client(tb), s.handler.base)
 	}
 
 	snd, err := s.client.NewSender(endpointID, nil)
@@ -484,41 +592,40 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 	return s
 }
 
+// endpointSettings are the app settings of an endpoint handler on si: the
+// endpoint, its Cosmos inbox in the test's database (in container unless
+// it is empty), Service Bus and the retry pace.
+func (si *standIns) endpointSettings(container, retryBase, retryMax string) map[string]string {
+	settings := map[string]string{
+		"NimBus__Endpoint":                        endpointID,
+		"NimBus__Inbox__Enabled":                  "true",
+		"NimBus__Inbox__Store":                    "Cosmos",
+		"NimBus__Inbox__Cosmos__ConnectionString": si.cosmosConn,
+		"NimBus__Inbox__Cosmos__DatabaseId":       si.database,
+		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
+		"ServiceBusConnection":                    si.sb.ConnectionString,
+		"NimBus__Retry__BaseDelay":                retryBase,
+		"NimBus__Retry__MaxDelay":                 retryMax,
+		"NimBus__LogLevel":                        "info",
+	}
+	if container != "" {
+		settings["NimBus__Inbox__Cosmos__ContainerId"] = container
+	}
+	return settings
+}
+
 // startHost starts a mini host that drains topic's session subscription
 // named after the endpoint and invokes function.
-func (s *stack) startHost(client *azservicebus.Client, topic, function string, sessions int) *minihost.Host {
-	tb := s.tb
-	host, err := minihost.New(minihost.Config{
-		Client:                client,
+func (s *stack) startHost(topic, function string, sessions int) *minihost.Host {
+	return startMiniHost(s.tb, minihost.Config{
+		Client:                s.sb.Client(s.tb),
 		Topic:                 topic,
 		Subscription:          endpointID,
 		Function:              function,
-		Binding:               "message",
 		Invoker:               &minihost.Invoker{BaseURL: s.handler.base},
 		MaxConcurrentSessions: sessions,
 		SessionIdleTimeout:    300 * time.Millisecond,
-		// A long accept wait: when an AcceptNextSession deadline expires
-		// during the SDK's CBS negotiation (a loaded machine), azservicebus
-		// recycles the client's whole AMQP connection, which kills the
-		// other workers' session links mid-settlement. Idle workers wait in
-		// the broker instead and are refused with com.microsoft:timeout.
-		AcceptTimeout:     5 * time.Second,
-		InvocationTimeout: 2 * time.Minute,
 	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	if err := host.Start(); err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := host.Stop(ctx); err != nil {
-			tb.Errorf("stopping the mini host: %v", err)
-		}
-	})
-	return host
 }
 
 // send publishes the events in order, as NimBus's forwarder delivers them
@@ -670,15 +777,7 @@ func inboxID(endpoint, messageID string) string {
 // through the proxy); absent ones are missing from the map.
 func (s *stack) inboxRecords(messageIDs ...string) map[string]inboxRecord {
 	s.tb.Helper()
-	cred, err := azcosmos.NewKeyCredential(s.cosmos.Key)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(s.cosmos.Endpoint, cred, nil)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	c, err := client.NewContainer(databaseID, s.container)
+	c, err := s.cosmosClient(s.tb).NewContainer(s.database, s.container)
 	if err != nil {
 		s.tb.Fatal(err)
 	}

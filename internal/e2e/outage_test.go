@@ -24,6 +24,7 @@ import (
 // 1s..60s, spans about four minutes). With the 50ms..500ms pacing the other
 // tests use, ten deliveries take 3.3s and a 3s outage can dead-letter.
 func TestCosmosOutageMidRunLosesNothing(t *testing.T) {
+	longRun(t)
 	const (
 		messages = 200
 		sessions = 8

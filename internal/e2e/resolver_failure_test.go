@@ -19,7 +19,7 @@ import (
 // Resolver recorded each row's Failed/Deferred → Completed transition.
 func TestResolverTracksTheGoEndpointFailedDeferredCompleted(t *testing.T) {
 	s := startResolverStack(t, resolverStackConfig{})
-	startDeferredHostFor(t, s.sb.Client(t), s.endpoint)
+	startDeferredHost(t, s.sb.Client(t), s.endpoint.base)
 	const sid = "resolver-blocked"
 	var evs []event
 	for i := 1; i <= 5; i++ {

@@ -318,7 +318,7 @@ func TestResolverTracksNimBusFailedDeferredCompleted(t *testing.T) {
 	if l.resolver, err = s.client.NewSender(testenv.ResolverTopic, nil); err != nil {
 		t.Fatal(err)
 	}
-	if l.db, err = l.cosmos.NewDatabase(databaseID); err != nil {
+	if l.db, err = l.cosmos.NewDatabase(s.database); err != nil {
 		t.Fatal(err)
 	}
 	const session = "ledger-customer-1"

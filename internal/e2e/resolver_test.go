@@ -23,11 +23,8 @@ import (
 // under a second mini host on Resolver/Resolver. Nothing reads the
 // Resolver subscription but the Resolver.
 type resolverStack struct {
-	tb       testing.TB
-	cosmos   *testenv.Cosmos
-	proxy    *testenv.FaultProxy
-	sb       *testenv.ServiceBus
-	client   *azservicebus.Client
+	tb testing.TB
+	*standIns
 	endpoint *handlerProc
 	resolver *handlerProc
 	epHost   *minihost.Host
@@ -62,10 +59,13 @@ type trackedRow struct {
 // cosmosRows reads the tracking document straight from Cosmos (not
 // through a fault proxy): container <endpoint>, id "{EventId}_{SessionId}",
 // partition key the id; the status is the document's, as NimBus reads it.
-type cosmosRows struct{ client *azcosmos.Client }
+type cosmosRows struct {
+	client   *azcosmos.Client
+	database string
+}
 
 func (c cosmosRows) row(ctx context.Context, endpoint string, e event) (*trackedRow, error) {
-	ct, err := c.client.NewContainer(databaseID, endpoint)
+	ct, err := c.client.NewContainer(c.database, endpoint)
 	if err != nil {
 		return nil, err
 	}
@@ -116,49 +116,31 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 		cfg.resolverSessions = 16
 	}
 	s := &resolverStack{tb: tb}
-	s.cosmos = testenv.StartCosmos(tb, testenv.CosmosOptions{Consistency: "Strong"})
-	s.sb = testenv.StartServiceBus(tb, testenv.NimBusTopology(append([]string{endpointID}, cfg.nimbusEndpoints...)...))
-	s.client = s.sb.Client(tb)
+	// The Resolver's Cosmos is behind the fault proxy when asked; the
+	// endpoint's is not.
+	s.standIns = startStandIns(tb, standInConfig{
+		topo:         testenv.NimBusTopology(append([]string{endpointID}, cfg.nimbusEndpoints...)...),
+		cosmosFaults: cfg.faults,
+	})
 	cosmosConn := fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", s.cosmos.Endpoint, s.cosmos.Key)
-
-	s.endpoint = startHandler(tb, map[string]string{
-		"NimBus__Endpoint":                        endpointID,
-		"NimBus__Inbox__Enabled":                  "true",
-		"NimBus__Inbox__Store":                    "Cosmos",
-		"NimBus__Inbox__Cosmos__ConnectionString": cosmosConn,
-		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
-		"ServiceBusConnection":                    s.sb.ConnectionString,
-		"NimBus__Retry__BaseDelay":                "50ms",
-		"NimBus__Retry__MaxDelay":                 "500ms",
-	}, s.cosmos.Key, cosmosConn, s.sb.ConnectionString)
-	// The Resolver's Cosmos, behind the fault proxy when asked.
-	trackingConn := cosmosConn
-	if cfg.faults != nil {
-		s.proxy = testenv.StartFaultProxy(tb, s.cosmos.Endpoint, *cfg.faults)
-		trackingConn = fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", s.proxy.URL, s.cosmos.Key)
-	}
+	endpointSettings := s.endpointSettings("", "50ms", "500ms")
+	endpointSettings["NimBus__Inbox__Cosmos__ConnectionString"] = cosmosConn
+	s.endpoint = startHandler(tb, endpointSettings, append(s.secrets(), cosmosConn)...)
 	settings := map[string]string{
-		"NimBus__App":              "Resolver",
-		"NimBus__Resolver__Store":  "Cosmos",
-		"ServiceBusConnection":     s.sb.ConnectionString,
-		"NimBus__Retry__BaseDelay": "50ms",
-		"NimBus__Retry__MaxDelay":  "500ms",
-		"NimBus__LogLevel":         "info",
+		"NimBus__App":                      "Resolver",
+		"NimBus__Resolver__Store":          "Cosmos",
+		"NimBus__Cosmos__ConnectionString": s.cosmosConn,
+		"NimBus__Cosmos__DatabaseId":       s.database,
+		"ServiceBusConnection":             s.sb.ConnectionString,
+		"NimBus__Retry__BaseDelay":         "50ms",
+		"NimBus__Retry__MaxDelay":          "500ms",
+		"NimBus__LogLevel":                 "info",
 	}
-	settings["NimBus__Cosmos__ConnectionString"] = trackingConn
 	for k, v := range cfg.resolverEnv {
 		settings[k] = v
 	}
-	s.resolver = startHandler(tb, settings, s.cosmos.Key, cosmosConn, trackingConn, s.sb.ConnectionString)
-	cred, err := azcosmos.NewKeyCredential(s.cosmos.Key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(s.cosmos.Endpoint, cred, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s.rows = cosmosRows{client: client}
+	s.resolver = startHandler(tb, settings, append(s.secrets(), cosmosConn)...)
+	s.rows = cosmosRows{client: s.cosmosClient(tb), database: s.database}
 
 	s.epHost = s.startHost(endpointID, endpointID, "Subscriber", s.endpoint, 8, 300*time.Millisecond)
 	if cfg.resolverIdle <= 0 {
@@ -176,25 +158,10 @@ func startResolverStack(tb testing.TB, cfg resolverStackConfig) *resolverStack {
 
 func (s *resolverStack) startHost(topic, sub, fn string, h *handlerProc, sessions int, idle time.Duration) *minihost.Host {
 	s.tb.Helper()
-	host, err := minihost.New(minihost.Config{
-		Client: s.sb.Client(s.tb), Topic: topic, Subscription: sub, Function: fn, Binding: "message",
-		Invoker: &minihost.Invoker{BaseURL: h.base}, MaxConcurrentSessions: sessions,
-		SessionIdleTimeout: idle, AcceptTimeout: 5 * time.Second, InvocationTimeout: 2 * time.Minute,
+	return startMiniHost(s.tb, minihost.Config{
+		Client: s.sb.Client(s.tb), Topic: topic, Subscription: sub, Function: fn,
+		Invoker: &minihost.Invoker{BaseURL: h.base}, MaxConcurrentSessions: sessions, SessionIdleTimeout: idle,
 	})
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	if err := host.Start(); err != nil {
-		s.tb.Fatal(err)
-	}
-	s.tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		if err := host.Stop(ctx); err != nil {
-			s.tb.Errorf("stopping the %s mini host: %v", fn, err)
-		}
-	})
-	return host
 }
 
 func (s *resolverStack) send(evs ...event) {
@@ -350,9 +317,7 @@ func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
 // event's row ends Completed, nothing is dead-lettered, and the failures
 // were met by retries within the invocation and same-MessageId re-sends.
 func TestResolverLosesNoOutcomeUnderCosmosFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("1,000 events under faults; not in -short")
-	}
+	longRun(t)
 	s := startResolverStack(t, resolverStackConfig{faults: &testenv.FaultProxyOptions{
 		Seed:  20261130,
 		Rate:  0.2,

@@ -197,7 +197,7 @@ func (s *Service) Handle(ctx context.Context, d *Delivery) (rep Report) {
 	}
 	rep.EventID, rep.MessageType, rep.EndpointID = r.eventID, r.typ.String(), r.endpoint()
 	rep.ThrottleRetryCount = r.throttleRetr
-	rep.Attempt = r.throttleRetr + max(1, d.Broker.DeliveryCount)
+	rep.Attempt = attemptOf(r.throttleRetr, d.Broker.DeliveryCount)
 	if rep.Attempt > MaxAttempts {
 		// The previous delivery was the last attempt and failed: do not
 		// touch the store again; fail at once toward the dead-letter queue.
@@ -546,4 +546,17 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// attemptOf is the logical attempt: throttleRetries (not negative) plus the
+// delivery count (at least 1). Either beyond MaxAttempts makes it
+// MaxAttempts+1, the first attempt past the budget, so a huge
+// ThrottleRetryCount or DeliveryCount can never wrap the sum into a small
+// or negative number that passes the budget check.
+func attemptOf(throttleRetries, deliveryCount int) int {
+	d := max(1, deliveryCount)
+	if throttleRetries > MaxAttempts || d > MaxAttempts {
+		return MaxAttempts + 1
+	}
+	return max(0, throttleRetries) + d
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -394,6 +396,48 @@ func TestStoreFailureSchedulesASameIDCopy(t *testing.T) {
 			if p[PropThrottleRetryCount] != int32(rep.Attempt) || p[message.PropRetryCount] != int32(2) || p[message.PropQueueTimeMs] != int64(5) ||
 				p["Custom"] != "True" || p[message.PropMessageType] != "ResolutionResponse" || p[message.PropFrom] != "Billing" {
 				t.Fatalf("re-send properties %#v", p)
+			}
+		})
+	}
+}
+
+// The logical attempt cannot wrap: a ThrottleRetryCount or DeliveryCount
+// at the top of the integer range is past the budget, refused (422) before
+// the store is touched.
+func TestAttemptCounterDoesNotWrap(t *testing.T) {
+	cases := []struct {
+		throttle      string
+		deliveryCount int
+		attempt       int
+		spent         bool
+	}{
+		{"0", 1, 1, false},
+		{"9", 0, 10, false},
+		{"8", 2, 10, false},
+		{"9", 2, 11, true},
+		{"10", 1, 11, true},
+		{"2147483647", 1, 11, true},
+		{"9223372036854775800", 1, 11, true},
+		{"9223372036854775806", 1, 11, true},
+		{"9223372036854775807", 1, 11, true},
+		{"9223372036854775807", math.MaxInt, 11, true},
+		{"1", math.MaxInt, 11, true},
+		{"-9223372036854775808", 1, 1, false},
+	}
+	for _, c := range cases {
+		t.Run(c.throttle+"+"+strconv.Itoa(c.deliveryCount), func(t *testing.T) {
+			e := newEnv(t)
+			d := delivery(message.ResolutionResponse, "rsp-1", map[string]any{PropThrottleRetryCount: c.throttle}, "")
+			d.Broker.DeliveryCount = c.deliveryCount
+			rep := e.handle(t, d)
+			if rep.Attempt != c.attempt {
+				t.Fatalf("attempt %d, want %d", rep.Attempt, c.attempt)
+			}
+			if spent := rep.Outcome == OutcomeBudgetSpent; spent != c.spent {
+				t.Fatalf("outcome %s (budget spent %v, want %v)", rep.Outcome, spent, c.spent)
+			}
+			if c.spent && (len(e.store.calls) != 0 || rep.Outcome.Spec().Status != 422) {
+				t.Fatalf("store calls %v, status %d", e.store.calls, rep.Outcome.Spec().Status)
 			}
 		})
 	}

@@ -54,6 +54,10 @@ type State struct {
 	// BlockedByMessageID ("BlockedByMessageId", null when unknown) is the
 	// source MessageId of the delivery that blocked the session.
 	BlockedByMessageID string
+	// BlockKind ("BlockKind", null when unknown) is why the event blocks
+	// the session: BlockFailure or BlockHandoff. A block stored without it
+	// (written before the kind was kept) is of unknown kind.
+	BlockKind string
 	// NextDeferralSequence ("NextDeferralSequence") is the DeferralSequence
 	// the next parked copy gets; the first is 0, as in NimBus.
 	NextDeferralSequence int64
@@ -81,6 +85,15 @@ type State struct {
 	// empty when there is no document. Write is conditioned on it.
 	Version string
 }
+
+// The kinds of block (State.BlockKind).
+const (
+	// BlockFailure: the event failed (an ErrorResponse was sent).
+	BlockFailure = "Failure"
+	// BlockHandoff: the event's handler handed it off and the Manager's
+	// settlement is awaited (a PendingHandoffResponse was sent).
+	BlockHandoff = "PendingHandoff"
+)
 
 // Exists reports whether the state was read from a stored document.
 func (s State) Exists() bool { return s.Version != "" }
@@ -130,10 +143,10 @@ func (s State) Block(eventID, messageID string) (State, bool, error) {
 // Unblock returns the state without its block; no change when it is not
 // blocked. Parked copies stay parked: RequestDrain starts their replay.
 func (s State) Unblock() (State, bool) {
-	if !s.Blocked() && s.BlockedByMessageID == "" {
+	if !s.Blocked() && s.BlockedByMessageID == "" && s.BlockKind == "" {
 		return s, false
 	}
-	s.BlockedByEventID, s.BlockedByMessageID = "", ""
+	s.BlockedByEventID, s.BlockedByMessageID, s.BlockKind = "", "", ""
 	return s, true
 }
 
@@ -223,6 +236,12 @@ func (s State) Check() error {
 	}
 	if s.BlockedByEventID == "" && s.BlockedByMessageID != "" {
 		errs = append(errs, errors.New("BlockedByMessageId is set without BlockedByEventId"))
+	}
+	switch {
+	case s.BlockKind != "" && s.BlockedByEventID == "":
+		errs = append(errs, errors.New("BlockKind is set without BlockedByEventId"))
+	case s.BlockKind != "" && s.BlockKind != BlockFailure && s.BlockKind != BlockHandoff:
+		errs = append(errs, fmt.Errorf("BlockKind is neither %s nor %s", BlockFailure, BlockHandoff))
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrCorrupt, errors.Join(errs...))

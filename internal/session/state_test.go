@@ -32,6 +32,8 @@ func TestCheckRefusesBrokenInvariants(t *testing.T) {
 		"count inconsistent":    {NextDeferralSequence: 3, NextReplaySequence: 1, DeferredCount: 1},
 		"last park unallocated": {NextDeferralSequence: 1, DeferredCount: 1, LastParkedMessageID: "m", LastParkedSequence: 1},
 		"message without event": {BlockedByMessageID: "m"},
+		"kind without event":    {BlockKind: session.BlockFailure},
+		"unknown kind":          {BlockedByEventID: "e", BlockKind: "Other"},
 	}
 	for name, s := range cases {
 		if err := s.Check(); !errors.Is(err, session.ErrCorrupt) {
@@ -45,6 +47,13 @@ func TestCheckRefusesBrokenInvariants(t *testing.T) {
 	s, _ = s.Replayed(1)
 	if err := s.Check(); err != nil {
 		t.Errorf("a state built by transitions fails Check: %v", err)
+	}
+	s.BlockKind = session.BlockHandoff
+	if err := s.Check(); err != nil {
+		t.Errorf("a handoff block fails Check: %v", err)
+	}
+	if u, changed := s.Unblock(); !changed || u.BlockKind != "" || u.Blocked() {
+		t.Errorf("Unblock left %+v", u)
 	}
 }
 

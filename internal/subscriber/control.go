@@ -6,6 +6,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
 // retryRequest handles a RetryRequest the endpoint scheduled after a
@@ -27,6 +28,7 @@ func (j *job) retryRequest(ctx context.Context) result {
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
 		return j.resolved(ctx, OutcomeRetryObsolete)
 	}
+	srcKey := j.retrySourceKey()
 	a, end, done := j.dispatchAndRun(ctx)
 	if done {
 		return end
@@ -42,10 +44,38 @@ func (j *job) retryRequest(ctx context.Context) result {
 	case a.res.handoff != nil:
 		return j.handoff(sctx, a.res.handoff)
 	}
-	if end, done := j.save(sctx, []*inbox.Key{j.sourceKey(), j.own}, j.duplicateRequest(sctx)); done {
+	if end, done := j.save(sctx, []*inbox.Key{srcKey, j.own}, j.duplicateRequest(sctx)); done {
 		return end
 	}
 	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
+}
+
+// retrySourceKey is the inbox key of the source MessageId a RetryRequest
+// may record besides its own: its InboxMessageId only when that is the id
+// of the delivery that blocked the session by this event (the session's
+// BlockedByMessageId, which a retry of a retry or a replayed copy parked
+// again carries on unchanged). Any other id, or one that cannot be checked
+// (no session state, or a block stored without its MessageId), is not
+// recorded, and the session's block keeps the id it holds. Called after the
+// state was read.
+func (j *job) retrySourceKey() *inbox.Key {
+	src := j.in.InboxMessageID
+	if src == nil || *src == "" {
+		return nil
+	}
+	blocker := ""
+	if j.hasSession && j.st.BlockedBy(j.eventID()) {
+		blocker = j.st.BlockedByMessageID
+	}
+	if blocker != "" && blocker == *src {
+		return j.sourceKey()
+	}
+	j.r.SourceIgnored = true
+	j.source = blocker
+	if j.source == "" {
+		j.source = deref(j.in.MessageID)
+	}
+	return nil
 }
 
 // resubmission handles an operator's ResubmissionRequest, as NimBus's
@@ -107,16 +137,41 @@ func (j *job) blockedSource() string {
 // SkipResponse either way.
 func (j *job) skipRequest(ctx context.Context) result {
 	return j.managerSettlement(ctx, func() result {
-		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), OutcomeSkipped)
+		o := OutcomeSkipped
+		if !j.r.Unblocked {
+			// The event named does not block this session: it is reported
+			// skipped (as NimBus answers), and nothing else changes.
+			o = OutcomeSkippedNotBlocking
+		}
+		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), o)
 	})
 }
 
 // handoffCompleted handles a HandoffCompletedRequest: the handed-off work
-// finished. Unblock and replay when this event blocks the session; answer
-// a ResolutionResponse either way. No handler runs and nothing is
-// recorded.
+// finished. When this event blocks the session pending a handoff, unblock,
+// replay and answer a ResolutionResponse, as NimBus does. When it blocks
+// the session because it failed (it was never handed off), or when copies
+// parked behind a block wait in the session (the event named may be one of
+// them, its handler never run), nothing changes and no response is sent:
+// reporting the event Completed would be false. Otherwise (the session is
+// blocked by another event with nothing parked, or not blocked at all: a
+// settlement redelivered after its block was lifted) the
+// ResolutionResponse is sent again, as NimBus does. No handler runs and
+// nothing is recorded.
 func (j *job) handoffCompleted(ctx context.Context) result {
-	return j.managerSettlement(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
+	if end, denied := j.denied(); denied {
+		return end
+	}
+	if err := j.readState(ctx); err != nil {
+		return failure(err)
+	}
+	if j.hasSession {
+		blocker := j.st.BlockedBy(j.eventID())
+		if (blocker && j.st.BlockKind == session.BlockFailure) || (!blocker && j.st.DeferredCount > 0) {
+			return result{outcome: OutcomeHandoffNotPending}
+		}
+	}
+	return j.unblockThen(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
 }
 
 // managerSettlement lifts this event's block for a Manager request that

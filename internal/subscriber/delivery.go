@@ -46,6 +46,9 @@ type job struct {
 	// replaying: the delivery is a parked copy being replayed by Drain,
 	// which owns the replay of the copies behind it.
 	replaying bool
+	// ingress: the delivery came through the CloudEvents ingress
+	// function, which takes EventRequests only.
+	ingress bool
 }
 
 // result is how a delivery ends: its outcome, the error behind it (a

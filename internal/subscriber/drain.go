@@ -89,9 +89,13 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 	r.Inbox = InboxNotReached
 	r.MessageID = deref(d.Broker.MessageID)
 	r.DeliveryCount = d.Broker.DeliveryCount
-	r.MessageType = message.ProcessDeferredRequest.String()
-	if s, ok := message.PropertyString(d.Properties, message.PropMessageType); ok {
-		r.MessageType = s
+	t, res, ok := replayRequestType(d.Properties)
+	if t != message.Unknown {
+		r.MessageType = t.String()
+	}
+	if !ok {
+		p.finish(&r, res)
+		return r
 	}
 	sid := deref(d.Broker.SessionID)
 	if sid == "" {
@@ -276,6 +280,28 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
 			return r
 		}
 	}
+}
+
+// replayRequestType checks that a DeferredProcessor delivery is a replay
+// request: a MessageType that is missing or unreadable is an invalid
+// message, any type but ProcessDeferredRequest one the function does not
+// take; both take the dead-letter path (the endpoint itself is the only
+// sender on that subscription, and it sends nothing else there).
+func replayRequestType(props map[string]any) (message.Type, result, bool) {
+	raw, ok := message.PropertyString(props, message.PropMessageType)
+	if !ok {
+		err := &message.InvalidMessageError{Property: message.PropMessageType, Reason: "is not defined"}
+		return message.Unknown, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, props)}, false
+	}
+	t, ok := message.ParseType(raw)
+	if !ok {
+		err := &message.InvalidMessageError{Property: message.PropMessageType, Reason: fmt.Sprintf("cannot be parsed (%d characters)", len(raw))}
+		return message.Unknown, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, props)}, false
+	}
+	if t != message.ProcessDeferredRequest {
+		return t, unsupportedType(t), false
+	}
+	return t, result{}, true
 }
 
 // replayOne runs one parked copy through the subscriber contract as the

@@ -5,6 +5,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
 // eventRequest handles an EventRequest (and an inbound
@@ -61,7 +62,7 @@ func (j *job) handleEvent(ctx context.Context, recordKeys []*inbox.Key) result {
 	case a.err != nil:
 		// A failed event blocks its session first, so nothing of the
 		// session overtakes it even if the answer below is lost.
-		if err := j.block(sctx); err != nil {
+		if err := j.block(sctx, session.BlockFailure); err != nil {
 			return failure(err)
 		}
 		return j.failed(sctx, a.err, true)

@@ -35,12 +35,20 @@ const (
 	OutcomeDiscarded Outcome = "discarded"
 	// OutcomeSkipped: the Manager's SkipRequest; SkipResponse sent and the
 	// session unblocked when this event blocked it.
-	OutcomeSkipped          Outcome = "skipped"
-	OutcomeHandoffCompleted Outcome = "handoff_completed"
-	OutcomeHandoffFailed    Outcome = "handoff_failed"
+	OutcomeSkipped Outcome = "skipped"
+	// OutcomeSkippedNotBlocking: the Manager's SkipRequest for an event
+	// that does not block its session; SkipResponse sent, nothing
+	// unblocked.
+	OutcomeSkippedNotBlocking Outcome = "skipped_not_blocking"
+	OutcomeHandoffCompleted   Outcome = "handoff_completed"
+	OutcomeHandoffFailed      Outcome = "handoff_failed"
 	// OutcomeHandoffUnmatched: a HandoffFailedRequest for an event that does
 	// not block its session; completed without a response, as NimBus does.
 	OutcomeHandoffUnmatched Outcome = "handoff_unmatched"
+	// OutcomeHandoffNotPending: a HandoffCompletedRequest for an event that
+	// is not pending a handoff (it failed, or it may wait parked); completed
+	// without a response, the session unchanged.
+	OutcomeHandoffNotPending Outcome = "handoff_not_pending"
 	// OutcomeRetryObsolete: a RetryRequest for an event that no longer
 	// blocks its session; ResolutionResponse sent, the handler not run.
 	OutcomeRetryObsolete Outcome = "retry_obsolete"
@@ -90,14 +98,16 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeHeartbeat:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "heartbeat answered"),
 	OutcomeEventFailed: outcome.Row(http.StatusOK, false, zerolog.WarnLevel,
 		"handler failed; ErrorResponse sent, the session is blocked by this event (RetryRequest scheduled when a retry policy applies)"),
-	OutcomeDeferred:         outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "session is blocked; the message was parked and DeferralResponse sent"),
-	OutcomeDiscarded:        outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handler discarded the event; SkipResponse sent, the session is not blocked"),
-	OutcomeSkipped:          outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "Manager skipped the event; SkipResponse sent and its block lifted"),
-	OutcomeHandoffCompleted: outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handoff completed; ResolutionResponse sent and the block lifted"),
-	OutcomeHandoffFailed:    outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handoff failed; ErrorResponse sent, the session stays blocked"),
-	OutcomeHandoffUnmatched: outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffFailedRequest for an event that does not block its session; completed without a response"),
-	OutcomeRetryObsolete:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "RetryRequest for an event that no longer blocks its session; ResolutionResponse sent, handler not run"),
-	OutcomeDrained:          outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "parked messages replayed"),
+	OutcomeDeferred:           outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "session is blocked; the message was parked and DeferralResponse sent"),
+	OutcomeDiscarded:          outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handler discarded the event; SkipResponse sent, the session is not blocked"),
+	OutcomeSkipped:            outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "Manager skipped the event; SkipResponse sent and its block lifted"),
+	OutcomeSkippedNotBlocking: outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "Manager skipped an event that does not block its session; SkipResponse sent, nothing unblocked"),
+	OutcomeHandoffCompleted:   outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "handoff completed; ResolutionResponse sent, and the event's block lifted when it held one (sessionUnblocked)"),
+	OutcomeHandoffFailed:      outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "handoff failed; ErrorResponse sent, the session stays blocked"),
+	OutcomeHandoffUnmatched:   outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffFailedRequest for an event that does not block its session; completed without a response"),
+	OutcomeHandoffNotPending:  outcome.Row(http.StatusOK, false, zerolog.WarnLevel, "HandoffCompletedRequest for an event that is not pending a handoff; completed without a response, the session unchanged"),
+	OutcomeRetryObsolete:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "RetryRequest for an event that no longer blocks its session; ResolutionResponse sent, handler not run"),
+	OutcomeDrained:            outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "parked messages replayed"),
 
 	OutcomeTransientFailure: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"),
 	OutcomeHandlerFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
@@ -182,6 +192,9 @@ type Report struct {
 	Blocked, Unblocked bool
 	// DrainRequested: a replay request (ProcessDeferredRequest) was sent.
 	DrainRequested bool
+	// SourceIgnored: a RetryRequest's InboxMessageId was not the id of the
+	// delivery that blocked its session, so it was not recorded.
+	SourceIgnored bool
 	// RetryScheduled: a RetryRequest was scheduled RetryDelay from now.
 	RetryScheduled bool
 	RetryDelay     time.Duration

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -202,9 +203,13 @@ func (p *Pipeline) InboxEnabled() bool { return p.o.Inbox != nil }
 
 // Process runs the subscriber contract for d and reports what happened.
 // r.Outcome.Completes() tells the caller how to answer the host.
-func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
+func (p *Pipeline) Process(ctx context.Context, d *Delivery) Report {
+	return p.process(ctx, d, false)
+}
+
+func (p *Pipeline) process(ctx context.Context, d *Delivery, ingress bool) (r Report) {
 	start := p.o.Now()
-	j := &job{p: p, r: &r, d: d, start: start}
+	j := &job{p: p, r: &r, d: d, start: start, ingress: ingress}
 	defer func() {
 		p.lastDeliveryNotice(ctx, j)
 		r.Duration = p.o.Now().Sub(start)
@@ -217,6 +222,16 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) (r Report) {
 	return r
 }
 
+// ProcessIngress runs the subscriber contract for a delivery on the
+// CloudEvents ingress topic, where external producers publish: only an
+// EventRequest (native, or a CloudEvent read as one) is accepted. Any other
+// MessageType (a Manager, control or retry request, a response) takes the
+// dead-letter path as a type the subscription does not take, so a producer
+// cannot settle, retry or resubmit the endpoint's events.
+func (p *Pipeline) ProcessIngress(ctx context.Context, d *Delivery) Report {
+	return p.process(ctx, d, true)
+}
+
 // process reads the delivery and runs it through the entry point of its
 // MessageType.
 func (j *job) process(ctx context.Context) result {
@@ -226,11 +241,17 @@ func (j *job) process(ctx context.Context) result {
 		return result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, d.Properties)}
 	}
 	j.setInbound(in)
+	if j.ingress && in.Type != message.EventRequest {
+		return unsupportedType(in.Type)
+	}
 	if in.EventID == nil {
 		// NimBus reads EventId with its throwing accessor: a null value is as
 		// absent as a missing property, and the session guard keys on it.
 		dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
 		return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}, deadLetter: &dl}
+	}
+	if end, bad := namedEvent(in.Type, d.Properties); bad {
+		return end
 	}
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
@@ -249,8 +270,40 @@ func (j *job) process(ctx context.Context) result {
 	case message.HandoffFailedRequest:
 		return j.handoffFailed(ctx)
 	}
-	dl := message.NewUnsupportedTypeDeadLetter(in.Type)
-	return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: in.Type.String()}, deadLetter: &dl}
+	return unsupportedType(in.Type)
+}
+
+// unsupportedType ends a delivery whose MessageType the function does not
+// take: NimBus's HandleDefault, the dead-letter path.
+func unsupportedType(t message.Type) result {
+	dl := message.NewUnsupportedTypeDeadLetter(t)
+	return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: t.String()}, deadLetter: &dl}
+}
+
+// namedEvent checks the EventId of a Manager settlement (SkipRequest,
+// HandoffCompletedRequest, HandoffFailedRequest), which acts on the event
+// it names: an empty or non-string EventId names none and is as invalid as
+// a null one. bad is true when the delivery ends here, with end.
+func namedEvent(t message.Type, props map[string]any) (end result, bad bool) {
+	switch t {
+	case message.SkipRequest, message.HandoffCompletedRequest, message.HandoffFailedRequest:
+	default:
+		return result{}, false
+	}
+	reason := ""
+	switch v, _ := props[message.PropEventID]; v := v.(type) {
+	case string:
+		if strings.TrimSpace(v) == "" {
+			reason = "is empty"
+		}
+	default:
+		reason = "is not a string"
+	}
+	if reason == "" {
+		return result{}, false
+	}
+	dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
+	return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: reason}, deadLetter: &dl}, true
 }
 
 // invalidDeadLetter is NimBus's dead-letter report for a message its

@@ -7,6 +7,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
 // respond sends the Resolver response out; the delivery ends with o once
@@ -40,7 +41,7 @@ func (j *job) duplicate(ctx context.Context, k inbox.Key) result {
 // handoff. It is not recorded: a redelivery re-runs the handler so the
 // pending state can be re-established.
 func (j *job) handoff(ctx context.Context, ho *Handoff) result {
-	if err := j.block(ctx); err != nil {
+	if err := j.block(ctx, session.BlockHandoff); err != nil {
 		return failure(err)
 	}
 	return j.respond(ctx, j.handoffResponse(ho), OutcomePendingHandoff)

@@ -59,13 +59,21 @@ func (j *job) mustWait() bool {
 	return j.hasSession && j.st.Gated() && !j.isBlocker(j.st)
 }
 
-// block blocks the session by this event (and its source MessageId).
-func (j *job) block(ctx context.Context) error {
+// block blocks the session by this event (and its source MessageId), for
+// the reason kind (session.BlockFailure or session.BlockHandoff).
+func (j *job) block(ctx context.Context, kind string) error {
 	ev, src := j.eventID(), j.source
 	if ev == "" || !j.hasSession {
 		return nil
 	}
-	if err := j.change(ctx, "block", func(s session.State) (session.State, bool, error) { return s.Block(ev, src) }); err != nil {
+	err := j.change(ctx, "block", func(s session.State) (session.State, bool, error) {
+		n, changed, err := s.Block(ev, src)
+		if err == nil && n.BlockKind != kind {
+			n.BlockKind, changed = kind, true
+		}
+		return n, changed, err
+	})
+	if err != nil {
 		return err
 	}
 	if j.st.BlockedBy(ev) {

@@ -426,7 +426,12 @@ func strictCases() []strictCase {
 			}},
 		{name: "HandleSkipRequest_NotBlockedByThis_SendsSkipAndCompletes",
 			d: func(w *fakeNimbus) *Delivery { return w.skip("event-1") }, state: blockedBy("other-event", "msg-x"),
-			outcome: OutcomeSkipped, sent: []string{"SkipResponse"}, blockedBy: "other-event"},
+			outcome: OutcomeSkippedNotBlocking, sent: []string{"SkipResponse"}, blockedBy: "other-event",
+			check: func(t *testing.T, w *fakeNimbus, r Report) {
+				if r.Unblocked {
+					t.Fatal("a SkipRequest for an event that does not block the session reported it unblocked")
+				}
+			}},
 		{name: "HandleSkipRequest_FromNonManager_DeadLetters",
 			d: func(w *fakeNimbus) *Delivery { return fromNonManager(w.skip("event-1")) }, state: blockedBy("event-1", "msg-1"),
 			outcome: OutcomeUnauthorized, blockedBy: "event-1"},

@@ -1,8 +1,15 @@
 package testenv
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 )
 
 // CosmosEmulatorKey is the well-known Azure Cosmos DB emulator key. The local
@@ -36,28 +43,75 @@ func (c *Cosmos) ConnectionString() string {
 // Logs returns what the server printed so far.
 func (c *Cosmos) Logs() string { return c.proc.Logs() }
 
-// Stop stops the server; tb.Cleanup also does it.
+// Stop stops the server; tb.Cleanup also does it for StartCosmos.
 func (c *Cosmos) Stop() { c.proc.Stop() }
 
-// StartCosmos starts scripts/testenv/cosmos.js on a free port and stops it
-// when tb ends. Without Node it skips tb (fails it under
+// Database returns a database id of tb's own (UniqueDatabase) and deletes
+// that database from c when tb ends, so a package's run does not pile
+// documents up in a shared server. Register it before what writes there,
+// so that the deletion runs after it stopped.
+func (c *Cosmos) Database(tb testing.TB) string {
+	tb.Helper()
+	name := UniqueDatabase(tb)
+	tb.Cleanup(func() {
+		if err := c.dropDatabase(name); err != nil {
+			tb.Errorf("testenv: dropping database %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+func (c *Cosmos) dropDatabase(name string) error {
+	cred, err := azcosmos.NewKeyCredential(c.Key)
+	if err != nil {
+		return err
+	}
+	client, err := azcosmos.NewClientWithKey(c.Endpoint, cred, nil)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	db, err := client.NewDatabase(name)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var re *azcore.ResponseError
+	if _, err := db.Delete(ctx, nil); err != nil && !(errors.As(err, &re) && re.StatusCode == http.StatusNotFound) {
+		return err
+	}
+	return nil
+}
+
+// StartCosmos starts a private scripts/testenv/cosmos.js on a free port and
+// stops it when tb ends; tests that stop or break the server use it, the
+// others SharedCosmos. Without Node it skips tb (fails it under
 // NIMBUS_REQUIRE_EMULATORS=1).
 func StartCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	tb.Helper()
+	c, err := startCosmos(opts)
+	if err != nil {
+		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", err)
+		return nil
+	}
+	tb.Cleanup(c.Stop)
+	return c
+}
+
+func startCosmos(opts CosmosOptions) (*Cosmos, error) {
 	env := []string{"PORT=0"}
 	if opts.Consistency != "" {
 		env = append(env, "COSMOS_CONSISTENCY="+opts.Consistency)
 	}
 	p, err := StartNode("cosmos.js", env...)
 	if err != nil {
-		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", err)
-		return nil
+		return nil, err
 	}
-	tb.Cleanup(p.Stop)
 	return &Cosmos{
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", p.Port),
 		Key:      CosmosEmulatorKey,
 		Port:     p.Port,
 		proc:     p,
-	}
+	}, nil
 }

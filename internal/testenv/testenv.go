@@ -94,6 +94,7 @@ func StartNode(script string, env ...string) (*Process, error) {
 	cmd := exec.Command("node", script)
 	cmd.Dir = Dir()
 	cmd.Env = append(os.Environ(), env...)
+	dieWithParent(cmd)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err

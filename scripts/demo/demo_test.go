@@ -20,7 +20,7 @@ func TestDemoRuns(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
-	if err := run(ctx, options{Out: &out, HandlerStderr: io.Discard}); err != nil {
+	if err := run(ctx, options{Out: &out}); err != nil {
 		t.Fatalf("demo failed: %v\n%s", err, out.String())
 	}
 	transcript := out.String()
@@ -57,6 +57,21 @@ func TestDemoRuns(t *testing.T) {
 		i := strings.Index(rest, want)
 		if i < 0 {
 			t.Fatalf("the failure path does not show %q after the steps before it\n%s", want, transcript)
+		}
+		rest = rest[i+len(want):]
+	}
+	// A failing invocation's stderr line is printed under its own step,
+	// before the next one starts.
+	stepsWithStderr := []string{
+		"3. transient:", "handler stderr: error: Subscriber invocation answered 503", "4. The broker redelivers it",
+		"7. A malformed envelope", "handler stderr: error: Subscriber invocation answered 400", "(waiting 5.5s",
+		"17. permanent:", "handler stderr: error: Subscriber invocation answered 422", "18. The same message on its last delivery",
+	}
+	rest = transcript
+	for _, want := range stepsWithStderr {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("the transcript does not show %q under its step\n%s", want, transcript)
 		}
 		rest = rest[i+len(want):]
 	}

@@ -24,7 +24,6 @@ type script struct {
 	out      io.Writer
 	verbose  bool
 	bin      string
-	stderr   io.Writer
 	client   *http.Client
 	step     int
 	failures []string
@@ -36,7 +35,8 @@ type proc struct {
 	s    *script
 	proc *handlerproc.Proc
 	base string
-	seen int // sent messages already printed
+	errs *lineLog // the process's stderr
+	seen int      // sent messages already printed
 	seq  int64
 }
 
@@ -85,7 +85,8 @@ func (s *script) start(ctx context.Context, settings map[string]string) (*proc, 
 	if s.client == nil {
 		s.client = &http.Client{Timeout: 30 * time.Second}
 	}
-	p, err := handlerproc.Start(handlerproc.Options{Binary: s.bin, Settings: settings, Stderr: s.stderr})
+	errs := newLineLog()
+	p, err := handlerproc.Start(handlerproc.Options{Binary: s.bin, Settings: settings, Stderr: errs})
 	if err != nil {
 		return nil, err
 	}
@@ -97,13 +98,16 @@ func (s *script) start(ctx context.Context, settings map[string]string) (*proc, 
 		_, _ = p.Stop(stopCtx)
 		return nil, err
 	}
-	return &proc{s: s, proc: p, base: p.BaseURL()}, nil
+	return &proc{s: s, proc: p, base: p.BaseURL(), errs: errs}, nil
 }
 
+// stop stops the process, if it still runs, and prints what it wrote on
+// stderr since the last step.
 func (d *proc) stop(ctx context.Context) {
 	stopCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	_, _ = d.proc.Stop(stopCtx)
+	d.printStderr("")
 }
 
 func (d *proc) title(title string) {
@@ -291,6 +295,15 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 	} else {
 		r.line = line
 		d.s.printf("   → HTTP %d: %s; log: %s\n", r.status, verdict, logSummary(line))
+	}
+	// A failing invocation writes one line on stderr (the host logs only
+	// that for it); a step shows it under itself.
+	if r.status/100 != 2 {
+		if !d.printStderr("invocationId=" + id) {
+			d.s.fail("no stderr line for invocation %s", id)
+		}
+	} else {
+		d.printStderr("")
 	}
 	if function == app.FuncDeferredProcessor {
 		for _, l := range d.proc.Lines() {

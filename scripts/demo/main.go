@@ -35,7 +35,7 @@ const endpoint = "BillingEndpoint"
 func main() {
 	verbose := flag.Bool("v", false, "print every property and the body of each message the endpoint sends")
 	flag.Parse()
-	if err := run(context.Background(), options{Out: os.Stdout, HandlerStderr: os.Stderr, Verbose: *verbose}); err != nil {
+	if err := run(context.Background(), options{Out: os.Stdout, Verbose: *verbose}); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
@@ -45,8 +45,6 @@ func main() {
 type options struct {
 	// Out receives the transcript.
 	Out io.Writer
-	// HandlerStderr receives the handler processes' stderr (their logs).
-	HandlerStderr io.Writer
 	// Verbose prints every property and the body of each sent message.
 	Verbose bool
 	// Binary is a prebuilt handler; "" builds one.
@@ -87,7 +85,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
-	s := &script{out: o.Out, verbose: o.Verbose, bin: bin, stderr: o.HandlerStderr}
+	s := &script{out: o.Out, verbose: o.Verbose, bin: bin}
 	d, err := s.start(ctx, baseSettings())
 	if err != nil {
 		return err
@@ -135,6 +133,7 @@ func run(ctx context.Context, o options) error {
 		return fmt.Errorf("handler did not stop cleanly: exit code %d", code)
 	}
 	s.println("\nStopped the handler with SIGTERM (graceful shutdown).")
+	d.printStderr("")
 	if len(s.failures) > 0 {
 		return fmt.Errorf("%d expected outcome(s) did not happen:\n  %s", len(s.failures), strings.Join(s.failures, "\n  "))
 	}

@@ -1,7 +1,7 @@
 // Package cosmostest is test support for Cosmos DB stores: an HTTP
 // transport that records (and may intercept) every request an account
-// sends, synthesized service answers, and Env, a local Cosmos server with
-// a recorded account. It is imported only by tests.
+// sends, synthesized service answers, and Env, a database of the test's
+// own on the package's shared local Cosmos server, with a recorded account. It is imported only by tests.
 package cosmostest
 
 import (
@@ -206,26 +206,31 @@ func ClientOptions(t policy.Transporter) *azcosmos.ClientOptions {
 // NoRetry turns SDK retries off.
 var NoRetry = policy.RetryOptions{MaxRetries: -1}
 
-// Env is a local Cosmos server plus an account whose requests go through a
-// Recorder.
+// Env is the package's shared local Cosmos server, a database of the
+// test's own and an account whose requests go through a Recorder.
 type Env struct {
-	Srv     *testenv.Cosmos
+	Srv *testenv.Cosmos
+	// DB is the test's database: stores and raw clients use it so tests
+	// sharing the server never see each other's documents.
+	DB      string
 	Rec     *Recorder
 	Account *cosmos.Account
 }
 
-// NewEnv starts a local Cosmos server reporting consistency ("" for the
-// server's default) and an account on it with SDK retries off.
+// NewEnv returns an Env on the package's shared Cosmos server reporting
+// consistency ("" for the server's default), with SDK retries off. The
+// package's TestMain calls testenv.Main (otherwise each test starts a
+// server of its own). The test's database is deleted when the test ends.
 func NewEnv(t testing.TB, consistency string) *Env {
 	t.Helper()
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: consistency})
+	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: consistency})
 	rec := NewRecorder()
 	acct, err := cosmos.NewAccount(cosmos.Config{ConnectionString: srv.ConnectionString(), Retry: NoRetry, ClientOptions: ClientOptions(rec)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(acct.Client.Close)
-	return &Env{Srv: srv, Rec: rec, Account: acct}
+	return &Env{Srv: srv, DB: srv.Database(t), Rec: rec, Account: acct}
 }
 
 // Raw returns a container client that bypasses the recorder (for test

@@ -32,7 +32,9 @@ type faultEnv struct {
 
 func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	t.Helper()
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	// The faults are the proxy's; the package's server behind it stays
+	// sound, and the test keeps to a database of its own.
+	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	opts.Disabled = true
 	proxy := testenv.StartFaultProxy(t, srv.Endpoint, opts)
 	acct, err := cosmos.NewAccount(cosmos.Config{
@@ -48,7 +50,7 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	}
 	t.Cleanup(acct.Client.Close)
 	clock := inboxtest.NewClock(inboxtest.Epoch)
-	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: clock.Now}})
+	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: srv.Database(t), Now: clock.Now}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,13 +11,25 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 )
 
-// env is a local Cosmos server with a recorded account.
+// env is a database of the test's own on the package's shared local Cosmos
+// server, with a recorded account.
 type env struct{ *cosmostest.Env }
 
 func newEnv(t testing.TB, consistency string) *env { return &env{cosmostest.NewEnv(t, consistency)} }
 
-// store returns a store on e's account; opts.Now defaults to now.
+// store returns a store on e's account, in the test's database unless
+// opts names one; opts.Now defaults to now.
 func (e *env) store(t testing.TB, opts cosmosstore.Options) *cosmosstore.Store {
+	t.Helper()
+	if opts.DatabaseID == "" {
+		opts.DatabaseID = e.DB
+	}
+	return e.storeAsGiven(t, opts)
+}
+
+// storeAsGiven returns a store on e's account with opts as they are
+// (defaults included).
+func (e *env) storeAsGiven(t testing.TB, opts cosmosstore.Options) *cosmosstore.Store {
 	t.Helper()
 	s, err := cosmosstore.New(e.Account, opts)
 	if err != nil {

@@ -19,7 +19,7 @@ import (
 func TestQueriesFilterOnlyOnIndexedPaths(t *testing.T) {
 	e := newEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "idxdb", Now: fixedClock(now.Add(-time.Hour))}, ContainerID: "idx"})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: e.DB, Now: fixedClock(now.Add(-time.Hour))}, ContainerID: "idx"})
 	ctx := context.Background()
 	for _, id := range []string{"a", "b"} {
 		if err := s.RecordProcessed(ctx, inbox.NewKey("ep", id)); err != nil {
@@ -54,7 +54,7 @@ func TestQueriesFilterOnlyOnIndexedPaths(t *testing.T) {
 		t.Fatalf("%d queries seen", queries)
 	}
 
-	resp, err := e.raw(t, "idxdb", "idx").Read(ctx, nil)
+	resp, err := e.raw(t, e.DB, "idx").Read(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

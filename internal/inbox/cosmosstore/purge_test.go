@@ -137,7 +137,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 			s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 			keys := recordMany(t, s, "billing", "m", 3)
 			clock.Advance(time.Hour)
-			raw := e.raw(t, cosmosstore.DefaultDatabaseID, cosmosstore.DefaultContainerID)
+			raw := e.raw(t, e.DB, cosmosstore.DefaultContainerID)
 			victim := keys[1]
 			recreatedAt := clock.Now().Format("2006-01-02T15:04:05.0000000Z")
 			var once sync.Once
@@ -192,7 +192,7 @@ func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
 	if _, err := s.HasProcessed(ctx, inbox.NewKey("init", "m")); err != nil { // creates the container
 		t.Fatal(err)
 	}
-	raw := e.raw(t, cosmosstore.DefaultDatabaseID, cosmosstore.DefaultContainerID)
+	raw := e.raw(t, e.DB, cosmosstore.DefaultContainerID)
 	stored := []string{
 		"2029-12-31T23:59:59.9Z",
 		"2030-01-01T00:00:00Z",
@@ -265,7 +265,7 @@ func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 	if rep.Purged != 2500 || rep.Batches != 26 || !rep.Drained || rep.StoppedOnBudget || !rep.LagKnown || rep.Lag != 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	raw := e.raw(t, cosmosstore.DefaultDatabaseID, cosmosstore.DefaultContainerID)
+	raw := e.raw(t, e.DB, cosmosstore.DefaultContainerID)
 	for ep, want := range map[string]int{"billing": 20, "shipping": 300, "billing ": 10} {
 		if got := countEndpoint(t, raw, ep); got != want {
 			t.Errorf("%q has %d records, want %d", ep, got, want)
@@ -317,7 +317,7 @@ func TestCleanerBudgetStopReportsLagFromCosmos(t *testing.T) {
 	}
 	// The oldest left is one of the creation instants; which one depends on
 	// the (unordered) purge, so find it independently.
-	raw := e.raw(t, cosmosstore.DefaultDatabaseID, cosmosstore.DefaultContainerID)
+	raw := e.raw(t, e.DB, cosmosstore.DefaultContainerID)
 	oldest := time.Time{}
 	for i, at := range created {
 		for j := range 10 {

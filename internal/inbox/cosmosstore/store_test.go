@@ -35,16 +35,19 @@ func TestConformanceOnStrongAccount(t *testing.T) {
 	e := newEnv(t, "Strong")
 	var n atomic.Int32
 	inboxtest.Run(t, func(t *testing.T, now func() time.Time) inbox.Store {
-		return e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: now, DatabaseID: "strongdb"}, ContainerID: fmt.Sprintf("box%d", n.Add(1))})
+		return e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: now, DatabaseID: e.DB}, ContainerID: fmt.Sprintf("box%d", n.Add(1))})
 	})
 }
 
 // Documents match NimBus's InboxDocument for the shared hash vectors.
 func TestDocumentShapeAndHashVectors(t *testing.T) {
 	e := newEnv(t, "Session")
+	// This test checks the container defaults, so its stores name no
+	// database: it is the package's one test in the default database.
+	e.DB = cosmosstore.DefaultDatabaseID
 	first := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := inboxtest.NewClock(first)
-	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
+	s := e.storeAsGiven(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
 	ctx := context.Background()
 	vectors := inboxtest.HashVectors
 	for _, v := range vectors {
@@ -75,7 +78,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 
 	// Sub-second times keep seven fraction digits, truncated to 100 ns.
 	clock2 := fixedClock(time.Date(2030, 6, 1, 12, 30, 45, 123456789, time.FixedZone("X", 3600)))
-	s2 := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock2}})
+	s2 := e.storeAsGiven(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock2}})
 	k := inbox.NewKey("billing", "fraction")
 	if err := s2.RecordProcessed(ctx, k); err != nil {
 		t.Fatal(err)
@@ -259,7 +262,7 @@ func TestContainerProvisioning(t *testing.T) {
 	k := inbox.NewKey("billing", "m")
 
 	// Off: a missing container fails every use, naming the option...
-	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, AutoCreateContainer: boolPtr(false), DatabaseID: "pre"}, ContainerID: "provisioned"})
+	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, AutoCreateContainer: boolPtr(false)}, ContainerID: "provisioned"})
 	_, err := s.HasProcessed(ctx, k)
 	if !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "AutoCreateContainer is false") {
 		t.Fatalf("err %v", err)
@@ -268,10 +271,10 @@ func TestContainerProvisioning(t *testing.T) {
 		t.Fatalf("%d creates with AutoCreateContainer off", n)
 	}
 	// ...until it is provisioned, then the next use succeeds.
-	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "pre"}, nil); err != nil {
+	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.Account.Client.NewDatabase("pre")
+	db, _ := e.Account.Client.NewDatabase(e.DB)
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "provisioned", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -284,7 +287,7 @@ func TestContainerProvisioning(t *testing.T) {
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "wrongpk", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/endpointId"}}}, nil); err != nil {
 		t.Fatal(err)
 	}
-	w := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, DatabaseID: "pre"}, ContainerID: "wrongpk"})
+	w := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}, ContainerID: "wrongpk"})
 	if _, err := w.HasProcessed(ctx, k); !errors.Is(err, cosmos.ErrContainer) || !strings.Contains(err.Error(), "/endpointId") {
 		t.Fatalf("err %v", err)
 	}

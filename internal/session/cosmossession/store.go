@@ -110,6 +110,7 @@ type document struct {
 type docState struct {
 	BlockedByEventID     *string `json:"BlockedByEventId"`
 	BlockedByMessageID   *string `json:"BlockedByMessageId"`
+	BlockKind            *string `json:"BlockKind"`
 	NextDeferralSequence int64   `json:"NextDeferralSequence"`
 	DeferredCount        int64   `json:"DeferredCount"`
 	LastParkedMessageID  *string `json:"LastParkedMessageId"`
@@ -141,6 +142,7 @@ func encode(k session.Key, s session.State, now time.Time) ([]byte, error) {
 		State: &docState{
 			BlockedByEventID:     optional(s.BlockedByEventID),
 			BlockedByMessageID:   optional(s.BlockedByMessageID),
+			BlockKind:            optional(s.BlockKind),
 			NextDeferralSequence: s.NextDeferralSequence,
 			DeferredCount:        s.DeferredCount,
 			LastParkedMessageID:  optional(s.LastParkedMessageID),
@@ -178,6 +180,7 @@ func decode(k session.Key, body []byte, etag azcore.ETag) (session.State, error)
 	s := session.State{
 		BlockedByEventID:     value(st.BlockedByEventID),
 		BlockedByMessageID:   value(st.BlockedByMessageID),
+		BlockKind:            value(st.BlockKind),
 		NextDeferralSequence: st.NextDeferralSequence,
 		DeferredCount:        st.DeferredCount,
 		LastParkedMessageID:  value(st.LastParkedMessageID),

@@ -21,10 +21,13 @@ import (
 
 var ctx = context.Background()
 
-const db = cosmossession.DefaultDatabaseID
-
+// newStore returns a store on e's account, in the test's database unless o
+// names one.
 func newStore(t testing.TB, e *cosmostest.Env, o cosmossession.Options) *cosmossession.Store {
 	t.Helper()
+	if o.DatabaseID == "" {
+		o.DatabaseID = e.DB
+	}
 	s, err := cosmossession.New(e.Account, o)
 	if err != nil {
 		t.Fatal(err)
@@ -145,7 +148,7 @@ func TestEveryChangeIsOneConditionedRequest(t *testing.T) {
 func TestLostRacesAreConflicts(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "s1")
 	cur := block(t, s, k, session.State{}, "e1", "m1")
 	next, _ := cur.Unblock()
@@ -236,7 +239,7 @@ func TestDocumentShape(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 13, 45, 1, 123456789, time.UTC)
 	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{Now: func() time.Time { return now }}})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "customer-1")
 	cur := block(t, s, k, session.State{}, "event-2", "msg-2")
 	doc := cosmostest.RawDoc(t, raw, k.ID)
@@ -248,17 +251,30 @@ func TestDocumentShape(t *testing.T) {
 		t.Error("the document carries a ttl")
 	}
 	st := doc["state"].(map[string]any)
-	want := "BlockedByEventId,BlockedByMessageId,DeferredCount,DrainRequestedAtUtc,LastParkedMessageId,LastParkedSequence,NextDeferralSequence,NextReplaySequence"
+	want := "BlockKind,BlockedByEventId,BlockedByMessageId,DeferredCount,DrainRequestedAtUtc,LastParkedMessageId,LastParkedSequence,NextDeferralSequence,NextReplaySequence"
 	if keys(st) != want {
 		t.Fatalf("state fields %s\nwant %s", keys(st), want)
 	}
 	if st["BlockedByEventId"] != "event-2" || st["BlockedByMessageId"] != "msg-2" || st["LastParkedMessageId"] != nil || st["DrainRequestedAtUtc"] != nil ||
-		st["NextDeferralSequence"] != float64(0) || st["DeferredCount"] != float64(0) {
+		st["NextDeferralSequence"] != float64(0) || st["DeferredCount"] != float64(0) || st["BlockKind"] != nil {
 		t.Errorf("state %v; nulls must be written", st)
+	}
+	cur, _, err := session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
+		s.BlockKind = session.BlockHandoff
+		return s, true, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := cosmostest.RawDoc(t, raw, k.ID)["state"].(map[string]any); st["BlockKind"] != "PendingHandoff" {
+		t.Errorf("BlockKind stored as %v", st["BlockKind"])
+	}
+	if got, err := s.Read(ctx, k); err != nil || got.BlockKind != session.BlockHandoff {
+		t.Fatalf("read back %+v %v", got, err)
 	}
 	cur, _ = parkOne(t, s, k, cur, "msg-3")
 	cur, _ = parkOne(t, s, k, cur, "msg-4")
-	cur, _, err := session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
+	cur, _, err = session.Apply(ctx, s, k, cur, 0, func(s session.State) (session.State, bool, error) {
 		s, _ = s.Unblock()
 		n, ok := s.RequestDrain(now)
 		return n, ok, nil
@@ -271,7 +287,7 @@ func TestDocumentShape(t *testing.T) {
 		t.Fatal(err)
 	}
 	st = cosmostest.RawDoc(t, raw, k.ID)["state"].(map[string]any)
-	if st["BlockedByEventId"] != nil || st["BlockedByMessageId"] != nil || st["NextDeferralSequence"] != float64(2) || st["DeferredCount"] != float64(1) ||
+	if st["BlockedByEventId"] != nil || st["BlockedByMessageId"] != nil || st["BlockKind"] != nil || st["NextDeferralSequence"] != float64(2) || st["DeferredCount"] != float64(1) ||
 		st["LastParkedMessageId"] != "msg-4" || st["LastParkedSequence"] != float64(1) || st["NextReplaySequence"] != float64(1) ||
 		st["DrainRequestedAtUtc"] != "2026-11-30T13:45:01.1234567Z" {
 		t.Errorf("state %v", st)
@@ -285,7 +301,7 @@ func TestDocumentShape(t *testing.T) {
 func TestInvalidDocumentsAreErrors(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	if _, err := s.Read(ctx, session.NewKey("billing", "init")); err != nil {
 		t.Fatal(err)
 	}
@@ -308,7 +324,7 @@ func TestContainerHasPartitionKeyIDAndNoTTL(t *testing.T) {
 	if _, err := s.Read(ctx, session.NewKey("billing", "s1")); err != nil {
 		t.Fatal(err)
 	}
-	props, err := e.Raw(t, db, "state-x").Read(ctx, nil)
+	props, err := e.Raw(t, e.DB, "state-x").Read(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +388,7 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 func TestWriteReturnsTheStoredETag(t *testing.T) {
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
-	raw := e.Raw(t, db, cosmossession.DefaultContainerID)
+	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
 	k := session.NewKey("billing", "s1")
 	cur := block(t, s, k, session.State{}, "e1", "m1")
 	resp, err := raw.ReadItem(ctx, azcosmos.NewPartitionKeyString(k.ID), k.ID, nil)

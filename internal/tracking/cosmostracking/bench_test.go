@@ -21,10 +21,7 @@ import (
 // what Azure would bill.
 func BenchmarkResolverWrites(b *testing.B) {
 	e := cosmostest.NewEnv(b, "Strong")
-	s, err := cosmostracking.New(e.Account, cosmostracking.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
+	s := newStore(b, e, cosmostracking.Options{})
 	const ep = "billing"
 	// Warm up: Strong check and every container's first use.
 	if _, err := s.GetEventByID(ctx, ep, "warm"); err != nil {

@@ -9,8 +9,13 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/tracking/trackingtest"
 )
 
+// newStore returns a store on e's account, in the test's database unless o
+// names one.
 func newStore(t testing.TB, e *cosmostest.Env, o cosmostracking.Options) *cosmostracking.Store {
 	t.Helper()
+	if o.DatabaseID == "" {
+		o.DatabaseID = e.DB
+	}
 	s, err := cosmostracking.New(e.Account, o)
 	if err != nil {
 		t.Fatal(err)

@@ -27,8 +27,6 @@ import (
 // pin the requests each write sends, on the local server, with failures
 // injected at the HTTP transport.
 
-const db = "MessageDatabase"
-
 var ctx = context.Background()
 
 func row(endpointID, eventID, sessionID string, t message.Type, lastID, parent string) tracking.UnresolvedEvent {
@@ -65,7 +63,7 @@ func newFixture(t *testing.T, o cosmostracking.Options) *fixture {
 		t.Fatal(err)
 	}
 	e.Rec.Reset()
-	return &fixture{env: e, s: s, raw: e.Raw(t, db, "billing")}
+	return &fixture{env: e, s: s, raw: e.Raw(t, e.DB, "billing")}
 }
 
 func docs(f *fixture) []cosmostest.Sent {
@@ -461,7 +459,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 	if err := f.s.StoreMessage(ctx, tracking.MessageEntity{EventID: "e1", MessageID: "m1", EndpointID: "billing", MessageType: message.EventRequest, MessageContent: &message.Content{}}); err != nil {
 		t.Fatal(err)
 	}
-	m := cosmostest.RawDocPK(t, f.env.Raw(t, db, "messages"), "e1", "m1")
+	m := cosmostest.RawDocPK(t, f.env.Raw(t, f.env.DB, "messages"), "e1", "m1")
 	if strings.Join(keys(m), ",") != "endpointId,eventId,id,message,ttl" || m["ttl"] != float64(cosmostracking.MessageTTL) || m["endpointId"] != "billing" {
 		t.Errorf("history document %v", m)
 	}
@@ -471,7 +469,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 	if err := f.s.StoreMessageAudit(ctx, tracking.EventKey{EndpointID: "", EventID: "e1"}, tracking.MessageAudit{AuditorName: tracking.Str("Resolver"), AuditType: tracking.AuditComment, Data: tracking.Str("x")}, ""); err != nil {
 		t.Fatal(err)
 	}
-	a := cosmostest.RawDocPK(t, f.env.Raw(t, db, "audits"), "e1", "a-guid")
+	a := cosmostest.RawDocPK(t, f.env.Raw(t, f.env.DB, "audits"), "e1", "a-guid")
 	if strings.Join(keys(a), ",") != "audit,createdAt,eventId,id,ttl" || a["ttl"] != float64(cosmostracking.AuditTTL) {
 		t.Errorf("audit document without tags %v", a)
 	}
@@ -482,7 +480,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 	if err := f2.s.StoreMessageAudit(ctx, tracking.EventKey{EndpointID: "billing", EventID: "e1"}, tracking.MessageAudit{AuditType: tracking.AuditRetry}, "OrderPlaced"); err != nil {
 		t.Fatal(err)
 	}
-	b := cosmostest.RawDocPK(t, f2.env.Raw(t, db, "audits"), "e1", "b-guid")
+	b := cosmostest.RawDocPK(t, f2.env.Raw(t, f2.env.DB, "audits"), "e1", "b-guid")
 	if b["endpointId"] != "billing" || b["eventTypeId"] != "OrderPlaced" {
 		t.Errorf("audit document with tags %v", b)
 	}
@@ -577,7 +575,7 @@ func TestSoftDeleteTTLs(t *testing.T) {
 func TestContainersAreCreatedWithTheirPartitionKeysAndTTL(t *testing.T) {
 	f := newFixture(t, cosmostracking.Options{})
 	for _, c := range []struct{ id, pk string }{{"billing", "/id"}, {"messages", "/eventId"}, {"audits", "/eventId"}} {
-		props, err := f.env.Raw(t, db, c.id).Read(ctx, nil)
+		props, err := f.env.Raw(t, f.env.DB, c.id).Read(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,127 @@
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+)
+
+// A test package shares its Cosmos stand-ins: its TestMain calls Main, and
+// each test asks SharedCosmos for the package's server, which starts on
+// first use and stops when the package's tests end. Tests keep apart by
+// naming their own database (Cosmos.Database, UniqueDatabase).
+// When a shared server cannot start, every test that asks for it skips
+// with the reason (fails under NIMBUS_REQUIRE_EMULATORS=1), one by one,
+// and no test tries to start it again.
+
+var shared struct {
+	mu      sync.Mutex
+	running bool // Main is running the package's tests
+	cosmos  map[CosmosOptions]*sharedStart
+	stops   []func()
+}
+
+// sharedStart is one shared server: started once, or the reason it could
+// not start.
+type sharedStart struct {
+	once sync.Once
+	v    *Cosmos
+	err  error
+}
+
+// Main runs the package's tests (and benchmarks) and then stops the
+// stand-ins they shared. Use it as the package's TestMain:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m *testing.M) {
+	os.Exit(RunMain(m))
+}
+
+// RunMain is Main for a TestMain that has more to do: it returns the exit
+// code instead of exiting.
+func RunMain(m *testing.M) int {
+	shared.mu.Lock()
+	shared.running = true
+	shared.mu.Unlock()
+	defer stopShared()
+	return m.Run()
+}
+
+func stopShared() {
+	shared.mu.Lock()
+	stops := shared.stops
+	shared.stops, shared.running = nil, false
+	shared.cosmos = nil
+	shared.mu.Unlock()
+	for _, stop := range stops {
+		stop()
+	}
+}
+
+// sharedCosmos returns the entry for opts, or nil when the package's
+// TestMain does not run through Main (nothing would stop a shared server).
+func sharedCosmos(opts CosmosOptions) *sharedStart {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.running {
+		return nil
+	}
+	if shared.cosmos == nil {
+		shared.cosmos = map[CosmosOptions]*sharedStart{}
+	}
+	e := shared.cosmos[opts]
+	if e == nil {
+		e = &sharedStart{}
+		shared.cosmos[opts] = e
+	}
+	return e
+}
+
+func addStop(stop func()) {
+	shared.mu.Lock()
+	shared.stops = append(shared.stops, stop)
+	shared.mu.Unlock()
+}
+
+// SharedCosmos returns the package's Cosmos DB stand-in configured by opts
+// (one per distinct opts), starting it on first use. Tests must not stop
+// it; each keeps to its own database (Database). When it cannot start, tb
+// skips (fails under NIMBUS_REQUIRE_EMULATORS=1) with the reason. In a
+// package whose TestMain does not call Main, it is StartCosmos: a server
+// of tb's own.
+func SharedCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
+	tb.Helper()
+	e := sharedCosmos(opts)
+	if e == nil {
+		return StartCosmos(tb, opts)
+	}
+	e.once.Do(func() {
+		e.v, e.err = startCosmos(opts)
+		if e.err == nil {
+			addStop(e.v.Stop)
+		}
+	})
+	if e.err != nil {
+		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", e.err)
+	}
+	return e.v
+}
+
+var uniqueSeq atomic.Int64
+
+var notNameChars = regexp.MustCompile(`[^A-Za-z0-9-]+`)
+
+// UniqueDatabase returns a Cosmos database id no other test of the process
+// uses: the test's name (letters, digits and dashes, at most 180
+// characters) and a sequence number.
+func UniqueDatabase(tb testing.TB) string {
+	name := strings.Trim(notNameChars.ReplaceAllString(tb.Name(), "-"), "-")
+	if len(name) > 180 {
+		name = name[:180]
+	}
+	return fmt.Sprintf("%s-%d", name, uniqueSeq.Add(1))
+}

@@ -1,0 +1,166 @@
+package testenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+)
+
+func TestMain(m *testing.M) { Main(m) }
+
+// Tests that ask for the same options get the same server; each database
+// is the test's own and is gone when the test ends.
+func TestSharedCosmosIsOneServerAndDatabasesAreDropped(t *testing.T) {
+	var first *Cosmos
+	var dbs []string
+	for _, name := range []string{"a", "b"} {
+		t.Run(name, func(t *testing.T) {
+			c := SharedCosmos(t, CosmosOptions{Consistency: "Strong"})
+			if first == nil {
+				first = c
+			} else if c != first {
+				t.Fatalf("second test got server on port %d, want the first one's (%d)", c.Port, first.Port)
+			}
+			db := c.Database(t)
+			dbs = append(dbs, db)
+			client := cosmosClient(t, c)
+			if _, err := client.CreateDatabase(context.Background(), azcosmos.DatabaseProperties{ID: db}, nil); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if t.Failed() {
+		return
+	}
+	if dbs[0] == dbs[1] {
+		t.Fatalf("both tests got database %q", dbs[0])
+	}
+	client := cosmosClient(t, first)
+	for _, db := range dbs {
+		d, err := client.NewDatabase(db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = d.Read(context.Background(), nil)
+		var re *azcore.ResponseError
+		if !errors.As(err, &re) || re.StatusCode != http.StatusNotFound {
+			t.Errorf("database %s after its test: err %v, want 404", db, err)
+		}
+	}
+}
+
+func cosmosClient(t *testing.T, c *Cosmos) *azcosmos.Client {
+	t.Helper()
+	cred, err := azcosmos.NewKeyCredential(c.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := azcosmos.NewClientWithKey(c.Endpoint, cred, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// A shared server that cannot start is tried once; every test asking for
+// it skips with the reason, or fails under NIMBUS_REQUIRE_EMULATORS=1.
+func TestSharedCosmosUnavailableSkipsOrFailsEachTest(t *testing.T) {
+	t.Setenv("PATH", t.TempDir()) // no node
+	for _, required := range []string{"", "1"} {
+		t.Run("required="+required, func(t *testing.T) {
+			t.Setenv(RequireEnv, required)
+			// An options value no other test uses, so the start is this
+			// test's.
+			opts := CosmosOptions{Consistency: "ConsistentPrefix-" + required}
+			for i := range 2 {
+				r := runTB(func(tb testing.TB) { SharedCosmos(tb, opts) })
+				if !strings.Contains(r.msg, "node is not on PATH") {
+					t.Errorf("call %d: message %q lacks the reason", i, r.msg)
+				}
+				if required == "1" && (!r.failed || r.skipped) {
+					t.Errorf("call %d: failed=%v skipped=%v, want a failure", i, r.failed, r.skipped)
+				}
+				if required == "" && (!r.skipped || r.failed) {
+					t.Errorf("call %d: failed=%v skipped=%v, want a skip", i, r.failed, r.skipped)
+				}
+			}
+		})
+	}
+}
+
+// Without Main (another package's TestMain), each test gets a server of
+// its own, stopped when the test ends.
+func TestSharedCosmosWithoutMainIsPrivate(t *testing.T) {
+	shared.mu.Lock()
+	shared.running = false
+	shared.mu.Unlock()
+	t.Cleanup(func() {
+		shared.mu.Lock()
+		shared.running = true
+		shared.mu.Unlock()
+	})
+	var c *Cosmos
+	t.Run("private", func(t *testing.T) {
+		c = SharedCosmos(t, CosmosOptions{Consistency: "Strong"})
+		if s := sharedCosmos(CosmosOptions{Consistency: "Strong"}); s != nil {
+			t.Fatal("a shared entry was made without Main")
+		}
+	})
+	if c == nil {
+		t.Fatal("no server")
+	}
+	select {
+	case <-c.proc.done:
+	default:
+		t.Fatal("the private server still runs after its test")
+	}
+}
+
+// recordTB records a test's end (skip or failure) instead of reporting it.
+type recordTB struct {
+	testing.TB
+	mu              sync.Mutex
+	failed, skipped bool
+	msg             string
+}
+
+func (r *recordTB) Helper() {}
+
+func (r *recordTB) Fatalf(format string, args ...any) {
+	r.end(&r.failed, format, args...)
+}
+
+func (r *recordTB) Fatal(args ...any) { r.end(&r.failed, "%v", args...) }
+
+func (r *recordTB) Skipf(format string, args ...any) {
+	r.end(&r.skipped, format, args...)
+}
+
+func (r *recordTB) end(flag *bool, format string, args ...any) {
+	r.mu.Lock()
+	*flag = true
+	r.msg = strings.TrimSpace(strings.Join([]string{r.msg, fmt.Sprintf(format, args...)}, " "))
+	r.mu.Unlock()
+	runtime.Goexit()
+}
+
+// runTB runs f with a recordTB in a goroutine of its own (Goexit ends it
+// as a skip or failure ends a test).
+func runTB(f func(testing.TB)) *recordTB {
+	r := &recordTB{}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r
+}
