@@ -20,7 +20,7 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 		{"empty id", nil, "", nopHandler, "empty event type id"},
 		{"nil handler", nil, "OrderPlaced", nil, "nil handler for OrderPlaced"},
 		{"second registration", func(a *App) { a.Handle("OrderPlaced", nopHandler) }, "OrderPlaced", nopHandler, "OrderPlaced is already registered"},
-		{"after start", func(a *App) { a.registry() }, "OrderPlaced", nopHandler, "OrderPlaced after the app started"},
+		{"after start", func(a *App) { a.registry(func(string) string { return "" }) }, "OrderPlaced", nopHandler, "OrderPlaced after the app started"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -28,15 +28,22 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 			if c.setup != nil {
 				c.setup(a)
 			}
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.HasPrefix(s, "nimbus: ") || !strings.Contains(s, c.want) {
-					t.Fatalf("panic %v, want one saying %q", r, c.want)
-				}
-			}()
-			a.Handle(c.id, c.h)
+			wantPanic(t, c.want, func() { a.Handle(c.id, c.h) })
 		})
 	}
+}
+
+// wantPanic calls f and fails t unless it panics with a "nimbus: " text
+// containing want.
+func wantPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if s, _ := r.(string); !strings.HasPrefix(s, "nimbus: ") || !strings.Contains(s, want) {
+			t.Fatalf("panic %v, want one saying %q", r, want)
+		}
+	}()
+	f()
 }
 
 // Ids match exactly: ids that differ in case are two registrations.
@@ -45,7 +52,7 @@ func TestRegistryHoldsEveryRegistration(t *testing.T) {
 	for _, id := range []string{"OrderPlaced", "orderplaced", "OrderCancelled"} {
 		a.Handle(id, nopHandler)
 	}
-	got := a.registry().EventTypes()
+	got := a.registry(func(string) string { return "" }).EventTypes()
 	slices.Sort(got)
 	if want := []string{"OrderCancelled", "OrderPlaced", "orderplaced"}; !slices.Equal(got, want) {
 		t.Fatalf("registered %v, want %v", got, want)

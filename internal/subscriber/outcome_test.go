@@ -48,6 +48,9 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeUnauthorized:           {422, false},
 		OutcomeDrainBusy:              {503, true},
 		OutcomeReplayFailed:           {503, true},
+		OutcomeTxnConflict:            {503, true},
+		OutcomeTxnAmbiguous:           {503, true},
+		OutcomeTxnRejected:            {422, false},
 	}
 	outcometest.CheckSettlement(t, outcomes, cases)
 }
