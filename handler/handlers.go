@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/nimbus"
@@ -20,8 +21,14 @@ import (
 // applies. nimbus.Transient(err) asks the broker to redeliver,
 // nimbus.Permanent(err) sends the message to the dead-letter path,
 // nimbus.Discard(err) skips the event (SkipResponse).
+//
+// PaymentReceived is transactional (nimbus.App.HandleTx): its effects on
+// the ledger container and the record that the message was handled commit
+// in one Cosmos DB transactional batch, so each payment is applied exactly
+// once.
 func registerHandlers(app *nimbus.App) {
 	app.Handle("OrderPlaced", handleOrderPlaced)
+	app.HandleTx("PaymentReceived", ledger, paymentPartition, handlePaymentReceived)
 }
 
 // OrderPlaced is the sample endpoint's (BillingEndpoint's) event. Besides
@@ -73,6 +80,101 @@ const (
 // manual approval (a pending handoff).
 const approvalLimit = 10000
 
+// ledger is the container of payments and balances, partitioned by
+// customer. Its ids are read from the two settings (defaults Billing and
+// ledger); it lives in the inbox's Cosmos account, or in memory with
+// NimBus__Inbox__Store=InMemory.
+var ledger = nimbus.Container{
+	DatabaseID:       "Billing",
+	ContainerID:      "ledger",
+	DatabaseSetting:  "NimBus__Sample__Ledger__DatabaseId",
+	ContainerSetting: "NimBus__Sample__Ledger__ContainerId",
+	PartitionKeyPath: "/customerId",
+}
+
+// PaymentReceived is a payment of AmountCents by a customer. The Fail,
+// FailOn and FailFirstAttempts switches work as OrderPlaced's, before
+// anything is written.
+type PaymentReceived struct {
+	PaymentID         string `json:"PaymentId"`
+	CustomerID        string `json:"CustomerId"`
+	AmountCents       int64  `json:"AmountCents"`
+	FailFirstAttempts int    `json:"FailFirstAttempts,omitempty"`
+	Fail              string `json:"Fail,omitempty"`
+	FailOn            string `json:"FailOn,omitempty"`
+}
+
+// payment is the ledger's document of one payment.
+type payment struct {
+	ID          string `json:"id"`
+	CustomerID  string `json:"customerId"`
+	AmountCents int64  `json:"amountCents"`
+	MessageID   string `json:"messageId"`
+}
+
+// balance is the ledger's document of a customer's balance.
+type balance struct {
+	ID           string `json:"id"`
+	CustomerID   string `json:"customerId"`
+	BalanceCents int64  `json:"balanceCents"`
+	Payments     int64  `json:"payments"`
+}
+
+// paymentPartition is the ledger partition of a payment: its customer.
+func paymentPartition(ev *nimbus.Event) (string, error) {
+	var p PaymentReceived
+	if err := ev.Decode(&p); err != nil {
+		return "", err
+	}
+	if p.CustomerID == "" {
+		return "", errors.New("PaymentReceived has no CustomerId")
+	}
+	return p.CustomerID, nil
+}
+
+// handlePaymentReceived records the payment and adds it to the customer's
+// balance, in one batch with the inbox marker. A payment already recorded
+// (a producer's re-send under a new MessageId) is not applied again: only
+// the marker is committed.
+func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx) (nimbus.Result, error) {
+	var p PaymentReceived
+	if err := ev.Decode(&p); err != nil {
+		return nimbus.Result{}, err
+	}
+	if p.PaymentID == "" {
+		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived has no PaymentId"))
+	}
+	if err := switches(p.Fail, p.FailOn, p.FailFirstAttempts, ev, "ledger busy"); err != nil {
+		return nimbus.Result{}, err
+	}
+	payID, balID := "payment-"+p.PaymentID, "balance-"+p.CustomerID
+	// The two reads run at once.
+	var (
+		bal            balance
+		paid, hasBal   bool
+		balETag        string
+		payErr, balErr error
+		wg             sync.WaitGroup
+	)
+	wg.Go(func() { paid, _, payErr = tx.Read(ctx, payID, nil) })
+	wg.Go(func() { hasBal, balETag, balErr = tx.Read(ctx, balID, &bal) })
+	wg.Wait()
+	if err := errors.Join(payErr, balErr); err != nil {
+		return nimbus.Result{}, err
+	}
+	if paid {
+		return nimbus.Completed(), nil
+	}
+	if err := tx.Create(payment{ID: payID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, MessageID: ev.MessageID}); err != nil {
+		return nimbus.Result{}, err
+	}
+	if !hasBal {
+		return nimbus.Completed(), tx.Create(balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents, Payments: 1})
+	}
+	bal = balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: bal.BalanceCents + p.AmountCents, Payments: bal.Payments + 1}
+	return nimbus.Completed(), tx.Replace(balID, bal, balETag)
+}
+
 func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
 	var o OrderPlaced
 	if err := ev.Decode(&o); err != nil {
@@ -81,11 +183,8 @@ func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, er
 	if o.OrderID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}
-	if err := simulatedFailure(o.Fail, o.FailOn, ev.Attempt); err != nil {
+	if err := switches(o.Fail, o.FailOn, o.FailFirstAttempts, ev, "billing system busy"); err != nil {
 		return nimbus.Result{}, err
-	}
-	if failsThisAttempt(o.FailFirstAttempts, ev.DeliveryCount) {
-		return nimbus.Result{}, nimbus.Transient(fmt.Errorf("billing system busy (delivery %d; the sample fails the first %d)", ev.DeliveryCount, o.FailFirstAttempts))
 	}
 	if o.Handoff || o.Amount > approvalLimit {
 		return nimbus.PendingHandoff(nimbus.Handoff{
@@ -97,6 +196,19 @@ func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, er
 	// A real endpoint would create the invoice here, idempotently keyed by
 	// ev.MessageID or o.OrderID.
 	return nimbus.Completed(), nil
+}
+
+// switches returns the failure the Fail, FailOn and FailFirstAttempts
+// switches ask for on this delivery (busy words the transient one), nil
+// when none.
+func switches(fail, failOn string, failFirst int, ev *nimbus.Event, busy string) error {
+	if err := simulatedFailure(fail, failOn, ev.Attempt); err != nil {
+		return err
+	}
+	if failsThisAttempt(failFirst, ev.DeliveryCount) {
+		return nimbus.Transient(fmt.Errorf("%s (delivery %d; the sample fails the first %d)", busy, ev.DeliveryCount, failFirst))
+	}
+	return nil
 }
 
 // failsThisAttempt reports whether the sample simulates a failure: only when

@@ -10,12 +10,19 @@ import (
 // point that serves them. Create it with New.
 type App struct {
 	mu       sync.Mutex
-	handlers map[string]HandlerFunc
+	handlers map[string]registration
 	started  bool
 }
 
+// registration is one event type's handler: plain (h) or transactional
+// (tx).
+type registration struct {
+	h  HandlerFunc
+	tx *txRegistration
+}
+
 // New returns an App with no handlers.
-func New() *App { return &App{handlers: map[string]HandlerFunc{}} }
+func New() *App { return &App{handlers: map[string]registration{}} }
 
 // Handle registers h for the NimBus EventTypeId eventTypeID, matched
 // exactly (case-sensitively). An event type with no handler is answered
@@ -31,6 +38,10 @@ func (a *App) Handle(eventTypeID string, h HandlerFunc) {
 	case h == nil:
 		panic("nimbus: Handle with a nil handler for " + eventTypeID)
 	}
+	a.register(eventTypeID, registration{h: h})
+}
+
+func (a *App) register(eventTypeID string, reg registration) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.started {
@@ -39,18 +50,35 @@ func (a *App) Handle(eventTypeID string, h HandlerFunc) {
 	if _, dup := a.handlers[eventTypeID]; dup {
 		panic("nimbus: a handler for " + eventTypeID + " is already registered")
 	}
-	a.handlers[eventTypeID] = h
+	a.handlers[eventTypeID] = reg
+}
+
+// settingNames returns the app setting names the registrations read.
+func (a *App) settingNames() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var out []string
+	for _, reg := range a.handlers {
+		if reg.tx != nil {
+			out = append(out, reg.tx.settings()...)
+		}
+	}
+	return out
 }
 
 // registry freezes the registrations and returns them as the pipeline's
-// registry.
-func (a *App) registry() *subscriber.Registry {
+// registry; setting returns an app setting's value ("" when unset).
+func (a *App) registry(setting func(string) string) *subscriber.Registry {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.started = true
 	r := subscriber.NewRegistry()
-	for id, h := range a.handlers {
-		r.Handle(id, adapt(h))
+	for id, reg := range a.handlers {
+		if reg.tx != nil {
+			r.HandleTx(id, reg.tx.binding(setting), adaptTx(reg.tx.h))
+			continue
+		}
+		r.Handle(id, adapt(reg.h))
 	}
 	return r
 }

@@ -20,7 +20,7 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 		{"empty id", nil, "", nopHandler, "empty event type id"},
 		{"nil handler", nil, "OrderPlaced", nil, "nil handler for OrderPlaced"},
 		{"second registration", func(a *App) { a.Handle("OrderPlaced", nopHandler) }, "OrderPlaced", nopHandler, "OrderPlaced is already registered"},
-		{"after start", func(a *App) { a.registry() }, "OrderPlaced", nopHandler, "OrderPlaced after the app started"},
+		{"after start", func(a *App) { a.registry(func(string) string { return "" }) }, "OrderPlaced", nopHandler, "OrderPlaced after the app started"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -45,7 +45,7 @@ func TestRegistryHoldsEveryRegistration(t *testing.T) {
 	for _, id := range []string{"OrderPlaced", "orderplaced", "OrderCancelled"} {
 		a.Handle(id, nopHandler)
 	}
-	got := a.registry().EventTypes()
+	got := a.registry(func(string) string { return "" }).EventTypes()
 	slices.Sort(got)
 	if want := []string{"OrderCancelled", "OrderPlaced", "orderplaced"}; !slices.Equal(got, want) {
 		t.Fatalf("registered %v, want %v", got, want)

@@ -34,7 +34,7 @@ func BenchmarkInvocation(b *testing.B) {
 		return subscriber.Completed(), nil
 	})
 	b.Run("api=internal", func(b *testing.B) { benchInvocation(b, direct) })
-	b.Run("api=public", func(b *testing.B) { benchInvocation(b, public.registry()) })
+	b.Run("api=public", func(b *testing.B) { benchInvocation(b, public.registry(func(string) string { return "" })) })
 }
 
 func benchInvocation(b *testing.B, reg *subscriber.Registry) {

@@ -200,19 +200,23 @@ func KindOf(err error) FailureKind {
 // unchanged, so their marks keep their meaning.
 func adapt(h HandlerFunc) subscriber.HandlerFunc {
 	return func(ctx context.Context, in *subscriber.Event) (subscriber.Result, error) {
-		res, err := h(ctx, newEvent(in))
-		if err != nil {
-			return subscriber.Result{}, err
-		}
-		if !res.pending {
-			return subscriber.Completed(), nil
-		}
-		return subscriber.PendingHandoff(subscriber.Handoff{
-			Reason:        res.handoff.Reason,
-			ExternalJobID: res.handoff.ExternalJobID,
-			ExpectedIn:    res.handoff.ExpectedIn,
-		}), nil
+		return toResult(h(ctx, newEvent(in)))
 	}
+}
+
+// toResult turns a handler's answer into the pipeline's.
+func toResult(res Result, err error) (subscriber.Result, error) {
+	if err != nil {
+		return subscriber.Result{}, err
+	}
+	if !res.pending {
+		return subscriber.Completed(), nil
+	}
+	return subscriber.PendingHandoff(subscriber.Handoff{
+		Reason:        res.handoff.Reason,
+		ExternalJobID: res.handoff.ExternalJobID,
+		ExpectedIn:    res.handoff.ExpectedIn,
+	}), nil
 }
 
 func newEvent(in *subscriber.Event) *Event {

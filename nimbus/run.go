@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -129,7 +130,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		}
 	}
 
-	cfg, err := config.LoadEnviron(opts.Environ)
+	cfg, err := config.LoadEnviron(opts.Environ, a.settingNames()...)
 	if err != nil {
 		closeListener()
 		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the app settings")
@@ -141,7 +142,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		log.Warn().Msg(w)
 	}
 
-	handlers := a.registry()
+	handlers := a.registry(environLookup(opts.Environ))
 	service := cfg.Endpoint
 	if cfg.App == config.AppResolver {
 		service = "Resolver"
@@ -270,6 +271,19 @@ func flushTelemetry(log zerolog.Logger, tel *export.Telemetry, m *telemetry.Metr
 	defer cancel()
 	if err := errors.Join(tel.Shutdown(ctx), m.Shutdown(ctx)); err != nil && tel.Exporting() {
 		log.Warn().Str("error", logsafe.Bound(err.Error())).Msg("telemetry export did not flush at shutdown")
+	}
+}
+
+// environLookup returns the value of a name in environ ("" when unset);
+// the first of repeated names wins, as for os.Getenv.
+func environLookup(environ []string) func(string) string {
+	return func(name string) string {
+		for _, kv := range environ {
+			if k, v, _ := strings.Cut(kv, "="); k == name {
+				return v
+			}
+		}
+		return ""
 	}
 }
 

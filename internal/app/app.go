@@ -32,6 +32,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // Function names: each is a folder under functions/ and a route here.
@@ -64,6 +65,9 @@ type Deps struct {
 	// Sessions, when set, replaces the configured session-state store
 	// (tests).
 	Sessions session.Store
+	// Txn, when set, replaces the store of the transactional handlers'
+	// containers (tests).
+	Txn txn.Store
 	// Deferred, when set, replaces the Deferred subscription the
 	// DeferredProcessor replays from (tests).
 	Deferred subscriber.Deferred
@@ -118,6 +122,11 @@ type App struct {
 	// stores; sbClient the Service Bus client of the Resolver publisher.
 	account  *cosmos.Account
 	sbClient *servicebus.Client
+	// txnMemory is the in-memory store of the transactional handlers'
+	// containers (nil when they are in Cosmos), and txnTargets those
+	// containers.
+	txnMemory  *txn.Memory
+	txnTargets []txn.Target
 	// The Resolver app (resolverapp.go).
 	resolverSvc    *resolverapp.Service
 	trackingReader tracking.Reader
@@ -178,6 +187,16 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	case a.sbClient != nil:
 		deferred = sbdeferred.New(a.sbClient, cfg.Endpoint)
 	}
+	txStore := d.Txn
+	if txStore == nil {
+		if txStore, err = a.buildTxn(d.Handlers); err != nil {
+			return nil, err
+		}
+	}
+	if m, ok := txStore.(*txn.Memory); ok {
+		a.txnMemory = m
+	}
+	a.txnTargets = d.Handlers.Targets()
 	scheduler, _ := pub.(subscriber.Scheduler)
 	var policies subscriber.RetryPolicies
 	if cfg.RetryPolicies != nil && !cfg.RetryPolicies.Empty() {
@@ -186,6 +205,8 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.pipeline, err = subscriber.New(subscriber.Options{
 		EndpointID:          cfg.Endpoint,
 		Inbox:               a.store,
+		Txn:                 txStore,
+		MarkerRetention:     cfg.Inbox.Retention,
 		Publisher:           pub,
 		Scheduler:           scheduler,
 		RetryPolicies:       policies,
@@ -223,6 +244,9 @@ func New(cfg *config.Config, d Deps) (*App, error) {
 	a.server.HandleGet("/_nimbus/metrics", a.metrics)
 	if a.memory != nil {
 		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
+	}
+	if a.txnMemory != nil {
+		a.server.HandleGet("/_nimbus/txn", http.HandlerFunc(a.serveTxnDocuments))
 	}
 	return a, nil
 }

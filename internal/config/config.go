@@ -155,6 +155,8 @@ type Config struct {
 	Host     Host
 	// Session configures session blocking (endpoint app).
 	Session Session
+	// Ledger is the sample endpoint's ledger container.
+	Ledger Ledger
 	// Tracking configures the Resolver app's tracking store; zero for the
 	// endpoint app.
 	Tracking Tracking
@@ -287,6 +289,7 @@ func Load(lookup Lookup) (*Config, error) {
 	c.Tracking.UnresolvedRetentionDays = l.retentionDays()
 	c.Host.MaxBodyBytesInFlight = l.int64(KeyMaxBodyBytesInFlight, DefaultMaxBodyBytesInFlight, MinMaxBodyBytesInFlight, MaxMaxBodyBytesInFlight, "bytes")
 
+	c.Ledger = l.ledger()
 	in := &c.Inbox
 	in.Enabled = l.bool(KeyInboxEnabled, false) && c.App == AppEndpoint
 	in.Retention = l.duration(KeyRetention, DefaultRetention, MinRetention, MaxRetention)

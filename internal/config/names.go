@@ -23,8 +23,9 @@ const namespacePrefix = "NimBus__"
 // LoadEnviron is Load over environ, in os.Environ's NAME=value form (the
 // first of repeated names wins, as for os.Getenv); it also refuses every
 // NimBus__ name that Load would not read (see checkNames), in the same
-// error list.
-func LoadEnviron(environ []string) (*Config, error) {
+// error list. known are further names that are not refused: settings the
+// application's own registrations read.
+func LoadEnviron(environ []string, known ...string) (*Config, error) {
 	m := make(map[string]string, len(environ))
 	names := make([]string, 0, len(environ))
 	for _, kv := range environ {
@@ -36,7 +37,7 @@ func LoadEnviron(environ []string) (*Config, error) {
 		names = append(names, k)
 	}
 	c, err := Load(FromMap(m))
-	bad := checkNames(names)
+	bad := checkNames(names, known)
 	if len(bad) == 0 {
 		return c, err
 	}
@@ -57,8 +58,11 @@ func indexLimit(pattern string) int {
 
 // checkNames returns a problem for every NimBus__ name in names that no
 // setting reads.
-func checkNames(names []string) []string {
+func checkNames(names, extra []string) []string {
 	exact := map[string]bool{}
+	for _, n := range extra {
+		exact[n] = true
+	}
 	lower := map[string]string{}
 	var known []string // for suggestions
 	for _, s := range Settings {

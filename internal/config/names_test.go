@@ -95,7 +95,7 @@ func TestDocumentedNamesAreRead(t *testing.T) {
 		if len(names) == 0 {
 			t.Fatalf("%s names no setting", f)
 		}
-		if bad := checkNames(names); len(bad) != 0 {
+		if bad := checkNames(names, nil); len(bad) != 0 {
 			t.Errorf("%s: %q", f, bad)
 		}
 	}

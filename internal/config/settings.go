@@ -37,6 +37,8 @@ var Settings = []Setting{
 	{Name: KeyCosmosDatabase, Default: DefaultCosmosDatabase},
 	{Name: KeyCosmosContainer, Default: DefaultCosmosContainer},
 	{Name: KeySessionContainer, Default: DefaultSessionContainer},
+	{Name: KeyLedgerDatabase, Default: DefaultLedgerDatabase},
+	{Name: KeyLedgerContainer, Default: DefaultLedgerContainer},
 	{Name: KeySessionStore},
 	{Name: KeyMaxDeliveryCount, Default: strconv.Itoa(DefaultMaxDeliveryCount)},
 	{Name: KeyReplayBudget, Default: formatTimeSpan(DefaultReplayBudget)},

@@ -42,8 +42,8 @@ func (j *job) retryRequest(ctx context.Context) result {
 	case a.res.handoff != nil:
 		return j.handoff(sctx, a.res.handoff)
 	}
-	if err := j.record(sctx, j.sourceKey(), j.own); err != nil {
-		return failure(err)
+	if end, done := j.save(sctx, []*inbox.Key{j.sourceKey(), j.own}, j.duplicateRequest(sctx)); done {
+		return end
 	}
 	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
 }
@@ -87,8 +87,8 @@ func (j *job) resubmission(ctx context.Context) result {
 		k := inbox.NewKey(j.p.o.EndpointID, src)
 		blocked = &k
 	}
-	if err := j.record(sctx, blocked, j.own); err != nil {
-		return failure(err)
+	if end, done := j.save(sctx, []*inbox.Key{blocked, j.own}, j.duplicateRequest(sctx)); done {
+		return end
 	}
 	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
 }
@@ -161,9 +161,18 @@ func (j *job) checkRequest(ctx context.Context) (end result, done bool) {
 	case err != nil:
 		return failure(err), true
 	case dup != nil:
-		return j.unblockThen(ctx, func() result { return j.duplicate(ctx, *dup) }), true
+		return j.duplicateRequest(ctx)(*dup), true
 	}
 	return result{}, false
+}
+
+// duplicateRequest answers a RetryRequest or resubmission found recorded
+// under k: lift this event's block (or replay what waits), then
+// SkipResponse "DuplicateDetected".
+func (j *job) duplicateRequest(ctx context.Context) func(k inbox.Key) result {
+	return func(k inbox.Key) result {
+		return j.unblockThen(ctx, func() result { return j.duplicate(ctx, k) })
+	}
 }
 
 // unblockThen lifts this event's block and asks for the replay of what

@@ -39,6 +39,10 @@ type job struct {
 	sk         session.Key
 	hasSession bool
 	st         session.State
+	// tx is set for an event of a transactional handler (prepareTx, which
+	// sets txPrepared).
+	tx         *txState
+	txPrepared bool
 	// replaying: the delivery is a parked copy being replayed by Drain,
 	// which owns the replay of the copies behind it.
 	replaying bool

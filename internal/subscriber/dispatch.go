@@ -38,7 +38,7 @@ func (j *job) dispatchAndRun(ctx context.Context) (a handlerAnswer, end result, 
 // type or no handler is Unsupported (answered here); an unreadable body or
 // a body that names another type is a permanent failure. A CloudEvent is
 // validated first. done is true when the delivery ends here, with end.
-func (j *job) dispatch(ctx context.Context) (h HandlerFunc, end result, done bool) {
+func (j *job) dispatch(ctx context.Context) (h registered, end result, done bool) {
 	h, ok := j.p.o.Handlers.lookup(j.eventTypeID)
 	if j.ce != nil {
 		err := j.ce.Validate(j.fromBody)
@@ -46,35 +46,34 @@ func (j *job) dispatch(ctx context.Context) (h HandlerFunc, end result, done boo
 			err = j.ce.NoHandlerError(j.fromBody)
 		}
 		if err != nil {
-			return nil, result{outcome: OutcomeInvalidCloudEvent, err: Permanent(err)}, true
+			return h, result{outcome: OutcomeInvalidCloudEvent, err: Permanent(err)}, true
 		}
 	}
 	if j.eventTypeID == "" {
-		return nil, j.unsupported(ctx), true
+		return h, j.unsupported(ctx), true
 	}
 	// A body that is not a MessageContent is unreadable; a readable one
 	// whose EventContent is null reaches the handler (NimBus's dispatch),
 	// with empty JSON.
 	if j.in.Content == nil {
 		dl := message.NewUnreadableBodyDeadLetter()
-		return nil, result{outcome: OutcomeInvalidMessage, err: Permanent(errors.New("message body has no readable EventContent")), deadLetter: &dl}, true
+		return h, result{outcome: OutcomeInvalidMessage, err: Permanent(errors.New("message body has no readable EventContent")), deadLetter: &dl}, true
 	}
 	if ec := j.in.Content.EventContent; ec != nil && ec.EventTypeID != nil && *ec.EventTypeID != "" && *ec.EventTypeID != j.eventTypeID {
 		// The body's value is payload: say only that it differs (the
 		// Resolver's notice carries NimBus's text, which quotes it).
 		dl := message.NewTypeMismatchDeadLetter(j.eventTypeID, *ec.EventTypeID)
 		err := Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
-		return nil, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: &dl}, true
+		return h, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: &dl}, true
 	}
 	if !ok {
-		return nil, j.unsupported(ctx), true
+		return h, j.unsupported(ctx), true
 	}
 	return h, result{}, false
 }
 
-// run invokes h for the event. A panic is a failed event with the panic's
-// text.
-func (j *job) run(ctx context.Context, h HandlerFunc) handlerAnswer {
+// event is the handler's view of the delivery.
+func (j *job) event() *Event {
 	in, r := j.in, j.r
 	ev := &Event{
 		EventTypeID:   j.eventTypeID,
@@ -92,12 +91,26 @@ func (j *job) run(ctx context.Context, h HandlerFunc) handlerAnswer {
 	if in.RetryCount != nil {
 		ev.RetryCount = int(*in.RetryCount)
 	}
+	return ev
+}
+
+// run invokes h for the event (a transactional handler in a new
+// transaction on its partition). A panic is a failed event with the
+// panic's text.
+func (j *job) run(ctx context.Context, h registered) handlerAnswer {
+	r := j.r
+	ev := j.event()
+	call := h.h
+	if h.txh != nil {
+		j.prepareTx()
+		call = j.runTx
+	}
 	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(j.eventTypeID)),
 			attribute.String("nimbus.attempt", string(j.attempt)))
 	}
-	res, err := invoke(hctx, h, ev, r)
+	res, err := invoke(hctx, call, ev, r)
 	endSpan(span, err)
 	r.HandlerRan = true
 	a := handlerAnswer{res: res, err: err}

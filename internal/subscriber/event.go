@@ -68,8 +68,8 @@ func (j *job) handleEvent(ctx context.Context, recordKeys []*inbox.Key) result {
 	case a.res.handoff != nil:
 		return j.handoff(sctx, a.res.handoff)
 	}
-	if err := j.record(sctx, recordKeys...); err != nil {
-		return failure(err)
+	if end, done := j.save(sctx, recordKeys, func(k inbox.Key) result { return j.duplicate(sctx, k) }); done {
+		return end
 	}
 	// The blocker's own redelivery succeeded: lift its block.
 	if err := j.unblockAndDrain(sctx); err != nil {

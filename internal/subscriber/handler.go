@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // Event is what an application handler receives.
@@ -145,29 +146,86 @@ func PendingHandoff(h Handoff) Result { return Result{handoff: &h} }
 // HandlerFunc handles one event.
 type HandlerFunc func(ctx context.Context, ev *Event) (Result, error)
 
+// TxHandlerFunc handles one event in a unit of work bound to one partition
+// of one container (see txn.Unit): its reads run at once, its writes are
+// queued, and the pipeline commits them with the delivery's inbox markers
+// in one transactional batch after it succeeds.
+type TxHandlerFunc func(ctx context.Context, ev *Event, u *txn.Unit) (Result, error)
+
+// TxBinding is where a transactional handler's unit of work lives: the
+// container, and the function that derives the partition key value from
+// the event, evaluated before the inbox check so every copy of a message
+// reads and writes its markers in the same partition. An error from it (or
+// an empty value) is a Permanent failure.
+type TxBinding struct {
+	Target       txn.Target
+	PartitionKey func(ev *Event) (string, error)
+}
+
+// registered is one event type's handler: plain (h) or transactional (tx
+// and txh).
+type registered struct {
+	h   HandlerFunc
+	tx  *TxBinding
+	txh TxHandlerFunc
+}
+
 // Registry maps event type ids to handlers. Register everything before the
 // first delivery; lookups are then safe for concurrent use.
 type Registry struct {
-	handlers map[string]HandlerFunc
+	handlers map[string]registered
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{handlers: map[string]HandlerFunc{}} }
+func NewRegistry() *Registry { return &Registry{handlers: map[string]registered{}} }
 
 // Handle registers h for eventTypeID (matched exactly, case-sensitively).
 // It panics on an empty id, a nil handler or a second registration: those
 // are programming errors found at start-up.
 func (r *Registry) Handle(eventTypeID string, h HandlerFunc) {
+	if h == nil {
+		panic("subscriber: nil handler for " + eventTypeID)
+	}
+	r.add(eventTypeID, registered{h: h})
+}
+
+// HandleTx registers the transactional handler h for eventTypeID on b. It
+// panics as Handle does, and on a binding without a partition key function
+// or with an unusable target.
+func (r *Registry) HandleTx(eventTypeID string, b TxBinding, h TxHandlerFunc) {
 	switch {
-	case eventTypeID == "":
-		panic("subscriber: empty event type id")
 	case h == nil:
 		panic("subscriber: nil handler for " + eventTypeID)
+	case b.PartitionKey == nil:
+		panic("subscriber: no partition key function for " + eventTypeID)
+	}
+	if err := b.Target.Validate(); err != nil {
+		panic("subscriber: " + eventTypeID + ": " + err.Error())
+	}
+	r.add(eventTypeID, registered{tx: &b, txh: h})
+}
+
+func (r *Registry) add(eventTypeID string, e registered) {
+	if eventTypeID == "" {
+		panic("subscriber: empty event type id")
 	}
 	if _, dup := r.handlers[eventTypeID]; dup {
 		panic("subscriber: a handler for " + eventTypeID + " is already registered")
 	}
-	r.handlers[eventTypeID] = h
+	r.handlers[eventTypeID] = e
+}
+
+// Targets returns the containers of the transactional handlers, once each.
+func (r *Registry) Targets() []txn.Target {
+	seen := map[txn.Target]bool{}
+	var out []txn.Target
+	for _, e := range r.handlers {
+		if e.tx != nil && !seen[e.tx.Target] {
+			seen[e.tx.Target] = true
+			out = append(out, e.tx.Target)
+		}
+	}
+	return out
 }
 
 // EventTypes returns the registered event type ids.
@@ -179,7 +237,7 @@ func (r *Registry) EventTypes() []string {
 	return out
 }
 
-func (r *Registry) lookup(id string) (HandlerFunc, bool) {
+func (r *Registry) lookup(id string) (registered, bool) {
 	h, ok := r.handlers[id]
 	return h, ok
 }

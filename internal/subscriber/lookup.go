@@ -10,18 +10,23 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// lookup runs the inbox checks of keys (nil keys are skipped) and, when
-// withState and the delivery has a session, the session-state read, all at
-// once: one sequential round trip. It returns the first key found
+// lookup runs the inbox checks of keys (nil keys are skipped), for a
+// transactional handler the marker reads of the same keys in its
+// partition, and, when withState and the delivery has a session, the
+// session-state read, all at once: one sequential round trip. It returns the first key found
 // recorded. A failed inbox check fails the lookup; a failed state read does
 // too, unless an original delivery turned out to be a duplicate (its
 // answer needs no state).
 func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (dup *inbox.Key, err error) {
 	p, r := j.p, j.r
 	readState := withState && j.hasSession
+	if len(keys) > 0 {
+		j.prepareTx()
+	}
+	markers := j.readsMarkers()
 	type check struct {
-		seen bool
-		err  error
+		seen, marked bool
+		err, mErr    error
 	}
 	checks := make([]check, len(keys))
 	var stErr error
@@ -45,8 +50,11 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 				}
 				span.End()
 			}
-			checks[i] = check{seen: seen, err: err}
+			checks[i].seen, checks[i].err = seen, err
 		})
+		if markers {
+			wg.Go(func() { checks[i].marked, checks[i].mErr = j.hasMarker(ctx, *k) })
+		}
 	}
 	if readState {
 		wg.Go(func() {
@@ -67,7 +75,10 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 		if c.err != nil {
 			return nil, NewStoreError(inbox.OpCheck, c.err)
 		}
-		if c.seen && dup == nil {
+		if c.mErr != nil {
+			return nil, c.mErr
+		}
+		if (c.seen || c.marked) && dup == nil {
 			dup = keys[i]
 		}
 	}

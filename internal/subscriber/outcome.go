@@ -63,6 +63,18 @@ const (
 	OutcomeDrainBusy Outcome = "drain_busy"
 	// OutcomeReplayFailed: the replay of parked messages failed.
 	OutcomeReplayFailed Outcome = "replay_failed"
+	// OutcomeTxnConflict: an operation of a transactional handler's batch
+	// failed with 409, 412 or 404 (another copy or writer changed the
+	// partition); nothing was applied, and the redelivery runs the handler
+	// again on fresh reads (or finds the other copy's marker).
+	OutcomeTxnConflict Outcome = "txn_conflict"
+	// OutcomeTxnAmbiguous: the batch was sent and no verdict came back; it
+	// may have been applied. The redelivery's marker read decides.
+	OutcomeTxnAmbiguous Outcome = "txn_ambiguous"
+	// OutcomeTxnRejected: the batch breaks a Cosmos DB batch limit (checked
+	// before sending) or the service refused an operation for good;
+	// nothing was applied. The dead-letter path.
+	OutcomeTxnRejected Outcome = "txn_rejected"
 )
 
 // OutcomeSpec is everything that follows from an outcome.
@@ -103,6 +115,12 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 		"Manager request not sent by the Manager; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeDrainBusy:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel, "another replay holds the session's parked messages; the replay request will be retried"),
 	OutcomeReplayFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "replay of parked messages failed; the replay request will be retried"),
+	OutcomeTxnConflict: outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel,
+		"an operation of the handler's transactional batch conflicted (409, 412 or 404); nothing applied; the message will be retried on fresh reads"),
+	OutcomeTxnAmbiguous: outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel,
+		"the handler's transactional batch got no verdict and may have been applied; the message will be retried and its inbox marker decides"),
+	OutcomeTxnRejected: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
+		"the handler's transactional batch breaks a batch limit or was refused; nothing applied; failing at once so the broker dead-letters the message after its last delivery"),
 }, Unknown: outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome")}
 
 // Spec returns what follows from o.

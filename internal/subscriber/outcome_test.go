@@ -46,6 +46,9 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeUnauthorized:           {422, false},
 		OutcomeDrainBusy:              {503, true},
 		OutcomeReplayFailed:           {503, true},
+		OutcomeTxnConflict:            {503, true},
+		OutcomeTxnAmbiguous:           {503, true},
+		OutcomeTxnRejected:            {422, false},
 	}
 	for o, want := range cases {
 		if s := o.Spec(); s.Status != want.status || s.Pause != want.pause {

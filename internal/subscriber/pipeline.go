@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // Delivery is one delivered message as the transport saw it.
@@ -49,6 +50,12 @@ type Options struct {
 	// Inbox is the deduplication store; nil turns the inbox off (nothing is
 	// checked or recorded).
 	Inbox inbox.Store
+	// Txn executes the batches of transactional handlers (and reads their
+	// markers). Required when Handlers holds a transactional handler.
+	Txn txn.Store
+	// MarkerRetention is how long a transactional handler's inbox markers
+	// live (their item ttl): the inbox's retention period. Default 7 days.
+	MarkerRetention time.Duration
 	// Publisher sends everything this endpoint sends to its own topic: the
 	// Resolver responses, parked copies (To=Deferred) and replay requests
 	// (To=DeferredProcessor). Required.
@@ -148,6 +155,9 @@ func New(o Options) (*Pipeline, error) {
 	if o.Handlers == nil {
 		errs = append(errs, errors.New("subscriber: Handlers is required"))
 	}
+	if o.Handlers != nil && o.Txn == nil && len(o.Handlers.Targets()) > 0 {
+		errs = append(errs, errors.New("subscriber: a transactional handler is registered and Txn is not set"))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -168,6 +178,9 @@ func New(o Options) (*Pipeline, error) {
 	}
 	if o.RecordBackoff <= 0 {
 		o.RecordBackoff = 100 * time.Millisecond
+	}
+	if o.MarkerRetention <= 0 {
+		o.MarkerRetention = 7 * 24 * time.Hour
 	}
 	if o.MaxDeliveryCount <= 0 {
 		o.MaxDeliveryCount = 10

@@ -126,6 +126,18 @@ func (e *AmbiguousError) Is(target error) bool {
 	return target == ErrAmbiguous || target == ErrTransient
 }
 
+// operatorError is an error whose text tells an operator what to fix; the
+// pipeline logs its OperatorMessage.
+type operatorError struct{ err error }
+
+func (e *operatorError) Error() string { return e.err.Error() }
+
+// Unwrap returns the cause.
+func (e *operatorError) Unwrap() error { return e.err }
+
+// OperatorMessage is the text to show an operator.
+func (e *operatorError) OperatorMessage() string { return e.err.Error() }
+
 // Limits a LimitError names.
 const (
 	LimitOperations   = "operations"    // more than MaxHandlerOps, or MaxOps with markers

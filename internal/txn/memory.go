@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strconv"
 	"sync"
 	"time"
@@ -125,7 +126,7 @@ func (m *Memory) Execute(ctx context.Context, target Target, pk string, ops []Op
 		return Result{}, err
 	}
 	if c.ttlOff {
-		return Result{}, &TransientError{Err: fmt.Errorf("%w on container %s: markers would never expire; turn it on (DefaultTimeToLive -1)", ErrTTLOff, target)}
+		return Result{}, &TransientError{Err: &operatorError{fmt.Errorf("%w on container %s: markers would never expire; turn it on (DefaultTimeToLive -1)", ErrTTLOff, target)}}
 	}
 	// Work on a copy of the partition; documents are never changed in
 	// place, so a shallow copy is a snapshot.
@@ -230,4 +231,44 @@ func getPath(obj map[string]any, segs []string) (any, bool) {
 		}
 	}
 	return cur, true
+}
+
+// Documents returns the live documents of target's container (markers
+// included), each with its _etag, ordered by partition key value and id:
+// a view for tests and local demos.
+func (m *Memory) Documents(target Target) ([]json.RawMessage, error) {
+	m.mu.Lock()
+	c, err := m.container(target)
+	if err != nil {
+		m.mu.Unlock()
+		return nil, err
+	}
+	now := m.now()
+	type entry struct{ pk, id string }
+	var keys []entry
+	for pk, part := range c.partitions {
+		for id, d := range part {
+			if d.live(now, c) {
+				keys = append(keys, entry{pk, id})
+			}
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].pk != keys[j].pk {
+			return keys[i].pk < keys[j].pk
+		}
+		return keys[i].id < keys[j].id
+	})
+	out := make([]json.RawMessage, 0, len(keys))
+	for _, k := range keys {
+		body, _, found, err := m.Read(context.Background(), target, k.pk, k.id)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			out = append(out, body)
+		}
+	}
+	return out, nil
 }
