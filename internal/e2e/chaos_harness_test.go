@@ -161,18 +161,23 @@ func (s *chaosStack) startHost(cfg minihost.Config) *minihost.Host {
 // it answers.
 func (s *chaosStack) startProc() {
 	s.tb.Helper()
+	if err := s.launch(); err != nil {
+		s.tb.Fatal(err)
+	}
+}
+
+// launch is startProc for any goroutine: it returns what went wrong.
+func (s *chaosStack) launch() error {
 	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBin, Settings: s.settings, Secrets: s.secrets, Port: s.port})
 	if err != nil {
-		s.tb.Fatal(err)
+		return err
 	}
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		s.tb.Fatal(err)
-	}
+	return p.WaitReady(ctx)
 }
 
 func (s *chaosStack) current() *handlerproc.Proc {
