@@ -103,6 +103,10 @@ func (j *job) run(ctx context.Context, h registered) handlerAnswer {
 	call := h.h
 	if h.txh != nil {
 		j.prepareTx()
+		if j.tx.pkErr != nil {
+			// The handler cannot run without its partition.
+			return handlerAnswer{err: Permanent(j.tx.pkErr), kind: KindPermanent}
+		}
 		call = j.runTx
 	}
 	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)

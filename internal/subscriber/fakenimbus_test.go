@@ -15,6 +15,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // This file holds fakeNimbus, the in-process NimBus deployment the strict,
@@ -82,8 +83,16 @@ type fakeNimbus struct {
 	onRun  func(ev *Event)
 	runs   []handlerRun
 
-	// Counters of store requests and broker sends (for the benchmark).
-	checks, records, stateReads, stateWrites, sends int
+	// Counters of store requests and broker sends (for the benchmark);
+	// txReads are the transactional store's point reads (markers and the
+	// handler's), batches its batches.
+	checks, records, stateReads, stateWrites, sends, txReads, batches int
+	// txn is the transactional store behind fakeTxn; txOps, when set,
+	// queues the transactional handler's writes (default: one document per
+	// event, "effect-<EventId>"); pkErr fails the partition key function.
+	txn   *txn.Memory
+	txOps func(ev *Event, u *txn.Unit) error
+	pkErr error
 	// roundTrips counts the sequential round trips: a call that starts
 	// while no other call is in flight starts one, and calls made
 	// concurrently with it belong to it. latency is how long every call
@@ -110,6 +119,8 @@ type handlerRun struct {
 }
 
 type fakeNimbusOptions struct {
+	// tx registers OrderPlaced as a transactional handler on txTarget.
+	tx         bool
 	noSessions bool
 	noInbox    bool
 	policy     *testPolicy
@@ -120,7 +131,12 @@ func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
 	w.inner, _ = inbox.NewMemoryStore(inbox.MemoryOptions{})
 	w.sessions = session.NewMemory(session.MemoryOptions{Now: func() time.Time { return w.clock() }})
 	w.reg = NewRegistry()
-	w.reg.Handle("OrderPlaced", w.runHandler)
+	w.txn = txn.NewMemory(w.clock)
+	if o.tx {
+		w.reg.HandleTx("OrderPlaced", TxBinding{Target: txTarget, PartitionKey: w.partition}, w.runTxHandler)
+	} else {
+		w.reg.Handle("OrderPlaced", w.runHandler)
+	}
 	opts := Options{
 		EndpointID:    strictEndpoint,
 		Publisher:     fakePublisher{w},
@@ -136,6 +152,9 @@ func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
 	}
 	if !o.noInbox {
 		opts.Inbox = fakeInbox{w}
+	}
+	if o.tx {
+		opts.Txn = fakeTxn{w}
 	}
 	if !o.noSessions {
 		opts.Sessions = fakeSessions{w}
@@ -221,6 +240,32 @@ func (w *fakeNimbus) runHandler(ctx context.Context, ev *Event) (Result, error) 
 	return res, err
 }
 
+// txTarget is the transactional handler's container; every event of the
+// fake is in partition txPartition.
+var txTarget = txn.Target{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"}
+
+const txPartition = "customer-7"
+
+func (w *fakeNimbus) partition(*Event) (string, error) {
+	if w.pkErr != nil {
+		return "", w.pkErr
+	}
+	return txPartition, nil
+}
+
+// runTxHandler is the transactional handler: runHandler's answer, and on
+// success the writes txOps queues (default: the event's effect document).
+func (w *fakeNimbus) runTxHandler(ctx context.Context, ev *Event, u *txn.Unit) (Result, error) {
+	res, err := w.runHandler(ctx, ev)
+	if err != nil || res.handoff != nil {
+		return res, err
+	}
+	if w.txOps != nil {
+		return res, w.txOps(ev, u)
+	}
+	return res, u.Create(map[string]any{"id": "effect-" + ev.EventID, "customerId": txPartition, "messageId": ev.MessageID})
+}
+
 // brokerID is a MessageId the broker assigns to a sent message.
 func (w *fakeNimbus) brokerID(prefix string) string {
 	w.mu.Lock()
@@ -250,6 +295,33 @@ func (s fakeInbox) RecordProcessed(ctx context.Context, k inbox.Key) error {
 
 func (s fakeInbox) PurgeExpired(ctx context.Context, e string, t time.Time) (int, error) {
 	return s.w.inner.PurgeExpired(ctx, e, t)
+}
+
+// fakeTxn is the transactional store as the pipeline sees it: txn.Memory
+// under the fault plan. A batch failed after it took effect answers
+// "ambiguous", as a connection dropped after Cosmos applied it does.
+type fakeTxn struct{ w *fakeNimbus }
+
+func (s fakeTxn) Read(ctx context.Context, t txn.Target, pk, id string) (body []byte, etag string, found bool, err error) {
+	s.w.mu.Lock()
+	s.w.txReads++
+	s.w.mu.Unlock()
+	err = s.w.call("txn.read", func() (e error) { body, etag, found, e = s.w.txn.Read(ctx, t, pk, id); return e })
+	return body, etag, found, err
+}
+
+func (s fakeTxn) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.Op) (res txn.Result, err error) {
+	s.w.mu.Lock()
+	s.w.batches++
+	s.w.mu.Unlock()
+	err = s.w.call("txn.batch", func() (e error) { res, e = s.w.txn.Execute(ctx, t, pk, ops); return e })
+	switch {
+	case errors.Is(err, errInjected) && res.Status != 0:
+		return txn.Result{}, &txn.AmbiguousError{Err: err}
+	case errors.Is(err, errInjected):
+		return txn.Result{}, &txn.TransientError{Status: 503, Err: err}
+	}
+	return res, err
 }
 
 type fakeSessions struct{ w *fakeNimbus }

@@ -24,6 +24,8 @@ type roundTripCase struct {
 	// measure makes it.
 	prepare func(w *fakeNimbus) func() Report
 	policy  *testPolicy
+	// tx makes OrderPlaced's handler transactional.
+	tx bool
 }
 
 func roundTripCases() []roundTripCase {
@@ -84,6 +86,8 @@ func roundTripCases() []roundTripCase {
 			blocked(w)
 			return process(w, w.skip("event-1"))
 		}},
+		txFreshCase,
+		plainTwoWritesCase,
 	}
 }
 
@@ -91,7 +95,9 @@ func roundTripCases() []roundTripCase {
 // broker saw it.
 type costs struct {
 	roundTrips, checks, records, stateReads, stateWrites, sends, messages int
-	outcome                                                               Outcome
+	// txReads and batches are the transactional store's requests.
+	txReads, batches int
+	outcome          Outcome
 }
 
 // roundTripLatency is the time every store and broker call takes while a
@@ -102,10 +108,11 @@ const roundTripLatency = time.Millisecond
 // measure prepares c's fake NimBus and measures its delivery, each store and
 // broker call taking latency.
 func measure(tb testing.TB, c roundTripCase, latency time.Duration) costs {
-	w := newFakeNimbus(tb, fakeNimbusOptions{policy: c.policy})
+	w := newFakeNimbus(tb, fakeNimbusOptions{policy: c.policy, tx: c.tx})
 	run := c.prepare(w)
 	w.mu.Lock()
 	w.roundTrips, w.checks, w.records, w.stateReads, w.stateWrites, w.sends = 0, 0, 0, 0, 0, 0
+	w.txReads, w.batches = 0, 0
 	w.latency = latency
 	w.mu.Unlock()
 	r := run()
@@ -115,7 +122,8 @@ func measure(tb testing.TB, c roundTripCase, latency time.Duration) costs {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return costs{roundTrips: w.roundTrips, checks: w.checks, records: w.records, stateReads: w.stateReads,
-		stateWrites: w.stateWrites, sends: w.sends, messages: max(len(r.Replays), 1), outcome: r.Outcome}
+		stateWrites: w.stateWrites, sends: w.sends, messages: max(len(r.Replays), 1), outcome: r.Outcome,
+		txReads: w.txReads, batches: w.batches}
 }
 
 // measureExact measures c on the fake clock of a synctest bubble: calls
@@ -144,6 +152,10 @@ func BenchmarkRoundTrips(b *testing.B) {
 			b.ReportMetric(per(last.stateReads), "state-reads/msg")
 			b.ReportMetric(per(last.stateWrites), "state-writes/msg")
 			b.ReportMetric(per(last.sends), "sends/msg")
+			if c.tx {
+				b.ReportMetric(per(last.txReads), "tx-reads/msg")
+				b.ReportMetric(per(last.batches), "batches/msg")
+			}
 		})
 	}
 }

@@ -112,9 +112,6 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 // runTx runs the transactional handler in a new transaction on the
 // delivery's partition.
 func (j *job) runTx(ctx context.Context, ev *Event) (Result, error) {
-	if j.tx.pkErr != nil {
-		return Result{}, Permanent(j.tx.pkErr)
-	}
 	j.tx.t = txn.Begin(j.p.o.Txn, j.tx.binding.Target, j.tx.pk, j.p.o.Now)
 	return j.tx.h(ctx, ev, j.tx.t.Unit())
 }
@@ -173,7 +170,9 @@ func txFailure(o txn.Outcome, err error) result {
 	case txn.Conflict:
 		return result{outcome: OutcomeTxnConflict, err: err}
 	case txn.Ambiguous:
-		return result{outcome: OutcomeTxnAmbiguous, err: err}
+		// The cause is a transport error, whose text may name the account:
+		// reported as a store error, which keeps only a class.
+		return result{outcome: OutcomeTxnAmbiguous, err: NewStoreError(opTxnCommit, err), storeOp: opTxnCommit}
 	case txn.Permanent:
 		return result{outcome: OutcomeTxnRejected, err: Permanent(err)}
 	}
