@@ -220,7 +220,7 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 	)
 	rng := rand.New(rand.NewPCG(txnCrashSeed, 3))
 	total := customers * perCustomer
-	killer := newBatchKiller(planKills(rng, kills, 40, int64(total)*9/10))
+	killer := newBatchKiller(planKills(rng, kills, 40, int64(total)*8/10))
 	container := ledgerContainerFor(t)
 	s := startChaos(t, chaosConfig{
 		sessions: 32,
