@@ -28,15 +28,22 @@ func TestHandlePanicsOnProgrammingErrors(t *testing.T) {
 			if c.setup != nil {
 				c.setup(a)
 			}
-			defer func() {
-				r := recover()
-				if s, _ := r.(string); !strings.HasPrefix(s, "nimbus: ") || !strings.Contains(s, c.want) {
-					t.Fatalf("panic %v, want one saying %q", r, c.want)
-				}
-			}()
-			a.Handle(c.id, c.h)
+			wantPanic(t, c.want, func() { a.Handle(c.id, c.h) })
 		})
 	}
+}
+
+// wantPanic calls f and fails t unless it panics with a "nimbus: " text
+// containing want.
+func wantPanic(t *testing.T, want string, f func()) {
+	t.Helper()
+	defer func() {
+		r := recover()
+		if s, _ := r.(string); !strings.HasPrefix(s, "nimbus: ") || !strings.Contains(s, want) {
+			t.Fatalf("panic %v, want one saying %q", r, want)
+		}
+	}()
+	f()
 }
 
 // Ids match exactly: ids that differ in case are two registrations.

@@ -18,6 +18,11 @@
 // Resolver. Messages of a session are handled in order: a failed event blocks
 // its session and later messages are parked behind it until it is resolved.
 //
+// A handler whose state lives in one Cosmos DB container can be registered
+// with HandleTx instead: its writes, queued on a Tx bound to one partition,
+// and the record that the message was handled commit in one transactional
+// batch, so its effect on the container is applied exactly once.
+//
 // A handler returns Completed when it is done, or PendingHandoff when another
 // system settles the outcome later. An error fails the event; Transient,
 // Permanent and Discard choose another failure kind (see KindOf). A panic is

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"strconv"
@@ -205,4 +206,36 @@ func environ(settings map[string]string) []string {
 		out = append(out, k+"="+v)
 	}
 	return out
+}
+
+// A NimBus__ setting a Container names is accepted; any other unknown one
+// still fails start-up.
+func TestRunKnowsTheContainerSettings(t *testing.T) {
+	app := nimbus.New()
+	app.HandleTx("PaymentReceived", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId",
+		DatabaseSetting: "NimBus__Ledger__Db"},
+		func(*nimbus.Event) (string, error) { return "k", nil },
+		func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) {
+			return nimbus.Completed(), nil
+		})
+	base := []string{"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory", "NimBus__Ledger__Db=Payments"}
+	for _, c := range []struct {
+		extra string
+		code  int
+	}{{"", 0}, {"NimBus__Ledger__Dbx=x", 2}} {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		env := base
+		if c.extra != "" {
+			env = append(append([]string(nil), base...), c.extra)
+		}
+		var stderr syncBuffer
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel() // serve nothing: start up and stop
+		if code := app.Run(ctx, nimbus.Options{Environ: env, Listener: ln, Stdout: io.Discard, Stderr: &stderr}); code != c.code {
+			t.Fatalf("with %q: exit code %d, want %d: %s", c.extra, code, c.code, stderr.String())
+		}
+	}
 }
