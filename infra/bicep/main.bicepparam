@@ -11,6 +11,11 @@ param endpointName = 'BillingEndpoint'
 // param cloudEventsIngressTopic = 'PartnerInbound'
 // param cloudEventsDeduplication = 'SourceAndId'
 
+// Provision the sample endpoint's ledger (its transactional PaymentReceived handler):
+// param deploySampleLedger = true
+// param sampleLedgerDatabaseId = 'Billing'
+// param sampleLedgerContainerId = 'ledger'
+
 param inboxRetentionPeriod = '7.00:00:00'
 param inboxCleanupSchedule = '0 0 * * * *'
 param cosmosServerless = true

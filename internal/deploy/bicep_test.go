@@ -46,7 +46,7 @@ func bicepFiles(t *testing.T) []bicepFile {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "infra", "bicep")
 	var files []bicepFile
-	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep", "modules/resolver-app.bicep", "modules/cloudevents-ingress.bicep"} {
+	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep", "modules/resolver-app.bicep", "modules/cloudevents-ingress.bicep", "modules/sample-ledger.bicep"} {
 		files = append(files, bicepFile{Name: rel, Text: string(readFile(t, filepath.Join(dir, rel)))})
 	}
 	return files
@@ -137,7 +137,8 @@ func TestBicepFunctionAppAndData(t *testing.T) {
 		t.Errorf("main.bicep sets defaultConsistencyLevel %d times, want once (Strong)", n)
 	}
 	// The inbox container has no default TTL (cleanup is explicit); only the
-	// Resolver's tracking containers set one.
+	// Resolver's tracking containers and the sample ledger set one, in their
+	// modules.
 	if strings.Contains(main, "defaultTtl") {
 		t.Error("main.bicep sets a defaultTtl; the inbox container must have none")
 	}
@@ -211,17 +212,44 @@ func TestBicepFunctionAppAndData(t *testing.T) {
 
 var appSettingRE = regexp.MustCompile(`name:\s*'([A-Za-z0-9_:]+)'\s*\n\s*value:\s*([^\n]+)`)
 
-// bicepAppSettings extracts the name/value pairs of main.bicep's appSettings array.
+// bicepAppSettings extracts the name/value pairs of main.bicep's appSettings
+// array: the settings every deployment gets. With concat([...], cond ? [...]
+// : []), those are the first array's.
 func bicepAppSettings(t *testing.T, main string) map[string]string {
 	t.Helper()
 	start := strings.Index(main, "appSettings: [")
 	if start < 0 {
+		start = strings.Index(main, "appSettings: concat([")
+	}
+	if start < 0 {
 		t.Fatal("main.bicep has no appSettings array")
 	}
 	section := main[start:]
-	if end := strings.Index(section, "\n      ]\n"); end > 0 {
-		section = section[:end]
+	if end := regexp.MustCompile(`\n      \](\n|, )`).FindStringIndex(section); end != nil {
+		section = section[:end[0]]
 	}
+	return settingPairs(t, section)
+}
+
+// conditionalAppSettings extracts the name/value pairs main.bicep's
+// appSettings add when cond holds: concat([...], cond ? [...] : []).
+func conditionalAppSettings(t *testing.T, main, cond string) map[string]string {
+	t.Helper()
+	start := strings.Index(main, "\n      ], "+cond+" ? [")
+	if start < 0 {
+		t.Fatalf("main.bicep's appSettings add nothing on %s", cond)
+	}
+	section := main[start+1:]
+	if end := strings.Index(section, "\n      ] : []"); end > 0 {
+		section = section[:end]
+	} else {
+		t.Fatalf("main.bicep's appSettings on %s do not end with ] : []", cond)
+	}
+	return settingPairs(t, section)
+}
+
+func settingPairs(t *testing.T, section string) map[string]string {
+	t.Helper()
 	m := map[string]string{}
 	for _, s := range appSettingRE.FindAllStringSubmatch(section, -1) {
 		if _, dup := m[s[1]]; dup {
@@ -432,5 +460,65 @@ func TestBicepResolverApp(t *testing.T) {
 	}
 	if got := bicepAppSettings(t, main)["NimBus__App"]; got != "'Endpoint'" {
 		t.Errorf("the endpoint app's NimBus__App = %s, want 'Endpoint'", got)
+	}
+}
+
+// TestBicepSampleLedger checks the sample ledger: only when asked, its
+// container with partition key /customerId and time to live on with no
+// default (the markers' own ttl expires them), in the inbox's account so
+// the account-scope data-plane role covers it, and the two settings the
+// sample reads.
+func TestBicepSampleLedger(t *testing.T) {
+	main := bicepText(t, "main.bicep")
+	mod := bicepText(t, "modules/sample-ledger.bicep")
+	for _, s := range []string{
+		"param deploySampleLedger bool = false",
+		"param sampleLedgerDatabaseId string = 'Billing'",
+		"param sampleLedgerContainerId string = 'ledger'",
+		"module sampleLedger 'modules/sample-ledger.bicep' = if (deploySampleLedger)",
+		"cosmosAccountName: cosmos.name",
+		"createDatabase: sampleLedgerDatabaseId != cosmosDatabaseId",
+	} {
+		if !strings.Contains(main, s) {
+			t.Errorf("main.bicep: %q not found", s)
+		}
+	}
+	for what, re := range map[string]string{
+		"ledger /customerId with TTL on, no default": `paths:\s*\[\s*'/customerId'\s*\]\s*kind:\s*'Hash'\s*version:\s*2\s*\}\s*defaultTtl:\s*-1\s*\}`,
+		"in the named (existing) account":            `resource cosmos 'Microsoft\.DocumentDB/databaseAccounts@[0-9-]+' existing = \{\s*name:\s*cosmosAccountName\s*\}`,
+		"database created only when asked":           `resource newDatabase '[^']+' = if \(createDatabase\) \{\s*parent:\s*cosmos\s*name:\s*databaseId`,
+		"container in that database":                 `resource ledger '[^']+' = \{\s*parent:\s*database\s*name:\s*containerId`,
+		"after the database":                         `dependsOn:\s*\[\s*newDatabase\s*\]`,
+	} {
+		if !regexp.MustCompile(re).MatchString(mod) {
+			t.Errorf("sample-ledger.bicep: %s not found (/%s/)", what, re)
+		}
+	}
+	// One data-plane role assignment at account scope: it covers every
+	// container of the account, the ledger's included.
+	if !regexp.MustCompile(`resource cosmosDataAccess 'Microsoft\.DocumentDB/databaseAccounts/sqlRoleAssignments@[0-9-]+' = \{\s*parent:\s*cosmos\s[\s\S]*?scope:\s*cosmos\.id\s*\}`).MatchString(main) {
+		t.Error("main.bicep: the endpoint identity's data-plane role is not assigned at account scope")
+	}
+	if strings.Contains(mod, "sqlRoleAssignments") {
+		t.Error("sample-ledger.bicep assigns a role of its own; the account-scope assignment covers the ledger")
+	}
+	if !regexp.MustCompile(`dependsOn:\s*\[[^\]]*\bsampleLedger\b[^\]]*\]`).MatchString(main) {
+		t.Error("main.bicep: the function app does not wait for the sample ledger")
+	}
+	base := bicepAppSettings(t, main)
+	extra := conditionalAppSettings(t, main, "deploySampleLedger")
+	for name, value := range map[string]string{
+		"NimBus__Sample__Ledger__DatabaseId":  "sampleLedgerDatabaseId",
+		"NimBus__Sample__Ledger__ContainerId": "sampleLedgerContainerId",
+	} {
+		if got := extra[name]; got != value {
+			t.Errorf("with deploySampleLedger, app setting %s = %q, want %s", name, got, value)
+		}
+		if _, ok := base[name]; ok {
+			t.Errorf("app setting %s is set without deploySampleLedger", name)
+		}
+	}
+	if len(extra) != 2 {
+		t.Errorf("deploySampleLedger adds %d app settings (%v), want 2", len(extra), extra)
 	}
 }

@@ -110,18 +110,25 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 // it answers.
 func (s *chaosStack) startProc() {
 	s.tb.Helper()
-	p, err := handlerproc.Start(handlerproc.Options{Binary: handlerBinary(s.tb), Settings: s.settings, Secrets: s.secrets, Port: s.port})
-	if err != nil {
+	handlerBinary(s.tb) // built once, here, where a build failure can fail the test
+	if err := s.launch(); err != nil {
 		s.tb.Fatal(err)
+	}
+}
+
+// launch is startProc for any goroutine, after the first startProc built
+// the binary: it returns what went wrong.
+func (s *chaosStack) launch() error {
+	p, err := handlerproc.Start(handlerproc.Options{Binary: binPath, Settings: s.settings, Secrets: s.secrets, Port: s.port})
+	if err != nil {
+		return err
 	}
 	s.mu.Lock()
 	s.procs = append(s.procs, p)
 	s.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	if err := p.WaitReady(ctx); err != nil {
-		s.tb.Fatal(err)
-	}
+	return p.WaitReady(ctx)
 }
 
 func (s *chaosStack) current() *handlerproc.Proc {

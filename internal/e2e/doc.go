@@ -7,6 +7,14 @@
 // its Resolver responses read back from the Resolver topic of the NimBus
 // topology. One harness (harness_test.go) starts all of it.
 //
+// The transactional tests drive the sample's PaymentReceived handler, whose
+// payments, balances and inbox markers commit in one batch per customer in
+// the ledger container, and read that container straight from Cosmos:
+// concurrent copies of one message (delivered straight to the binary, as a
+// host does after losing a session lock) and a stream of payments through
+// SIGKILLs of the binary around the batch and faults injected into the batch
+// requests (skipped with -short).
+//
 // Everything runs on 127.0.0.1. Without Node the tests skip; with
 // NIMBUS_REQUIRE_EMULATORS=1 they fail instead.
 //

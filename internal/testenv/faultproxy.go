@@ -67,6 +67,36 @@ type FaultProxyOptions struct {
 	Match func(*http.Request) bool
 	// Disabled starts the proxy with faults switched off.
 	Disabled bool
+	// Hooks, when set, run around forwarding each request Match accepts
+	// and no fault was picked for (whether faults are enabled or not).
+	Hooks *ForwardHooks
+}
+
+// ForwardHooks run at the points of forwarding one request where a process
+// on the client's side can be stopped (a test kills it there): before the
+// request reaches the upstream, after the upstream applied it and before
+// the client has the answer, and after the client has it. Each may block;
+// the request waits.
+type ForwardHooks struct {
+	// BeforeForward runs before the request is forwarded; false closes
+	// the client's connection instead, and nothing reaches the upstream.
+	BeforeForward func(r *http.Request) bool
+	// BeforeRelay runs after the upstream answered with status; false
+	// closes the client's connection instead of relaying the answer.
+	BeforeRelay func(r *http.Request, status int) bool
+	// AfterRelay runs once the answer was relayed and flushed.
+	AfterRelay func(r *http.Request, status int)
+}
+
+// IsBatchRequest reports whether r is a Cosmos DB transactional batch: a
+// POST to /dbs/{db}/colls/{coll}/docs with the header
+// x-ms-cosmos-is-batch-request: True.
+func IsBatchRequest(r *http.Request) bool {
+	if r.Method != http.MethodPost || !strings.EqualFold(r.Header.Get("x-ms-cosmos-is-batch-request"), "true") {
+		return false
+	}
+	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
+	return len(parts) == 5 && parts[0] == "dbs" && parts[2] == "colls" && parts[4] == "docs"
 }
 
 // FaultCounts counts what a FaultProxy saw and did.
@@ -99,6 +129,7 @@ type FaultProxy struct {
 	kinds      []FaultKind
 	retryAfter time.Duration
 	match      func(*http.Request) bool
+	hooks      *ForwardHooks
 
 	mu      sync.Mutex
 	rng     *rand.Rand
@@ -140,6 +171,7 @@ func NewFaultProxy(target string, opts FaultProxyOptions) (*FaultProxy, error) {
 		kinds:      append([]FaultKind(nil), kinds...),
 		retryAfter: opts.RetryAfter,
 		match:      opts.Match,
+		hooks:      opts.Hooks,
 		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
 		rate:       opts.Rate,
 		enabled:    !opts.Disabled,
@@ -246,7 +278,37 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.rp.ServeHTTP(&discardWriter{h: http.Header{}}, r)
 		hangUp(w)
 	default:
+		if p.hooks != nil && (p.match == nil || p.match(r)) {
+			p.serveHooked(w, r)
+			return
+		}
 		p.rp.ServeHTTP(w, r)
+	}
+}
+
+// serveHooked forwards r with the hooks: the upstream's answer is buffered
+// so that BeforeRelay runs between the upstream's answer and the client's.
+func (p *FaultProxy) serveHooked(w http.ResponseWriter, r *http.Request) {
+	h := p.hooks
+	if h.BeforeForward != nil && !h.BeforeForward(r) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		hangUp(w)
+		return
+	}
+	rec := &bufferWriter{h: http.Header{}, status: http.StatusOK}
+	p.rp.ServeHTTP(rec, r)
+	if h.BeforeRelay != nil && !h.BeforeRelay(r, rec.status) {
+		hangUp(w)
+		return
+	}
+	for k, v := range rec.h {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.status)
+	_, _ = w.Write(rec.body.Bytes())
+	_ = http.NewResponseController(w).Flush()
+	if h.AfterRelay != nil {
+		h.AfterRelay(r, rec.status)
 	}
 }
 
@@ -292,6 +354,17 @@ func hangUp(w http.ResponseWriter) {
 	}
 	_ = conn.Close()
 }
+
+// bufferWriter keeps an answer to relay it later.
+type bufferWriter struct {
+	h      http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (b *bufferWriter) Header() http.Header         { return b.h }
+func (b *bufferWriter) Write(p []byte) (int, error) { return b.body.Write(p) }
+func (b *bufferWriter) WriteHeader(status int)      { b.status = status }
 
 type discardWriter struct{ h http.Header }
 

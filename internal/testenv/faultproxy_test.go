@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,5 +181,109 @@ func TestNewFaultProxyRejectsBadOptions(t *testing.T) {
 			_ = p.Close()
 			t.Errorf("%s: no error", name)
 		}
+	}
+}
+
+func TestIsBatchRequest(t *testing.T) {
+	for _, tc := range []struct {
+		method, path, header string
+		want                 bool
+	}{
+		{"POST", "/dbs/Billing/colls/ledger/docs", "True", true},
+		{"POST", "/dbs/Billing/colls/ledger/docs/", "true", true},
+		{"POST", "/dbs/Billing/colls/ledger/docs", "", false},      // a create
+		{"POST", "/dbs/Billing/colls/ledger/docs", "False", false}, // explicit no
+		{"GET", "/dbs/Billing/colls/ledger/docs", "True", false},
+		{"POST", "/dbs/Billing/colls/ledger/docs/payment-1", "True", false},
+		{"POST", "/dbs/Billing/colls", "True", false},
+		{"POST", "/dbs/Billing/users/ledger/docs", "True", false},
+	} {
+		r := httptest.NewRequest(tc.method, "http://127.0.0.1"+tc.path, nil)
+		if tc.header != "" {
+			r.Header.Set("x-ms-cosmos-is-batch-request", tc.header)
+		}
+		if got := IsBatchRequest(r); got != tc.want {
+			t.Errorf("%s %s (header %q): IsBatchRequest = %v, want %v", tc.method, tc.path, tc.header, got, tc.want)
+		}
+	}
+}
+
+// The hooks run in order around the requests Match accepts, and each can
+// cut the client off at its point: before forwarding (the upstream never
+// sees the request) or after the upstream answered (it applied it).
+func TestFaultProxyHooks(t *testing.T) {
+	type call struct {
+		forward, relay bool
+	}
+	for name, tc := range map[string]struct {
+		call
+		wantErr  bool
+		wantHits int64
+		wantLog  string
+	}{
+		"forward and relay": {call{true, true}, false, 1, "before,relay 200,after 200"},
+		"cut before":        {call{false, true}, true, 0, "before"},
+		"cut after applied": {call{true, false}, true, 1, "before,relay 200"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			up, hits := upstream(t)
+			var mu sync.Mutex
+			var log []string
+			note := func(s string) {
+				mu.Lock()
+				log = append(log, s)
+				mu.Unlock()
+			}
+			p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{
+				Disabled: true,
+				Match:    func(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/dbs/") },
+				Hooks: &ForwardHooks{
+					BeforeForward: func(*http.Request) bool { note("before"); return tc.forward },
+					BeforeRelay:   func(_ *http.Request, st int) bool { note(fmt.Sprintf("relay %d", st)); return tc.relay },
+					AfterRelay:    func(_ *http.Request, st int) { note(fmt.Sprintf("after %d", st)) },
+				},
+			})
+			// A request Match refuses is forwarded without the hooks.
+			resp, err := noReuse().Get(p.URL + "other")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			before := hits.Load()
+
+			resp, err = noReuse().Post(p.URL+"dbs/a/colls/b/docs", "application/json", strings.NewReader(`{"id":"a"}`))
+			if tc.wantErr {
+				if err == nil {
+					resp.Body.Close()
+					t.Fatalf("status %d, want the connection closed", resp.StatusCode)
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 || !strings.Contains(string(body), `"path":"/dbs/a/colls/b/docs"`) || !strings.Contains(string(body), p.URL) {
+					t.Fatalf("status %d body %s: want the upstream's answer with the proxy's address", resp.StatusCode, body)
+				}
+			}
+			if got := hits.Load() - before; got != tc.wantHits {
+				t.Errorf("upstream saw %d requests, want %d", got, tc.wantHits)
+			}
+			// AfterRelay runs after the answer was flushed: wait for it.
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				mu.Lock()
+				got := strings.Join(log, ",")
+				mu.Unlock()
+				if got == tc.wantLog {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("hooks ran %q, want %q", got, tc.wantLog)
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+		})
 	}
 }

@@ -53,29 +53,34 @@ func TestDemoRuns(t *testing.T) {
 		"replayed parked copy of evt-orderplaced-0012 → completed (inbox=new)",
 		"Resolver ← ResolutionResponse (SessionId customer-C-8, CorrelationId OrderPlaced-0013",
 	}
-	rest := transcript
-	for _, want := range order {
-		i := strings.Index(rest, want)
-		if i < 0 {
-			t.Fatalf("the failure path does not show %q after the steps before it\n%s", want, transcript)
-		}
-		rest = rest[i+len(want):]
-	}
+	inOrder(t, transcript, "the failure path", order)
+	// The transactional handler: a payment, its redelivery, a producer's
+	// re-send, 16 concurrent copies and a failure before the commit, each
+	// with the balance it leaves.
+	inOrder(t, transcript, "the exactly-once section", []string{
+		"Resolver ← ResolutionResponse (SessionId customer-C-12, CorrelationId PaymentReceived-0001,",
+		"ledger: balance-C-12 = 25.00 (1 payments); partition C-12 holds 1 payment documents and 1 inbox markers",
+		"outcome=duplicate inbox=duplicate",
+		"ledger: balance-C-12 = 25.00 (1 payments); partition C-12 holds 1 payment documents and 1 inbox markers",
+		"Resolver ← ResolutionResponse (SessionId customer-C-12, CorrelationId PaymentReceived-0001-resent,",
+		"ledger: balance-C-12 = 25.00 (1 payments); partition C-12 holds 1 payment documents and 2 inbox markers",
+		"16 copies",
+		"sent: ResolutionResponse:1 SkipResponse:15",
+		"ledger: balance-C-12 = 35.00 (2 payments); partition C-12 holds 2 payment documents and 3 inbox markers",
+		`"FailFirstAttempts":1}`,
+		"→ HTTP 503",
+		"outcome=handler_failed",
+		"ledger: balance-C-12 = 35.00 (2 payments); partition C-12 holds 2 payment documents and 3 inbox markers",
+		"ledger: balance-C-12 = 40.00 (3 payments); partition C-12 holds 3 payment documents and 4 inbox markers",
+	})
 	// A failing invocation's stderr line is printed under its own step,
 	// before the next one starts.
 	stepsWithStderr := []string{
 		"3. transient:", "handler stderr: error: Subscriber invocation answered 503", "4. The broker redelivers it",
 		"7. A malformed envelope", "handler stderr: error: Subscriber invocation answered 400", "(waiting 5.5s",
-		"17. permanent:", "handler stderr: error: Subscriber invocation answered 422", "18. The same message on its last delivery",
+		"23. permanent:", "handler stderr: error: Subscriber invocation answered 422", "24. The same message on its last delivery",
 	}
-	rest = transcript
-	for _, want := range stepsWithStderr {
-		i := strings.Index(rest, want)
-		if i < 0 {
-			t.Fatalf("the transcript does not show %q under its step\n%s", want, transcript)
-		}
-		rest = rest[i+len(want):]
-	}
+	inOrder(t, transcript, "each step's handler output under it", stepsWithStderr)
 	// -v shows what the Service Bus adapter would send, the trace context
 	// included: every message sent carries a traceparent, and the first
 	// response continues the publisher's trace (a new parent span id, its
@@ -97,6 +102,19 @@ func TestDemoRuns(t *testing.T) {
 	}
 	if !strings.Contains(transcript, "Every step had the outcome it expected") {
 		t.Errorf("the transcript does not end with the summary")
+	}
+}
+
+// inOrder fails t unless transcript shows every one of wants, in order.
+func inOrder(t *testing.T, transcript, what string, wants []string) {
+	t.Helper()
+	rest := transcript
+	for _, want := range wants {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("%s does not show %q after the steps before it\n%s", what, want, transcript)
+		}
+		rest = rest[i+len(want):]
 	}
 }
 

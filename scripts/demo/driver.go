@@ -121,33 +121,12 @@ func (d *proc) title(title string) {
 // event delivers e to the Subscriber function.
 func (d *proc) event(title string, e ev, exp expect) (result, bool) {
 	d.title(title)
-	typ := e.eventType
-	if typ == "" {
-		typ = "OrderPlaced"
-	}
-	shown := e.id
-	if shown == "" {
-		shown = "(none)"
-	}
-	m := nimbustest.EventRequest(nimbustest.Event{
-		Publisher: "ShopEndpoint", Endpoint: endpoint, EventTypeID: typ, EventJSON: e.order,
-		SessionID: e.session, MessageID: e.id, CorrelationID: "checkout-42", EventID: "evt-" + strings.ToLower(shown),
-	})
-	delivery := e.delivery
-	if delivery == 0 {
-		delivery = 1
-	}
-	traceParent := publisherTrace(shown)
-	m.ApplicationProperties[telemetry.PropTraceParent] = traceParent
-	m.ApplicationProperties[telemetry.PropTraceState] = publisherTraceState
-	d.seq++
-	sb := m.Delivery(app.FuncSubscriber, "", delivery, time.Now().UTC().Add(-2*time.Second))
-	sb.MessageID = e.id
-	d.s.printf("   MessageId %s, SessionId %s, DeliveryCount %d, EventTypeId %s, event %s\n", shown, e.session, delivery, typ, e.order)
+	m, env := d.delivery(e)
+	d.s.printf("   MessageId %s, SessionId %s, DeliveryCount %d, EventTypeId %s, event %s\n", e.shownID(), e.session, e.deliveryCount(), e.typ(), e.order)
 	if d.s.verbose {
-		d.s.printf("      the publisher's trace context: traceparent=%s, tracestate=%s\n", traceParent, publisherTraceState)
+		d.s.printf("      the publisher's trace context: traceparent=%s, tracestate=%s\n", publisherTrace(e.shownID()), publisherTraceState)
 	}
-	r := d.invoke(app.FuncSubscriber, d.envelope(sb), exp)
+	r := d.invoke(app.FuncSubscriber, env, exp)
 	r.delivered, r.deliveredID = m, e.id
 	return r, d.s.check(r, exp)
 }
@@ -163,6 +142,38 @@ const publisherTraceState = "shop=checkout"
 func publisherTrace(id string) string {
 	sum := sha256.Sum256([]byte(id))
 	return "00-" + hex.EncodeToString(sum[:16]) + "-00f067aa0ba902b7-01"
+}
+
+func (e ev) typ() string {
+	if e.eventType == "" {
+		return "OrderPlaced"
+	}
+	return e.eventType
+}
+
+func (e ev) shownID() string {
+	if e.id == "" {
+		return "(none)"
+	}
+	return e.id
+}
+
+func (e ev) deliveryCount() int { return max(e.delivery, 1) }
+
+// delivery builds e as NimBus's publisher and forwarder put it on the
+// endpoint subscription, with the publisher's trace context, and the
+// Subscriber invocation envelope of it.
+func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
+	m := nimbustest.EventRequest(nimbustest.Event{
+		Publisher: "ShopEndpoint", Endpoint: endpoint, EventTypeID: e.typ(), EventJSON: e.order,
+		SessionID: e.session, MessageID: e.id, CorrelationID: "checkout-42", EventID: "evt-" + strings.ToLower(e.shownID()),
+	})
+	m.ApplicationProperties[telemetry.PropTraceParent] = publisherTrace(e.shownID())
+	m.ApplicationProperties[telemetry.PropTraceState] = publisherTraceState
+	d.seq++
+	sb := m.Delivery(app.FuncSubscriber, "", e.deliveryCount(), time.Now().UTC().Add(-2*time.Second))
+	sb.MessageID = e.id
+	return m, d.envelope(sb)
 }
 
 // control delivers a control message a NimBus component (the Manager,
@@ -273,31 +284,21 @@ func (d *proc) envelope(sb funchosttest.ServiceBusMessage) []byte {
 func (d *proc) invoke(function string, env []byte, exp expect) result {
 	var r result
 	id := fmt.Sprintf("demo-invocation-%04d", d.s.step)
-	req, err := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
+	status, err := d.post(function, env, id)
 	if err != nil {
-		d.s.fail("build the request: %v", err)
+		d.s.fail("%v", err)
 		return r
 	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.s.client.Do(req)
-	if err != nil {
-		d.s.fail("request failed: %v", err)
-		return r
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	r.status = resp.StatusCode
+	r.status = status
 	verdict := "the host completes the message"
 	switch {
-	case function == app.FuncInboxCleanup && resp.StatusCode/100 == 2:
+	case function == app.FuncInboxCleanup && r.status/100 == 2:
 		verdict = "timer invocation succeeded"
 	case function == app.FuncInboxCleanup:
 		verdict = "timer invocation failed; the next tick retries"
-	case resp.StatusCode == http.StatusServiceUnavailable:
+	case r.status == http.StatusServiceUnavailable:
 		verdict = "the host abandons the message; the broker redelivers it"
-	case resp.StatusCode/100 != 2:
+	case r.status/100 != 2:
 		verdict = "the host abandons the message; redelivered at once, dead-lettered after MaxDeliveryCount"
 	}
 
@@ -339,6 +340,25 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 	return r
 }
 
+// post POSTs env to function as the host does, with invocation id, and
+// returns the HTTP status.
+func (d *proc) post(function string, env []byte, id string) (int, error) {
+	req, err := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
+	if err != nil {
+		return 0, fmt.Errorf("build the request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
+	req.Header.Set("X-Azure-Functions-InvocationId", id)
+	resp, err := d.s.client.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("request failed: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
 // withReplay records a replayed copy in the final line's fields.
 func withReplay(f map[string]any, s string) map[string]any {
 	if f == nil {
@@ -372,17 +392,14 @@ func logSummary(l handlerproc.Line) string {
 
 // printSent prints what the endpoint sent since the last step.
 func (d *proc) printSent() []app.SentResponse {
-	var sent []app.SentResponse
-	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
-		d.s.fail("read the in-memory sink: %v", err)
+	fresh, ok := d.sentSince()
+	if !ok {
 		return nil
 	}
-	if len(sent) <= d.seen {
+	if len(fresh) == 0 {
 		d.s.println("   nothing sent")
 		return nil
 	}
-	fresh := sent[d.seen:]
-	d.seen = len(sent)
 	for _, r := range fresh {
 		d.s.printf("   %s\n", describe(r))
 		if d.s.verbose {

@@ -4,7 +4,9 @@
 // the Azure Functions host sends them, printing what happens to each: every
 // outcome a user meets, including a failed event that blocks its session,
 // the messages parked behind it, the Manager's resubmission and the ordered
-// replay of the parked messages. It then starts the same binary with a
+// replay of the parked messages, and the transactional PaymentReceived
+// handler whose effects commit exactly once (a redelivery, concurrent
+// copies, a failure before the commit). It then starts the same binary with a
 // retry policy (a scheduled RetryRequest) and as the Resolver app
 // (in-memory tracking store). No Azure account is needed.
 //
@@ -103,6 +105,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := s.failurePath(d); err != nil {
+		return err
+	}
+	if err := s.exactlyOnce(d); err != nil {
 		return err
 	}
 	if err := s.otherKinds(d); err != nil {

@@ -8,7 +8,8 @@
 // Service Bus topology for the endpoint on a new Standard namespace, unless an
 // existing namespace is named. Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
-// (modules/resolver-app.bicep).
+// (modules/resolver-app.bicep). With deploySampleLedger, also the ledger container of the
+// sample endpoint's transactional handler (modules/sample-ledger.bicep).
 
 targetScope = 'resourceGroup'
 
@@ -115,6 +116,19 @@ param unresolvedRetentionDays int = -1
 @minValue(1)
 @maxValue(200)
 param resolverMaxConcurrentSessions int = 16
+
+@description('Also create the Cosmos DB container of the sample endpoint\'s transactional PaymentReceived handler (modules/sample-ledger.bicep): partition key /customerId, time to live on with no default (-1), in the inbox\'s account; and set NimBus__Sample__Ledger__DatabaseId and NimBus__Sample__Ledger__ContainerId.')
+param deploySampleLedger bool = false
+
+@description('Cosmos DB database id of the sample ledger (when deploySampleLedger). Created unless it is cosmosDatabaseId.')
+@minLength(1)
+@maxLength(255)
+param sampleLedgerDatabaseId string = 'Billing'
+
+@description('Cosmos DB container id of the sample ledger (when deploySampleLedger).')
+@minLength(1)
+@maxLength(255)
+param sampleLedgerContainerId string = 'ledger'
 
 var token = uniqueString(subscription().id, resourceGroup().id, endpointName)
 var createServiceBus = empty(existingServiceBusNamespaceName)
@@ -372,8 +386,26 @@ resource sessionStateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabas
   }
 }
 
-// Account scope: it covers the inbox and the session-state containers and
-// the account metadata read of the handler's Strong-consistency check.
+// The sample endpoint's ledger, when asked: a business container whose documents
+// and inbox markers commit in one transactional batch per customer.
+module sampleLedger 'modules/sample-ledger.bicep' = if (deploySampleLedger) {
+  name: 'sample-ledger'
+  params: {
+    cosmosAccountName: cosmos.name
+    databaseId: sampleLedgerDatabaseId
+    createDatabase: sampleLedgerDatabaseId != cosmosDatabaseId
+    containerId: sampleLedgerContainerId
+    cosmosServerless: cosmosServerless
+    cosmosAutoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+  }
+  dependsOn: [
+    cosmosDatabase
+  ]
+}
+
+// Account scope: it covers the inbox and the session-state containers, the
+// sample ledger when deployed (any database of the account), and the account
+// metadata read of the handler's Strong-consistency check.
 resource cosmosDataAccess 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-11-15' = {
   parent: cosmos
   name: guid(cosmos.id, identity.id, cosmosDataContributor)
@@ -444,7 +476,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     siteConfig: {
       minTlsVersion: '1.2'
       ftpsState: 'Disabled'
-      appSettings: [
+      appSettings: concat([
         // Host storage (timer schedule monitor, locks) through the identity.
         {
           name: 'AzureWebJobsStorage__blobServiceUri'
@@ -572,7 +604,17 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           name: 'AzureWebJobs.CloudEventsIngress.Disabled'
           value: cloudEventsIngress ? 'false' : 'true'
         }
-      ]
+      ], deploySampleLedger ? [
+        // The sample's ledger, in the inbox's account with the inbox's identity.
+        {
+          name: 'NimBus__Sample__Ledger__DatabaseId'
+          value: sampleLedgerDatabaseId
+        }
+        {
+          name: 'NimBus__Sample__Ledger__ContainerId'
+          value: sampleLedgerContainerId
+        }
+      ] : [])
     }
   }
   // Start the host only once its identity can reach storage, telemetry and the inbox.
@@ -582,6 +624,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     deploymentContainer
     inboxContainer
     sessionStateContainer
+    sampleLedger
     cosmosDataAccess
     cloudEventsIngressTopology
   ]
@@ -642,6 +685,9 @@ output cosmosAccountName string = cosmos.name
 
 @description('Cosmos DB account endpoint (NimBus__Inbox__Cosmos__AccountEndpoint).')
 output cosmosAccountEndpoint string = cosmos.properties.documentEndpoint
+
+@description('Cosmos DB database and container ids of the sample ledger; empty unless deploySampleLedger.')
+output sampleLedger string = deploySampleLedger ? '${sampleLedgerDatabaseId}/${sampleLedgerContainerId}' : ''
 
 @description('Host storage account name.')
 output storageAccountName string = storage.name

@@ -1,0 +1,205 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/minihost"
+)
+
+// copyRun is what the deliveries of one concurrent copy got.
+type copyRun struct {
+	results []*minihost.Result
+	err     error
+}
+
+// deliverCopies delivers copies copies of e to the handler at once (all
+// released together, as a host does when a session lock was lost while the
+// first copy ran) and redelivers each copy the host would abandon until it
+// settles.
+func deliverCopies(iv *minihost.Invoker, e event, copies, maxDeliveries int) []copyRun {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runs := make([]copyRun, copies)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			runs[i].results, runs[i].err = invokeUntilSettled(ctx, iv, e, maxDeliveries)
+		}()
+	}
+	close(start)
+	wg.Wait()
+	return runs
+}
+
+// TestTransactionalCopiesCommitOnce delivers 64 copies of one
+// PaymentReceived message (the same MessageId) to the handler at once, in
+// 20 trials (a customer each), against the local Cosmos DB server, and
+// redelivers every copy the host would abandon until each settles. In every
+// trial the payment is applied exactly once (balance, payment document,
+// one inbox marker in the customer's partition and no separate inbox
+// document), exactly one copy completes with a ResolutionResponse, and
+// every other copy ends as a duplicate with a SkipResponse, at once or
+// after a transient conflict and its redelivery.
+//
+// For contrast it then does the same with the plain (non-transactional)
+// OrderPlaced handler and reports how often its handler ran more than once
+// per message: the plain inbox records a MessageId only after the handler
+// returned.
+func TestTransactionalCopiesCommitOnce(t *testing.T) {
+	const (
+		trials, copies = 20, 64
+		plainTrials    = 5
+		maxDeliveries  = 10
+	)
+	container := ledgerContainerFor(t)
+	s := startStack(t, stackConfig{settings: ledgerSettings(container)})
+	led := openLedger(t, s.cosmos, container)
+	iv := concurrentInvoker(s.handler.base, copies)
+
+	// Warm up connections, the container check and the ledger container
+	// with a payment of another customer.
+	warm := payment("PaymentReceived-conc-warm", "cust-conc-warm", "P-conc-warm", "cust-conc-warm", 1, "")
+	if _, err := invokeUntilSettled(context.Background(), iv, warm, maxDeliveries); err != nil {
+		t.Fatal(err)
+	}
+	wants := []ledgerWant{{customer: "cust-conc-warm", payments: []paymentWant{{"P-conc-warm", 1, []string{warm.MessageID}}}}}
+	expectResponses := map[string]int{warm.MessageID: 1}
+
+	firstStatus := map[int]int{} // status of each copy's first delivery
+	deliveries := map[int]int{}  // deliveries a copy took to settle
+	var evs []event
+	start := time.Now()
+	var trialTimes []time.Duration
+	for trial := range trials {
+		cust := fmt.Sprintf("cust-conc-%02d", trial)
+		e := payment(fmt.Sprintf("PaymentReceived-conc-%02d", trial), cust, fmt.Sprintf("P-conc-%02d", trial), cust, 1000+trial, "")
+		evs = append(evs, e)
+		t0 := time.Now()
+		runs := deliverCopies(iv, e, copies, maxDeliveries)
+		trialTimes = append(trialTimes, time.Since(t0))
+		for _, r := range runs {
+			if r.err != nil {
+				t.Errorf("trial %d: %v", trial, r.err)
+			}
+			if len(r.results) > 0 {
+				firstStatus[r.results[0].StatusCode]++
+			}
+			deliveries[len(r.results)]++
+		}
+		wants = append(wants, ledgerWant{customer: cust, payments: []paymentWant{{fmt.Sprintf("P-conc-%02d", trial), int64(1000 + trial), []string{e.MessageID}}}})
+		expectResponses[e.MessageID] = copies
+	}
+	elapsed := time.Since(start)
+
+	// The ledger: each payment applied once, one marker per message.
+	rep := checkLedger(t, led, wants)
+	if recs := s.inboxRecords(append([]string{warm.MessageID}, messageIDs(evs)...)...); len(recs) > 0 {
+		t.Errorf("%d transactional deliveries wrote a separate inbox document; the marker is the record", len(recs))
+	}
+
+	// The log: per message, one completed delivery; every other copy's
+	// last delivery is a duplicate.
+	outcomes := map[string]int{}
+	for mid, ivs := range byMessage(s.handler.invocations()) {
+		if mid == warm.MessageID {
+			continue
+		}
+		completed, duplicates := 0, 0
+		for _, l := range ivs {
+			outcomes[l.Outcome+"/"+l.Inbox]++
+			switch {
+			case l.Outcome == "completed":
+				completed++
+			case l.Outcome == "duplicate" || l.Inbox == "duplicate":
+				duplicates++
+			}
+		}
+		if completed != 1 || duplicates != copies-1 {
+			t.Errorf("%s: %d completed and %d duplicate deliveries, want 1 and %d", mid, completed, duplicates, copies-1)
+		}
+	}
+
+	// The Resolver: one ResolutionResponse and copies-1 SkipResponses
+	// (DuplicateDetected) per message. Every response was sent before its
+	// invocation answered, so they are all on their way.
+	s.waitUntil(60*time.Second, "every copy's response", func() bool {
+		by := s.resolver.responsesByRequest()
+		for mid, n := range expectResponses {
+			if len(by[mid]) < n {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The contrast: the plain handler, the same shape of delivery.
+	plainRuns := make([]int, plainTrials)
+	var plain []event
+	for trial := range plainTrials {
+		e := order(fmt.Sprintf("OrderPlaced-conc-%02d", trial), fmt.Sprintf("cust-plain-%02d", trial), 10+trial, 0)
+		plain = append(plain, e)
+		for _, r := range deliverCopies(iv, e, copies, maxDeliveries) {
+			if r.err != nil {
+				t.Errorf("plain trial %d: %v", trial, r.err)
+			}
+		}
+	}
+	ivs := byMessage(s.handler.invocations())
+	twice := 0
+	for i, e := range plain {
+		for _, l := range ivs[e.MessageID] {
+			if l.ran() {
+				plainRuns[i]++
+			}
+		}
+		if plainRuns[i] > 1 {
+			twice++
+		}
+	}
+
+	// Checked after the contrast ran, so that a stray second response of a
+	// transactional message has had the time to arrive.
+	by := s.resolver.responsesByRequest()
+	for _, e := range evs {
+		rs := by[e.MessageID]
+		var resolutions, skips []received
+		for _, r := range rs {
+			switch r.messageType() {
+			case "ResolutionResponse":
+				resolutions = append(resolutions, r)
+			case "SkipResponse":
+				skips = append(skips, r)
+			}
+		}
+		if len(resolutions) != 1 || len(skips) != copies-1 || len(rs) != copies {
+			t.Errorf("%s: %d ResolutionResponses, %d SkipResponses, %d responses in all; want 1, %d, %d", e.MessageID, len(resolutions), len(skips), len(rs), copies-1, copies)
+			continue
+		}
+		checkResponse(t, resolutions[0], e, "ResolutionResponse", e.body(), nil, time.Time{})
+		checkResponse(t, skips[0], e, "SkipResponse", e.skipBody(), nil, time.Time{})
+	}
+
+	sort.Slice(trialTimes, func(i, j int) bool { return trialTimes[i] < trialTimes[j] })
+	t.Logf("transactional: %d trials × %d concurrent copies in %v (trial p50 %v, max %v): ledger %d payments, %d markers, %d exact balances",
+		trials, copies, elapsed.Round(time.Millisecond), trialTimes[len(trialTimes)/2].Round(time.Millisecond), trialTimes[len(trialTimes)-1].Round(time.Millisecond),
+		rep.payments, rep.markers, rep.exact)
+	t.Logf("transactional: first-delivery statuses %v; deliveries per copy to settle %v; outcomes (outcome/inbox) %s", firstStatus, deliveries, outcomeSummary(outcomes))
+	t.Logf("plain inbox: %d of %d trials ran the handler more than once (runs per trial %v)", twice, plainTrials, plainRuns)
+}
+
+func messageIDs(evs []event) []string {
+	out := make([]string, len(evs))
+	for i, e := range evs {
+		out[i] = e.MessageID
+	}
+	return out
+}

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+)
+
+// The sample's ledger (NimBus__Sample__Ledger__DatabaseId and ContainerId
+// defaults); with the in-memory inbox it is in memory, and the handler
+// serves its documents at /_nimbus/txn.
+const (
+	ledgerDatabase  = "Billing"
+	ledgerContainer = "ledger"
+)
+
+// payment is the sample's PaymentReceived event JSON.
+func payment(paymentID, customer string, cents int, extra string) string {
+	return fmt.Sprintf(`{"PaymentId":%q,"CustomerId":%q,"AmountCents":%d%s}`, paymentID, customer, cents, extra)
+}
+
+// exactlyOnce shows the transactional PaymentReceived handler: its
+// effects and its inbox marker commit in one batch, so a redelivery, a
+// producer's re-send, concurrent copies and a failure before the commit
+// each leave the balance exact.
+func (s *script) exactlyOnce(d *proc) error {
+	s.section("Exactly-once effects: the transactional PaymentReceived handler (ledger in memory; session customer-C-12)")
+	s.println("The handler reads customer C-12's balance and queues the payment document and the new balance; when it")
+	s.println("succeeds, the pipeline commits them with the delivery's inbox marker as ONE transactional batch in partition")
+	s.println("C-12 of the ledger container: all or nothing. A copy whose marker already exists commits nothing.")
+	const sid, cust = "customer-C-12", "C-12"
+	pay := func(id, paymentID string, cents, delivery int, extra string) ev {
+		return ev{id: id, session: sid, eventType: "PaymentReceived", order: payment(paymentID, cust, cents, extra), delivery: delivery}
+	}
+	completed := expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}}
+	duplicate := expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}}
+
+	d.event("A payment of 25.00: the payment, the balance and the marker commit in one batch",
+		pay("PaymentReceived-0001", "PAY-1", 2500, 1, ""), completed)
+	d.balance(cust, 2500, 1)
+	d.event("The same message redelivered (the host lost the lock before completing it): the marker is found before the handler runs, a duplicate",
+		pay("PaymentReceived-0001", "PAY-1", 2500, 2, ""), duplicate)
+	d.balance(cust, 2500, 1)
+	d.event("The producer re-sends payment PAY-1 under a new MessageId: the handler finds payment-PAY-1 and queues nothing; only the marker commits",
+		pay("PaymentReceived-0001-resent", "PAY-1", 2500, 1, ""), completed)
+	d.balance(cust, 2500, 1)
+	d.copies("16 copies of one payment of 10.00 delivered at once (as when a session lock is lost while the first copy runs)",
+		pay("PaymentReceived-0002", "PAY-2", 1000, 1, ""), 16)
+	d.balance(cust, 3500, 2)
+	d.event(`A payment of 5.00 with "FailFirstAttempts":1: the handler fails on its first delivery, before the batch; its unit of work is dropped, nothing is committed`,
+		pay("PaymentReceived-0003", "PAY-3", 500, 1, `,"FailFirstAttempts":1`), expect{status: 503, outcome: "handler_failed"})
+	d.balance(cust, 3500, 2)
+	d.event("The broker redelivers it: the handler runs again on fresh reads and the batch commits once",
+		pay("PaymentReceived-0003", "PAY-3", 500, 2, `,"FailFirstAttempts":1`), completed)
+	d.balance(cust, 4000, 3)
+	return nil
+}
+
+// copies delivers n copies of e to the Subscriber function at once and
+// redelivers each copy the host would abandon (DeliveryCount+1) until it
+// settles, then checks that exactly one copy committed and every other
+// one ended as a duplicate with a SkipResponse.
+func (d *proc) copies(title string, e ev, n int) {
+	const maxDeliveries = 5
+	d.title(title)
+	d.s.printf("   MessageId %s, SessionId %s, EventTypeId %s, event %s, %d copies\n", e.id, e.session, e.typ(), e.order, n)
+	type attempt struct {
+		id     string
+		status int
+		err    error
+	}
+	// Every envelope is built first (the builder is not safe for
+	// concurrent use); a copy's redeliveries differ in DeliveryCount only.
+	envs := make([][][]byte, n)
+	for c := range envs {
+		for dc := 1; dc <= maxDeliveries; dc++ {
+			e.delivery = dc
+			_, env := d.delivery(e)
+			envs[c] = append(envs[c], env)
+		}
+	}
+	runs := make([][]attempt, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for c := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			for dc, env := range envs[c] {
+				a := attempt{id: fmt.Sprintf("demo-invocation-%04d-copy-%02d-delivery-%d", d.s.step, c+1, dc+1)}
+				a.status, a.err = d.post(app.FuncSubscriber, env, a.id)
+				runs[c] = append(runs[c], a)
+				if a.err != nil || a.status/100 == 2 {
+					return
+				}
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+
+	// The handler logs an invocation's line as it answers: wait for each.
+	outcome := map[string]string{}
+	for _, run := range runs {
+		for _, a := range run {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			l, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Str("invocationId") == a.id })
+			cancel()
+			if err == nil {
+				outcome[a.id] = l.Str("outcome")
+			}
+		}
+	}
+	first, later := map[string]int{}, map[string]int{}
+	committed, settled := 0, 0
+	for c, run := range runs {
+		for i, a := range run {
+			o := outcome[a.id]
+			switch {
+			case a.err != nil:
+				d.s.fail("copy %d, delivery %d: %v", c+1, i+1, a.err)
+			case o == "":
+				d.s.fail("copy %d, delivery %d: no log line", c+1, i+1)
+			}
+			switch {
+			case o == "":
+			case i == 0:
+				first[o]++
+			default:
+				later[o]++
+			}
+			if o == "completed" {
+				committed++
+			}
+		}
+		if last := run[len(run)-1]; last.err == nil && last.status/100 == 2 {
+			settled++
+		}
+	}
+	d.s.printf("   → first deliveries: %s\n", tally(first))
+	if len(later) > 0 {
+		d.s.printf("   → redeliveries of the copies answered 503 (after the handler's pause): %s\n", tally(later))
+	}
+	sent, _ := d.sentSince()
+	labels := map[string]int{}
+	for _, r := range sent {
+		labels[label(r)]++
+	}
+	d.s.printf("   sent: %s\n", tally(labels))
+	if committed != 1 {
+		d.s.fail("%d copies committed, expected exactly 1", committed)
+	}
+	if settled != n {
+		d.s.fail("%d of %d copies settled (HTTP 2xx) within %d deliveries", settled, n, maxDeliveries)
+	}
+	if labels["ResolutionResponse"] != 1 || labels["SkipResponse"] != n-1 || len(sent) != n {
+		d.s.fail("sent %s, expected ResolutionResponse:1 SkipResponse:%d", tally(labels), n-1)
+	}
+}
+
+// tally formats counts as "a:1 b:2", in name order.
+func tally(m map[string]int) string {
+	return strings.TrimSuffix(strings.TrimPrefix(fmt.Sprint(m), "map["), "]")
+}
+
+// sentSince returns what the endpoint sent since the last step showed,
+// without printing it; false when the in-memory sink could not be read
+// (a failure recorded).
+func (d *proc) sentSince() ([]app.SentResponse, bool) {
+	var sent []app.SentResponse
+	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
+		d.s.fail("read the in-memory sink: %v", err)
+		return nil, false
+	}
+	if len(sent) <= d.seen {
+		return nil, true
+	}
+	fresh := sent[d.seen:]
+	d.seen = len(sent)
+	return fresh, true
+}
+
+// ledgerDoc is a document of the sample's ledger: a payment, a balance or
+// an inbox marker.
+type ledgerDoc struct {
+	ID           string `json:"id"`
+	Type         string `json:"type"`
+	CustomerID   string `json:"customerId"`
+	BalanceCents int64  `json:"balanceCents"`
+	Payments     int64  `json:"payments"`
+}
+
+// balance prints customer's balance and what its partition holds, read
+// from the in-memory ledger, and checks the balance.
+func (d *proc) balance(customer string, wantCents, wantPayments int64) {
+	var docs []ledgerDoc
+	q := url.Values{"database": {ledgerDatabase}, "container": {ledgerContainer}}
+	if err := d.getJSON("/_nimbus/txn?"+q.Encode(), &docs); err != nil {
+		d.s.fail("read the in-memory ledger: %v", err)
+		return
+	}
+	var bal *ledgerDoc
+	payments, markers := 0, 0
+	for i, doc := range docs {
+		if doc.CustomerID != customer {
+			continue
+		}
+		switch {
+		case doc.ID == "balance-"+customer:
+			bal = &docs[i]
+		case doc.Type == "nimbus.inbox":
+			markers++
+		case strings.HasPrefix(doc.ID, "payment-"):
+			payments++
+		}
+	}
+	if bal == nil {
+		d.s.printf("   ledger: no balance for %s\n", customer)
+		d.s.fail("no balance document for %s", customer)
+		return
+	}
+	d.s.printf("   ledger: balance-%s = %d.%02d (%d payments); partition %s holds %d payment documents and %d inbox markers\n",
+		customer, bal.BalanceCents/100, bal.BalanceCents%100, bal.Payments, customer, payments, markers)
+	if bal.BalanceCents != wantCents || bal.Payments != wantPayments || int64(payments) != wantPayments {
+		d.s.fail("balance %d cents over %d payments (%d payment documents), expected %d over %d", bal.BalanceCents, bal.Payments, payments, wantCents, wantPayments)
+	}
+}
