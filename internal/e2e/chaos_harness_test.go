@@ -110,16 +110,18 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 // it answers.
 func (s *chaosStack) startProc() {
 	s.tb.Helper()
-	handlerBinary(s.tb) // built once, here, where a build failure can fail the test
 	if err := s.launch(); err != nil {
 		s.tb.Fatal(err)
 	}
 }
 
-// launch is startProc for any goroutine, after the first startProc built
-// the binary: it returns what went wrong.
+// launch is startProc for any goroutine: it returns what went wrong.
 func (s *chaosStack) launch() error {
-	p, err := handlerproc.Start(handlerproc.Options{Binary: binPath, Settings: s.settings, Secrets: s.secrets, Port: s.port})
+	bin, err := buildHandler()
+	if err != nil {
+		return err
+	}
+	p, err := handlerproc.Start(handlerproc.Options{Binary: bin, Settings: s.settings, Secrets: s.secrets, Port: s.port})
 	if err != nil {
 		return err
 	}

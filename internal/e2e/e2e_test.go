@@ -159,7 +159,7 @@ func TestRedeliveryOfACompletedMessageIsSkipped(t *testing.T) {
 	checkLine(t, ls[1], again, "duplicate", "duplicate", 1)
 	ran := 0
 	for _, iv := range ls {
-		if iv.ran() {
+		if iv.handlerRan() {
 			ran++
 		}
 	}

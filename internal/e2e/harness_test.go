@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -35,49 +34,35 @@ const (
 
 // TestMain runs the tests and benchmarks; the stand-ins they share and the
 // handler binary's directory go when they end.
-func TestMain(m *testing.M) {
-	code := testenv.RunMain(m)
-	if binDir != "" {
-		_ = os.RemoveAll(binDir)
+func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(sharedStandIns{m})) }
+
+// sharedStandIns runs the tests with the package's shared Cosmos server.
+type sharedStandIns struct{ m *testing.M }
+
+func (s sharedStandIns) Run() int { return testenv.RunMain(s.m) }
+
+// buildHandler builds ./handler once per test binary (with -race when this
+// test binary has the race detector) and returns its path. It needs no
+// testing.TB, so a goroutine that restarts the handler may call it.
+func buildHandler() (string, error) {
+	var flags []string
+	if raceEnabled {
+		flags = append(flags, "-race")
 	}
-	os.Exit(code)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	return handlerproc.TestBinary(ctx, flags...)
 }
 
-var (
-	buildOnce sync.Once
-	binDir    string
-	binPath   string
-	buildErr  error
-)
-
-// handlerBinary builds ./handler on first use (with -race when this test
-// binary has the race detector) and returns its path; a failed build fails
-// every test that needs it. Tests that -short skips never build it.
+// handlerBinary is buildHandler for a test: a failed build fails every
+// test that needs it. Tests that -short skips never build it.
 func handlerBinary(tb testing.TB) string {
 	tb.Helper()
-	buildOnce.Do(func() {
-		root, err := handlerproc.RepoRoot()
-		if err != nil {
-			buildErr = err
-			return
-		}
-		if binDir, err = os.MkdirTemp("", "nimbus-e2e-"); err != nil {
-			buildErr = err
-			return
-		}
-		binPath = filepath.Join(binDir, "handler")
-		var flags []string
-		if raceEnabled {
-			flags = append(flags, "-race")
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		buildErr = handlerproc.Build(ctx, root, binPath, flags...)
-	})
-	if buildErr != nil {
-		tb.Fatalf("building the handler: %v", buildErr)
+	bin, err := buildHandler()
+	if err != nil {
+		tb.Fatalf("building the handler: %v", err)
 	}
-	return binPath
+	return bin
 }
 
 // longRun skips tb under -short: what is an end-to-end run of many
@@ -110,10 +95,10 @@ type invocation struct {
 	DurationMs    float64
 }
 
-// ran reports whether the app handler ran in this invocation, from the
+// handlerRan reports whether the app handler ran in this invocation, from the
 // outcome: the handler runs before completed, pending_handoff and
 // handler_failed, and before a failed inbox record.
-func (iv invocation) ran() bool {
+func (iv invocation) handlerRan() bool {
 	switch iv.Outcome {
 	case "completed", "pending_handoff", "handler_failed":
 		return true

@@ -97,7 +97,7 @@ func TestCosmosOutageMidRunLosesNothing(t *testing.T) {
 			if iv.DeliveryCount != i+1 {
 				t.Errorf("%s: delivery %d logged DeliveryCount %d", e.MessageID, i+1, iv.DeliveryCount)
 			}
-			if iv.ran() {
+			if iv.handlerRan() {
 				ran++
 			}
 			switch {

@@ -47,8 +47,8 @@ func TestUnknownEventTypeAndHandoffAreAnsweredButNotRecorded(t *testing.T) {
 		}
 		for _, iv := range lines[c.e.MessageID] {
 			checkLine(t, iv, c.e, c.outcome, "new", 1)
-			if iv.ran() != c.ran {
-				t.Errorf("%s: handler ran = %v", c.e.MessageID, iv.ran())
+			if iv.handlerRan() != c.ran {
+				t.Errorf("%s: handler ran = %v", c.e.MessageID, iv.handlerRan())
 			}
 		}
 	}

@@ -157,7 +157,7 @@ func TestTransactionalCopiesCommitOnce(t *testing.T) {
 	twice := 0
 	for i, e := range plain {
 		for _, l := range ivs[e.MessageID] {
-			if l.ran() {
+			if l.handlerRan() {
 				plainRuns[i]++
 			}
 		}

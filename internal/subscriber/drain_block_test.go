@@ -222,10 +222,9 @@ func TestDrainDoesNotReplayACopyParkedBehindANewBlock(t *testing.T) {
 // TestDrainEndsWhenCaughtUp: once the last parked copy is replayed, the
 // replay ends at once (a message arriving from then on is handled
 // directly, so there is nothing to wait for), instead of waiting and
-// receiving a copy parked behind a block that comes later. Found by the
-// e2e fault run: the replay kept waiting, a later event failed and
-// blocked the session, and the replay handled the copy parked behind it,
-// out of order.
+// receiving a copy parked behind a block that comes later: a replay that
+// kept waiting would see a later event fail and block the session, and
+// then handle the copy parked behind that block, out of order.
 func TestDrainEndsWhenCaughtUp(t *testing.T) {
 	f := newDrainFixture(t, time.Hour, map[string]bool{"A": true, "C": true}, nil)
 	f.want(f.deliver("A", "EventRequest", "Shop", 1), "A", OutcomeEventFailed)
