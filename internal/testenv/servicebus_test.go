@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
+	"github.com/Azure/go-amqp"
 
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
@@ -506,5 +508,66 @@ func TestUndeclaredSubscriptionIsNotFound(t *testing.T) {
 	}
 	if _, err := r.ReceiveMessages(testctx.Timeout(t, 3*time.Second), 1, nil); err == nil {
 		t.Fatal("receiving from an undeclared subscription succeeded")
+	}
+}
+
+// go-amqp abandons a session whose begin is not answered before the
+// caller's deadline and, on the next NewSession, writes an end for its
+// channel. When the deadline had passed before the begin was written, the
+// begin never left the client and the end names a channel with no session.
+// The stand-in must ignore that end: dropping the connection instead frees
+// every session and message lock the client holds and fails its sends in
+// flight.
+func TestEndOnAChannelWithoutASessionKeepsTheConnection(t *testing.T) {
+	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q"}}})
+	ctx := testctx.Timeout(t, 10*time.Second)
+	conn, err := amqp.Dial(ctx, "amqp://127.0.0.1:"+strconv.Itoa(sb.Port), &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	// A session whose link stays attached across the stray end.
+	held, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	heldSender, err := held.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := conn.NewSession(expired, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("session with an expired deadline: %v, want context.Canceled", err)
+	}
+	// This session's begin follows the end for the abandoned channel.
+	s, err := conn.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatalf("session after the abandoned one: %v", err)
+	}
+	snd, err := s.NewSender(ctx, "q", nil)
+	if err != nil {
+		t.Fatalf("sender after the abandoned session: %v", err)
+	}
+	if err := snd.Send(ctx, amqp.NewMessage([]byte("after")), nil); err != nil {
+		t.Fatalf("send after the abandoned session: %v", err)
+	}
+	if err := heldSender.Send(ctx, amqp.NewMessage([]byte("held")), nil); err != nil {
+		t.Fatalf("send on the session opened before: %v", err)
+	}
+	if logs := sb.Logs(); !strings.Contains(logs, "ignored end on channel") || strings.Contains(logs, "ProtocolError") {
+		t.Errorf("stand-in output:\n%s", logs)
+	}
+	r, err := sb.Client(t).NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bodies []string
+	for _, m := range receive(t, r, 2) {
+		bodies = append(bodies, string(m.Body))
+	}
+	if got := strings.Join(bodies, ","); got != "after,held" {
+		t.Errorf("queue holds %q, want after,held", got)
 	}
 }

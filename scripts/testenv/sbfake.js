@@ -136,6 +136,23 @@ function separateDispositions(session) {
   proto.sbfakeSeparate = true;
 }
 
+// go-amqp (v1.7.0) gives up on a session whose begin is not answered before the caller's
+// deadline and, when it next opens a session, writes an end for that channel. Its writer drops
+// frames whose deadline has already passed, so under load the begin itself may never have been
+// written: the end then names a channel with no session. rhea treats that as a protocol error
+// and drops the whole connection, which frees every session and message lock of that client and
+// fails its sends in flight (redeliveries and duplicate sends a test cannot tell from real
+// ones). There is nothing to end, so the stand-in ignores such an end and says so on stderr.
+const RheaConnection = require('rhea/lib/connection.js');
+const rheaOnEnd = RheaConnection.prototype.on_end;
+RheaConnection.prototype.on_end = function (frame) {
+  if (!this.remote_channel_map[frame.channel]) {
+    console.error(`sbfake: ignored end on channel ${frame.channel}, where no session was begun`);
+    return;
+  }
+  rheaOnEnd.call(this, frame);
+};
+
 // faultSend reports whether one of msgs (parsed, sent to entity e) is refused by SEND_FAULTS.
 function faultSend(e, msgs) {
   if (!sendFaults || !e || !sendFaults.entities.has(e.name.toLowerCase())) return false;
