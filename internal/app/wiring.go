@@ -1,10 +1,6 @@
 package app
 
 import (
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
-	"github.com/Azure/azure-sdk-for-go/sdk/tracing/azotel"
-
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
@@ -45,17 +41,20 @@ func (a *endpointApp) inboxStoreOptions() cosmos.StoreOptions {
 
 // cosmosAccount opens the account c names (no request is sent), the way
 // every account of the app is opened: the SDK retries set explicitly
-// (cosmos.DefaultRetry) and azcosmos's spans joining the invocation's
-// trace. cosmos.NewAccount adds the request-charge policy.
+// (cosmos.DefaultRetry). cosmos.NewAccount adds the request-charge policy.
+//
+// The client gets no tracing provider: with one, azcosmos v1.5.0's
+// background refresh of the account's regions runs on the triggering
+// request's context and writes the same trace-state value as that request
+// from another goroutine, a data race. The pipeline's own spans
+// (nimbus.inbox.check, nimbus.session.read, nimbus.txn.commit, ...) time
+// every Cosmos call.
 func (h *host) cosmosAccount(c config.Cosmos) (*cosmos.Account, error) {
 	return cosmos.NewAccount(cosmos.Config{
 		ConnectionString:        c.ConnectionString,
 		Endpoint:                c.AccountEndpoint,
 		ManagedIdentityClientID: c.ClientID,
 		Retry:                   cosmos.DefaultRetry,
-		ClientOptions: &azcosmos.ClientOptions{ClientOptions: azcore.ClientOptions{
-			TracingProvider: azotel.NewTracingProvider(h.tp, nil),
-		}},
 	})
 }
 
