@@ -180,6 +180,11 @@ func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
 // the handoff client, the retry rule) sends to the endpoint, through the
 // Subscriber function.
 func (d *proc) control(title string, m nimbustest.Message, exp expect) (result, bool) {
+	return d.controlOn(app.FuncSubscriber, title, m, exp)
+}
+
+// controlOn delivers control message m through function fn.
+func (d *proc) controlOn(fn, title string, m nimbustest.Message, exp expect) (result, bool) {
 	d.title(title)
 	d.seq++
 	id := m.MessageID
@@ -193,8 +198,8 @@ func (d *proc) control(title string, m nimbustest.Message, exp expect) (result, 
 	}
 	d.s.printf("   %v from %v, MessageId %s, SessionId %s, CorrelationId %s, ParentMessageId %v\n",
 		p[message.PropMessageType], p[message.PropFrom], id, m.SessionID, corr, p[message.PropParentMessageID])
-	sb := m.Delivery(app.FuncSubscriber, id, 1, time.Now().UTC().Add(-time.Second))
-	r := d.invoke(app.FuncSubscriber, d.envelope(sb), exp)
+	sb := m.Delivery(fn, id, 1, time.Now().UTC().Add(-time.Second))
+	r := d.invoke(fn, d.envelope(sb), exp)
 	r.delivered, r.deliveredID = m, id
 	return r, d.s.check(r, exp)
 }

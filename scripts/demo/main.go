@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -203,6 +204,8 @@ func (s *script) otherKinds(d *proc) error {
 	if ok {
 		// A made-up broker MessageId for the stored ErrorResponse.
 		er := errorResponseOf(failed.sent[0], "7d3e2f10-5b8c-4c1e-9f7a-000000000022")
+		d.controlOn(app.FuncCloudEventsIngress, "A producer on the CloudEvents ingress topic forges the same SkipRequest: the ingress function takes EventRequests only, so it is refused at once (the broker dead-letters it) and the session stays blocked",
+			skipRequest(er), expect{status: 422, outcome: "unsupported_message_type"})
 		d.control("The operator skips it in the Manager: a SkipRequest (as NimBus's ManagerClient sends it) lifts the block",
 			skipRequest(er), expect{status: 200, outcome: "skipped", sends: []string{"SkipResponse"}, flags: []string{"sessionUnblocked"}})
 	}
