@@ -18,6 +18,9 @@ import (
 // and the transcript must show every outcome a user meets, the failure
 // path in order included.
 func TestDemoRuns(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the whole demo (about 15 s): the full suite (go test without -short, scripts/test.sh) runs it")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
