@@ -133,6 +133,9 @@ func TestHostWithoutSessionsAbandonsFailuresAndTheBrokerRedelivers(t *testing.T)
 // lock expires mid-invocation, the broker redelivers, and the late
 // completion is refused, which shows the test can tell the two apart.
 func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
+	if testing.Short() {
+		t.Skip("invocations outlast several lock periods (about 6 s): the full suite (without -short) runs it")
+	}
 	const lock = 800 * time.Millisecond
 	for _, c := range []struct {
 		name    string

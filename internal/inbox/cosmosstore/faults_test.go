@@ -65,6 +65,9 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 // Every kind of injected fault surfaces as an error from every operation:
 // never as "processed" or "not processed".
 func TestInjectedFaultsSurfaceAsErrors(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the SDK's retries against every fault kind take about 17 s: the full suite (without -short) runs it")
+	}
 	for _, kind := range []testenv.FaultKind{testenv.FaultUnavailable, testenv.FaultThrottle, testenv.FaultDrop} {
 		t.Run(kind.String(), func(t *testing.T) {
 			t.Parallel()
