@@ -394,6 +394,7 @@ func waitSettled(t testing.TB, s *stack) {
 // resolves 2; 3–6 are replayed in order by the DeferredProcessor; 7–8,
 // sent during the replay, are answered after 6.
 func TestBlockedSessionReplaysInOrderAfterResubmission(t *testing.T) {
+	longRun(t) // under -short the Skip variant below runs the same replay
 	s := startStack(t, stackConfig{deferred: true})
 	sc := runBlockedSession(t, s, "blocked-resubmit", byResubmission)
 	sc.report(t)
@@ -403,6 +404,7 @@ func TestBlockedSessionReplaysInOrderAfterResubmission(t *testing.T) {
 // (MaxRetries 2, 1 s): the scheduled RetryRequest succeeds (the sample
 // fails the original delivery only) and the parked events replay in order.
 func TestBlockedSessionReplaysInOrderAfterRetry(t *testing.T) {
+	longRun(t) // under -short the Skip variant below runs the same replay
 	s := startStack(t, stackConfig{deferred: true, settings: map[string]string{
 		"NimBus__RetryPolicies__Default__MaxRetries": "2",
 		"NimBus__RetryPolicies__Default__BaseDelay":  "00:00:01",
