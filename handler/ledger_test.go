@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -11,27 +9,15 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
-
-// lockedBuffer collects the app's log lines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
 
 // invocationLine is what the test reads of an invocation's log line.
 type invocationLine struct {
@@ -41,19 +27,9 @@ type invocationLine struct {
 	CosmosRequests int64   `json:"cosmosRequests"`
 }
 
-func (l *lockedBuffer) invocations(t *testing.T) []invocationLine {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []invocationLine
-	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var line invocationLine
-		if err := json.Unmarshal(sc.Bytes(), &line); err == nil && line.Outcome != "" {
-			out = append(out, line)
-		}
-	}
-	return out
+// invocations are the invocation lines written to logs.
+func invocations(logs *testlog.Buffer) []invocationLine {
+	return testlog.Decode(logs, func(l invocationLine) bool { return l.Outcome != "" })
 }
 
 // paymentInvocation is the host's envelope of a PaymentReceived message.
@@ -105,7 +81,7 @@ func testPaymentReceived(t *testing.T, store string) {
 		t.Fatal(err)
 	}
 	base := "http://" + ln.Addr().String()
-	logs := &lockedBuffer{}
+	logs := &testlog.Buffer{}
 	ctx, stop := context.WithCancel(context.Background())
 	exit := make(chan int, 1)
 	go func() {
@@ -144,7 +120,7 @@ func testPaymentReceived(t *testing.T, store string) {
 			t.Fatalf("step %d: status %d, want %d", i, code, s.status)
 		}
 	}
-	lines := logs.invocations(t)
+	lines := invocations(logs)
 	if len(lines) != len(steps) {
 		t.Fatalf("%d invocation lines, want %d", len(lines), len(steps))
 	}

@@ -1,9 +1,7 @@
 package nimbus_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"net"
 	"net/http"
@@ -13,44 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 
-// syncBuffer is a bytes.Buffer safe for the app's concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// logLines decodes the JSON log lines in out.
-func logLines(t *testing.T, out string) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	for _, raw := range strings.Split(strings.TrimSpace(out), "\n") {
-		var m map[string]any
-		if err := json.Unmarshal([]byte(raw), &m); err != nil {
-			t.Fatalf("log line %q is not JSON: %v", raw, err)
-		}
-		lines = append(lines, m)
-	}
-	return lines
-}
-
 // runApp runs app with settings on a loopback listener until the returned
 // stop function is called; stop returns Run's exit code.
-func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, stderr *syncBuffer) (base string, stop func() int) {
+func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, stderr *testlog.Buffer) (base string, stop func() int) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +61,7 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 		mu.Unlock()
 		return nimbus.PendingHandoff(nimbus.Handoff{Reason: "ManualApproval", ExternalJobID: "approval-1"}), nil
 	})
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	base, stop := runApp(t, app, memorySettings(), &stdout, &stderr)
 	resp, err := http.Post(base+"/Subscriber", "application/json", strings.NewReader(orderEnvelope(7, `{"OrderId":"O-7"}`, "")))
 	if err != nil {
@@ -116,7 +83,7 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 		t.Errorf("handler got %+v", ev)
 	}
 	var listening, outcome map[string]any
-	for _, l := range logLines(t, stdout.String()) {
+	for _, l := range testlog.ParseLines(t, stdout.String()) {
 		switch {
 		case l["message"] == "custom handler listening":
 			listening = l
@@ -137,7 +104,7 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 
 // The same entry point serves the Resolver app, with no handlers.
 func TestRunServesTheResolverApp(t *testing.T) {
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	base, stop := runApp(t, nimbus.New(), map[string]string{"NimBus__App": "Resolver", "NimBus__Resolver__Store": "InMemory",
 		// Clients are created on first use: nothing connects here.
 		"ServiceBusConnection": "Endpoint=sb://127.0.0.1:1;SharedAccessKeyName=k;SharedAccessKey=v;UseDevelopmentEmulator=true"}, &stdout, &stderr)
@@ -164,7 +131,7 @@ func TestRunRefusesWrongSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	code := nimbus.New().Run(t.Context(), nimbus.Options{
 		Environ:  []string{"NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0"},
 		Listener: ln, Stdout: &stdout, Stderr: &stderr,
@@ -190,7 +157,7 @@ func TestRunCannotListen(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	var stdout, stderr syncBuffer
+	var stdout, stderr testlog.Buffer
 	settings := map[string]string{"NimBus__Endpoint": "BillingEndpoint", "NimBus__Resolver__Sink": "InMemory",
 		"FUNCTIONS_CUSTOMHANDLER_PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
 	code := nimbus.New().Run(t.Context(), nimbus.Options{Environ: environ(settings), Stdout: &stdout, Stderr: &stderr})
@@ -231,7 +198,7 @@ func TestRunKnowsTheContainerSettings(t *testing.T) {
 		if c.extra != "" {
 			env = append(append([]string(nil), base...), c.extra)
 		}
-		var stderr syncBuffer
+		var stderr testlog.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // serve nothing: start up and stop
 		if code := app.Run(ctx, nimbus.Options{Environ: env, Listener: ln, Stdout: io.Discard, Stderr: &stderr}); code != c.code {

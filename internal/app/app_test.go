@@ -1,7 +1,6 @@
 package app
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -21,47 +20,14 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 const secretPayload = "PAYLOAD-SECRET-4711"
 
-// syncBuffer is a log sink safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines(t *testing.T) []map[string]any {
-	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(s.b.Bytes()))
-	for sc.Scan() {
-		var m map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
-			t.Fatalf("log line is not JSON: %s", sc.Text())
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
-func (s *syncBuffer) reset() {
-	s.mu.Lock()
-	s.b.Reset()
-	s.mu.Unlock()
-}
-
 type testApp struct {
 	*App
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	pub     *resolver.Memory
 	handled int
 	mu      sync.Mutex
@@ -83,7 +49,7 @@ func newTestApp(t testing.TB, settings map[string]string, fail func(n int) error
 	if err != nil {
 		t.Fatal(err)
 	}
-	ta := &testApp{logs: &syncBuffer{}}
+	ta := &testApp{logs: &testlog.Buffer{}}
 	reg := subscriber.NewRegistry()
 	reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
 		ta.mu.Lock()
@@ -172,7 +138,7 @@ func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 		{"malformed envelope", []byte(`{"Data":{"message":"not base64!"},"Metadata":{}}`), 400, "malformed_invocation", "not_reached", ""},
 	}
 	for _, s := range steps {
-		ta.logs.reset()
+		ta.logs.Reset()
 		before := len(ta.pub.Sent())
 		status, body := ta.post(t, FuncSubscriber, s.env)
 		var resp struct {
@@ -189,7 +155,7 @@ func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 			(wantLogs && !strings.Contains(resp.Logs[0], "outcome="+s.outcome+" inbox="+s.inbox)) {
 			t.Fatalf("%s: Logs %q", s.name, resp.Logs)
 		}
-		lines := ta.logs.lines(t)
+		lines := ta.logs.Lines(t)
 		if len(lines) != 1 {
 			t.Fatalf("%s: %d log lines, want exactly 1: %v", s.name, len(lines), lines)
 		}
@@ -210,7 +176,7 @@ func TestSubscriberInvocationsThroughTheProtocol(t *testing.T) {
 			t.Fatalf("%s: responses %d, want one %s", s.name, len(sent), s.resp)
 		}
 	}
-	raw := ta.logs.b.String()
+	raw := ta.logs.String()
 	if strings.Contains(raw, secretPayload) {
 		t.Fatal("a log line contains the payload")
 	}
@@ -228,8 +194,8 @@ func TestLogsNeverContainPayloadOnAnyPath(t *testing.T) {
 	ta.post(t, FuncSubscriber, envelope(msg{noID: true}))
 	bad := bytes.Replace(envelope(msg{id: "p-2"}), []byte(`"MessageType":"EventRequest"`), []byte(`"MessageType":"`+secretPayload+`"`), 1)
 	ta.post(t, FuncSubscriber, bad)
-	if strings.Contains(ta.logs.b.String(), secretPayload) {
-		t.Fatalf("payload in logs:\n%s", ta.logs.b.String())
+	if strings.Contains(ta.logs.String(), secretPayload) {
+		t.Fatalf("payload in logs:\n%s", ta.logs.String())
 	}
 }
 
@@ -252,11 +218,11 @@ func TestLogLinesAreBoundedAndCarryNoBodyValues(t *testing.T) {
 	if rec.Code != 200 {
 		t.Fatalf("status %d", rec.Code)
 	}
-	raw := ta.logs.b.String()
+	raw := ta.logs.String()
 	if strings.Contains(raw, secretPayload) {
 		t.Fatal("the body's event type reached the log")
 	}
-	lines := ta.logs.lines(t)
+	lines := ta.logs.Lines(t)
 	if len(lines) != 1 || len(raw) > 8<<10 {
 		t.Fatalf("%d lines, %d bytes: one bounded line expected", len(lines), len(raw))
 	}
@@ -280,7 +246,7 @@ func TestPermanentFailureIsAnsweredWithoutPause(t *testing.T) {
 	paused := false
 	ta.App.pause = func(context.Context, time.Duration) { paused = true }
 	status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "perm-1"}))
-	lines := ta.logs.lines(t)
+	lines := ta.logs.Lines(t)
 	if status != http.StatusUnprocessableEntity || paused || lines[len(lines)-1]["outcome"] != "permanent_failure" {
 		t.Fatalf("status %d, paused %v, line %v", status, paused, lines[len(lines)-1])
 	}
@@ -302,7 +268,7 @@ func TestInboxOffChecksNothing(t *testing.T) {
 	if ta.handled != 2 {
 		t.Fatalf("handled %d", ta.handled)
 	}
-	if l := ta.logs.lines(t); l[0]["inbox"] != "off" {
+	if l := ta.logs.Lines(t); l[0]["inbox"] != "off" {
 		t.Fatalf("inbox = %v", l[0]["inbox"])
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 type clock struct {
@@ -29,7 +30,7 @@ func timerEnvelope() []byte {
 	return funchosttest.TimerEnvelope(funchosttest.Timer{FunctionName: FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now, UtcNow: now, RandGUID: "g"})
 }
 
-func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[string]string) (*App, *syncBuffer) {
+func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[string]string) (*App, *testlog.Buffer) {
 	t.Helper()
 	m := map[string]string{
 		config.KeyEndpoint: "billing", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
@@ -42,7 +43,7 @@ func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[str
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	reg := subscriber.NewRegistry()
 	reg.Handle("OrderPlaced", func(context.Context, *subscriber.Event) (subscriber.Result, error) {
 		return subscriber.Completed(), nil
@@ -72,7 +73,7 @@ func TestCleanupPurgesOnlyThisEndpointsExpiredRecords(t *testing.T) {
 	if mem.Len() != 26 { // 25 shipping + 1 recent billing
 		t.Fatalf("records left %d, want 26", mem.Len())
 	}
-	lines := logs.lines(t)
+	lines := logs.Lines(t)
 	if len(lines) != 1 {
 		t.Fatalf("%d log lines", len(lines))
 	}
@@ -102,7 +103,7 @@ func TestCleanupFailureFailsTheInvocationAndIsCounted(t *testing.T) {
 	if a.Metrics().Get("nimbus.inbox.operation.failed", "nimbus.store.operation=purge") != 1 {
 		t.Fatal("purge failure not counted")
 	}
-	raw := logs.b.String()
+	raw := logs.String()
 	if strings.Contains(raw, "AccountKey") || !strings.Contains(raw, "purge_failed") {
 		t.Fatalf("log = %s", raw)
 	}
@@ -114,7 +115,7 @@ func TestCleanupWithInboxOffDoesNothing(t *testing.T) {
 	if status, _ := ta.post(t, FuncInboxCleanup, timerEnvelope()); status != 200 {
 		t.Fatal(status)
 	}
-	if l := logs.lines(t); len(l) != 1 || l[0]["outcome"] != "inbox_off" {
+	if l := logs.Lines(t); len(l) != 1 || l[0]["outcome"] != "inbox_off" {
 		t.Fatalf("log = %v", l)
 	}
 }
@@ -176,7 +177,7 @@ func TestShutdownCancelsARunningCleanup(t *testing.T) {
 	if s := <-status; s == 200 {
 		t.Fatal("a cancelled cleanup answered 200")
 	}
-	if l := logs.lines(t); len(l) != 1 || l[0]["outcome"] != "canceled" {
+	if l := logs.Lines(t); len(l) != 1 || l[0]["outcome"] != "canceled" {
 		t.Fatalf("log = %v", l)
 	}
 }

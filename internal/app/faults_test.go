@@ -24,6 +24,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // TestPipelineUnderCosmosFaults drives the whole pipeline, host envelope to
@@ -72,7 +73,7 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 		mu.Unlock()
 		return subscriber.Completed(), nil
 	})
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	pub := &resolver.Memory{}
 	cfg, err := config.Load(config.FromMap(map[string]string{
 		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "Cosmos",
@@ -146,7 +147,7 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 	// What the invocation log lines say per message.
 	recordFailures := map[string]int{}
 	outcomes := map[string]int{}
-	for _, l := range logs.lines(t) {
+	for _, l := range logs.Lines(t) {
 		outcomes[fmt.Sprint(l["outcome"])]++
 		if l["outcome"] == "transient_failure" && l["operation"] == "record" {
 			recordFailures[l["messageId"].(string)]++
@@ -195,7 +196,7 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 		messages, deliveries, deadLettered, faults.Requests, faults.Injected(), faults.Unavailable, faults.Throttled, faults.Dropped, faults.DroppedAfterForward)
 	t.Logf("invocation outcomes %v", outcomes)
 	t.Logf("documented window: %d messages had a record fail after their handler succeeded; %d handler re-runs in total", window, reruns)
-	if strings.Contains(logs.b.String(), cos.Key) {
+	if strings.Contains(logs.String(), cos.Key) {
 		t.Fatal("the account key reached a log line")
 	}
 }
@@ -225,12 +226,12 @@ func TestRelaxedConsistencyAccountFailsDeliveriesWithGuidance(t *testing.T) {
 	if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"})); status == 200 {
 		t.Fatal("a delivery completed against a Session account")
 	}
-	l := ta.logs.lines(t)[0]
+	l := ta.logs.Lines(t)[0]
 	msg, _ := l["error"].(string)
 	if l["outcome"] != "transient_failure" || !strings.Contains(msg, "Strong") || !strings.Contains(msg, config.KeyCosmosRelaxed+"=true") {
 		t.Fatalf("log line = %v", l)
 	}
-	if strings.Contains(ta.logs.b.String(), cos.Key) {
+	if strings.Contains(ta.logs.String(), cos.Key) {
 		t.Fatal("key in logs")
 	}
 }

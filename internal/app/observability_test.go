@@ -23,6 +23,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // chargingStore is an in-memory inbox that charges request units the way
@@ -49,8 +50,8 @@ func (s *chargingStore) RecordProcessed(ctx context.Context, k inbox.Key) error 
 
 type obsApp struct {
 	*App
-	logs     *syncBuffer
-	stderr   *syncBuffer
+	logs     *testlog.Buffer
+	stderr   *testlog.Buffer
 	spans    *tracetest.SpanRecorder
 	store    *chargingStore
 	handlers []trace.SpanContext
@@ -73,7 +74,7 @@ func newObsApp(t *testing.T, handler func(ctx context.Context) error) *obsApp {
 		t.Fatal(err)
 	}
 	mem, _ := inbox.NewMemoryStore(inbox.MemoryOptions{})
-	oa := &obsApp{logs: &syncBuffer{}, stderr: &syncBuffer{}, spans: tracetest.NewSpanRecorder(),
+	oa := &obsApp{logs: &testlog.Buffer{}, stderr: &testlog.Buffer{}, spans: tracetest.NewSpanRecorder(),
 		store: &chargingStore{Store: mem, checkRU: 1, recordRU: 5.71}}
 	reg := subscriber.NewRegistry()
 	reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
@@ -228,7 +229,7 @@ func TestRequestChargeIsSummedPerInvocation(t *testing.T) {
 	oa := newObsApp(t, nil)
 	a := oa.post(t, context.Background(), tracedEnvelope("m-1"))
 	dup := oa.post(t, context.Background(), tracedEnvelope("m-1"))
-	lines := oa.logs.lines(t)
+	lines := oa.logs.Lines(t)
 	if len(lines) != 2 || lines[0]["requestCharge"] != 6.71 || lines[0]["cosmosRequests"] != 2.0 ||
 		lines[1]["requestCharge"] != 1.0 || lines[1]["cosmosRequests"] != 1.0 {
 		t.Fatalf("log lines %v", lines)
@@ -276,8 +277,8 @@ func TestLogsCarrySummaryAndWarningsBoundedAndPayloadFree(t *testing.T) {
 	if len(a.body) > 2*funchost.MaxLogs*funchost.MaxLogUnits {
 		t.Fatalf("answer of %d bytes", len(a.body))
 	}
-	if oa.stderr.b.Len() != 0 {
-		t.Fatalf("stderr written for completed invocations: %s", oa.stderr.b.String())
+	if oa.stderr.String() != "" {
+		t.Fatalf("stderr written for completed invocations: %s", oa.stderr.String())
 	}
 }
 
@@ -296,28 +297,28 @@ func TestFailingInvocationsWriteOneStderrLine(t *testing.T) {
 	if a.status != 503 || a.body != funchost.ResponseBody {
 		t.Fatalf("failed answer %d %s", a.status, a.body)
 	}
-	line := oa.stderr.b.String()
+	line := oa.stderr.String()
 	if !strings.HasPrefix(line, "error: Subscriber invocation answered 503: handler failed") || strings.Count(line, "\n") != 1 ||
 		!strings.Contains(line, "outcome=handler_failed") || !strings.Contains(line, "messageId=m-1") ||
 		!strings.Contains(line, `error="downstream said no\nsecond line"`) || strings.Contains(line, secretPayload) {
 		t.Fatalf("stderr %q", line)
 	}
-	oa.stderr.reset()
+	oa.stderr.Reset()
 	oa.post(t, context.Background(), []byte(`{"Data":{"message":"not base64!"},"Metadata":{}}`))
-	if line := oa.stderr.b.String(); !strings.HasPrefix(line, "error: Subscriber invocation answered 400: malformed invocation envelope") {
+	if line := oa.stderr.String(); !strings.HasPrefix(line, "error: Subscriber invocation answered 400: malformed invocation envelope") {
 		t.Fatalf("stderr %q", line)
 	}
-	oa.stderr.reset()
+	oa.stderr.Reset()
 	ctx, c := context.WithCancel(context.Background())
 	cancel = c
 	oa.post(t, ctx, tracedEnvelope("m-2"))
-	line = oa.stderr.b.String()
+	line = oa.stderr.String()
 	if !strings.HasPrefix(line, "warning: Subscriber invocation answered 503: invocation cancelled") || strings.Contains(line, "error") ||
 		strings.Contains(line, "fail") || !strings.Contains(line, "outcome=canceled") {
 		t.Fatalf("a cancellation's stderr line %q must read as a warning", line)
 	}
 	// stdout keeps one JSON line per invocation.
-	if n := len(oa.logs.lines(t)); n != 3 {
+	if n := len(oa.logs.Lines(t)); n != 3 {
 		t.Fatalf("%d stdout lines, want 3", n)
 	}
 }
@@ -328,14 +329,14 @@ func TestCleanupSummaryInLogsAndFailureOnStderr(t *testing.T) {
 	oa := newObsApp(t, nil)
 	a := oa.post(t, context.Background(), timerEnvelope())
 	if a.status != 200 || len(a.Logs) != 1 || !strings.HasPrefix(a.Logs[0], "inbox cleanup finished: outcome=purged purged=0") ||
-		!strings.Contains(a.Logs[0], "requestCharge=0 cosmosRequests=0") || oa.stderr.b.Len() != 0 {
-		t.Fatalf("cleanup answer %d %q, stderr %q", a.status, a.Logs, oa.stderr.b.String())
+		!strings.Contains(a.Logs[0], "requestCharge=0 cosmosRequests=0") || oa.stderr.String() != "" {
+		t.Fatalf("cleanup answer %d %q, stderr %q", a.status, a.Logs, oa.stderr.String())
 	}
 	oa.store.Store = failingPurge{oa.store.Store}
 	if a := oa.post(t, context.Background(), timerEnvelope()); a.status == 200 || len(a.Logs) != 0 {
 		t.Fatalf("failed cleanup answered %d with Logs %q", a.status, a.Logs)
 	}
-	line := oa.stderr.b.String()
+	line := oa.stderr.String()
 	if !strings.HasPrefix(line, "error: InboxCleanup invocation failed: inbox cleanup failed") || strings.Contains(line, "AccountKey") ||
 		strings.Count(line, "\n") != 1 {
 		t.Fatalf("stderr %q", line)

@@ -19,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
@@ -50,7 +51,7 @@ func (f *failingWriter) StoreMessage(ctx context.Context, m tracking.MessageEnti
 
 type resolverFixture struct {
 	*App
-	logs  *syncBuffer
+	logs  *testlog.Buffer
 	sched *captureScheduler
 }
 
@@ -65,7 +66,7 @@ func newResolverTestApp(t *testing.T, store tracking.Writer) *resolverFixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ra := &resolverFixture{logs: &syncBuffer{}, sched: &captureScheduler{}}
+	ra := &resolverFixture{logs: &testlog.Buffer{}, sched: &captureScheduler{}}
 	a, err := New(cfg, Deps{Log: zerolog.New(ra.logs), Resolver: ResolverDeps{Tracking: store, Scheduler: ra.sched}})
 	if err != nil {
 		t.Fatal(err)
@@ -147,18 +148,18 @@ func TestResolverAppRecordsTheEndpointsResponses(t *testing.T) {
 		t.Fatalf("row %v", row)
 	}
 	// The request copy arriving late is stale: completed, row unchanged.
-	ra.logs.reset()
+	ra.logs.Reset()
 	if status := ra.post(t, envelopeAs(FuncResolver, "m-1")); status != 200 {
 		t.Fatalf("late request copy: %d", status)
 	}
 	if _, row = ra.row(t, "BillingEndpoint", "evt-1"); row["ResolutionStatus"] != "Skipped" {
 		t.Fatalf("row %v", row)
 	}
-	lines := ra.logs.lines(t)
+	lines := ra.logs.Lines(t)
 	if len(lines) != 1 || lines[0]["outcome"] != "stale" || lines[0]["level"] != "warn" || lines[0]["messageType"] != "EventRequest" {
 		t.Fatalf("log %v", lines)
 	}
-	for _, l := range ra.logs.lines(t) {
+	for _, l := range ra.logs.Lines(t) {
 		b, _ := json.Marshal(l)
 		if strings.Contains(string(b), secretPayload) {
 			t.Fatalf("a log line carries the payload: %s", b)
@@ -193,12 +194,12 @@ func TestResolverAppFailures(t *testing.T) {
 		{"malformed envelope", []byte(`{"Data":{"message":"not base64!"},"Metadata":{}}`), false, 400, "malformed_invocation"},
 		{"throttled store", envelopeAs(FuncResolver, "m-9"), true, 200, "rescheduled"},
 	} {
-		ra.logs.reset()
+		ra.logs.Reset()
 		store.down = c.down
 		if status := ra.post(t, c.body); status != c.status {
 			t.Fatalf("%s: status %d, want %d", c.name, status, c.status)
 		}
-		if l := ra.logs.lines(t); len(l) != 1 || l[0]["outcome"] != c.outcome {
+		if l := ra.logs.Lines(t); len(l) != 1 || l[0]["outcome"] != c.outcome {
 			t.Fatalf("%s: log %v", c.name, l)
 		}
 	}

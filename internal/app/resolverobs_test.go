@@ -29,6 +29,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 
@@ -77,8 +78,8 @@ func (s *spanScheduler) ScheduleRedelivery(ctx context.Context, _ *resolverapp.R
 
 type resolverObs struct {
 	*App
-	logs   *syncBuffer
-	stderr *syncBuffer
+	logs   *testlog.Buffer
+	stderr *testlog.Buffer
 	spans  *tracetest.SpanRecorder
 	store  *chargingWriter
 	sched  *spanScheduler
@@ -99,7 +100,7 @@ func newResolverObs(t *testing.T) *resolverObs {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ro := &resolverObs{logs: &syncBuffer{}, stderr: &syncBuffer{}, spans: tracetest.NewSpanRecorder(),
+	ro := &resolverObs{logs: &testlog.Buffer{}, stderr: &testlog.Buffer{}, spans: tracetest.NewSpanRecorder(),
 		store: &chargingWriter{Writer: &tracking.Memory{}}, sched: &spanScheduler{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(ro.spans))
 	ro.App, err = New(cfg, Deps{Log: zerolog.New(ro.logs), TracerProvider: tp, Stderr: ro.stderr,
@@ -274,8 +275,8 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 	if len(a.body) > 2*funchost.MaxLogs*funchost.MaxLogUnits {
 		t.Fatalf("answer of %d bytes", len(a.body))
 	}
-	if ro.stderr.b.Len() != 0 {
-		t.Fatalf("stderr written for completed invocations: %s", ro.stderr.b.String())
+	if ro.stderr.String() != "" {
+		t.Fatalf("stderr written for completed invocations: %s", ro.stderr.String())
 	}
 	m := ro.Metrics()
 	if m.Get(telemetry.Invocations, "nimbus.outcome=written") != 4 || m.Get(telemetry.Invocations, "nimbus.outcome=stale") != 1 ||
@@ -312,11 +313,11 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 			return ctx
 		}, resolverEnvelope("m-7", "EventId", "evt-7"), "warning: Resolver invocation answered 503: invocation cancelled", "outcome=canceled"},
 	} {
-		ro.stderr.reset()
+		ro.stderr.Reset()
 		if a := ro.post(t, c.ctx(), c.env); a.status < 300 || len(a.Logs) != 0 {
 			t.Fatalf("%s: answered %d with Logs %q", c.name, a.status, a.Logs)
 		}
-		line := ro.stderr.b.String()
+		line := ro.stderr.String()
 		if !strings.HasPrefix(line, c.prefix) || !strings.Contains(line, c.has) || strings.Count(line, "\n") != 1 ||
 			strings.Contains(line, secretPayload) || strings.Contains(line, providerDetail) {
 			t.Fatalf("%s: stderr %q", c.name, line)
@@ -325,7 +326,7 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 			t.Fatalf("%s: a warning line %q reads as an error", c.name, line)
 		}
 	}
-	for _, l := range ro.logs.lines(t) {
+	for _, l := range ro.logs.Lines(t) {
 		b, _ := json.Marshal(l)
 		if strings.Contains(string(b), secretPayload) {
 			t.Fatalf("a log line carries the payload: %s", b)
@@ -379,7 +380,7 @@ func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testlog.Buffer{}
 	a, err := New(cfg, Deps{Log: zerolog.New(logs), Resolver: ResolverDeps{Scheduler: &spanScheduler{}}})
 	if err != nil {
 		t.Fatal(err)
@@ -398,7 +399,7 @@ func TestResolverRequestChargeAgainstLocalCosmos(t *testing.T) {
 		if ans.status != 200 || n == 0 {
 			t.Fatalf("invocation %d: status %d after %d requests", i, ans.status, n)
 		}
-		lines := logs.lines(t)
+		lines := logs.Lines(t)
 		line := lines[len(lines)-1]
 		wantOutcome := map[int]string{0: "written", 1: "written", 2: "written", 3: "stale"}[i]
 		if line["outcome"] != wantOutcome || line["cosmosRequests"] != float64(n) || line["requestCharge"] != 1.25*float64(n) {
