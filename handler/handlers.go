@@ -93,8 +93,8 @@ var ledger = nimbus.Container{
 }
 
 // PaymentReceived is a payment of AmountCents by a customer. The Fail,
-// FailOn and FailFirstAttempts switches work as OrderPlaced's, before
-// anything is written.
+// FailOn and FailFirstAttempts switches work as OrderPlaced's, after the
+// handler has queued its writes and before anything is committed.
 type PaymentReceived struct {
 	PaymentID         string `json:"PaymentId"`
 	CustomerID        string `json:"CustomerId"`
@@ -144,9 +144,6 @@ func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx)
 	if p.PaymentID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived has no PaymentId"))
 	}
-	if err := switches(p.Fail, p.FailOn, p.FailFirstAttempts, ev, "ledger busy"); err != nil {
-		return nimbus.Result{}, err
-	}
 	payID, balID := "payment-"+p.PaymentID, "balance-"+p.CustomerID
 	// The two reads run at once.
 	var (
@@ -162,17 +159,27 @@ func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx)
 	if err := errors.Join(payErr, balErr); err != nil {
 		return nimbus.Result{}, err
 	}
-	if paid {
-		return nimbus.Completed(), nil
+	if !paid {
+		if err := tx.Create(payment{ID: payID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, MessageID: ev.MessageID}); err != nil {
+			return nimbus.Result{}, err
+		}
+		var err error
+		if hasBal {
+			bal = balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: bal.BalanceCents + p.AmountCents, Payments: bal.Payments + 1}
+			err = tx.Replace(balID, bal, balETag)
+		} else {
+			err = tx.Create(balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents, Payments: 1})
+		}
+		if err != nil {
+			return nimbus.Result{}, err
+		}
 	}
-	if err := tx.Create(payment{ID: payID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, MessageID: ev.MessageID}); err != nil {
+	// The switches act after the writes are queued: a failure here drops
+	// them, and nothing is committed.
+	if err := switches(p.Fail, p.FailOn, p.FailFirstAttempts, ev, "ledger busy"); err != nil {
 		return nimbus.Result{}, err
 	}
-	if !hasBal {
-		return nimbus.Completed(), tx.Create(balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents, Payments: 1})
-	}
-	bal = balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: bal.BalanceCents + p.AmountCents, Payments: bal.Payments + 1}
-	return nimbus.Completed(), tx.Replace(balID, bal, balETag)
+	return nimbus.Completed(), nil
 }
 
 func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
