@@ -1,10 +1,13 @@
 package archtest
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -16,26 +19,35 @@ type pkg struct {
 	Deps       []string
 }
 
+// list returns the module's packages by path below the module, from one
+// `go list` per test binary (each test only reads the map).
 func list(t *testing.T) map[string]pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json", module+"/...")
-	out, err := cmd.Output()
+	pkgs, err := listOnce()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		t.Fatal(err)
+	}
+	return pkgs
+}
+
+var listOnce = sync.OnceValues(func() (map[string]pkg, error) {
+	out, err := exec.Command("go", "list", "-json", module+"/...").Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", err)
 	}
 	pkgs := map[string]pkg{}
-	dec := json.NewDecoder(strings.NewReader(string(out)))
+	dec := json.NewDecoder(bytes.NewReader(out))
 	for {
 		var p pkg
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			t.Fatal(err)
+			return nil, fmt.Errorf("go list output: %w", err)
 		}
 		pkgs[strings.TrimPrefix(p.ImportPath, module+"/")] = p
 	}
-	return pkgs
-}
+	return pkgs, nil
+})
 
 // noAzureSDK fails t for each of the named packages that depends on an
 // Azure SDK or AMQP package, directly or not.

@@ -37,6 +37,7 @@ func masterSig(key, method, date string) string {
 // Key auth signs every request; the adapter's own account read is signed
 // exactly as the SDK signs its account read.
 func TestKeyAuthentication(t *testing.T) {
+	t.Parallel()
 	srv := testenv.SharedCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	db := srv.Database(t)
 	for name, cfg := range map[string]cosmos.Config{
@@ -131,9 +132,13 @@ func identityEndpoint(t *testing.T) *[]url.Values {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]string{
 			"access_token": "mi-token",
-			"expires_on":   strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
-			"resource":     r.URL.Query().Get("resource"),
-			"token_type":   "Bearer",
+			// Two minutes: inside the five minutes before expiry in which
+			// the process-wide managed identity token cache asks again, so
+			// a second run of the test in one process (-count=2) reaches
+			// this endpoint too.
+			"expires_on": strconv.FormatInt(time.Now().Add(2*time.Minute).Unix(), 10),
+			"resource":   r.URL.Query().Get("resource"),
+			"token_type": "Bearer",
 		})
 	}))
 	t.Cleanup(srv.Close)
@@ -205,6 +210,7 @@ func TestEntraAuthentication(t *testing.T) {
 }
 
 func TestClientConfigValidation(t *testing.T) {
+	t.Parallel()
 	const key = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 	cred := &fakeCredential{}
 	good := []struct {

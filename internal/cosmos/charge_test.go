@@ -14,6 +14,7 @@ import (
 // x-ms-request-charge to it, failed ones included (the local server charges
 // 1 RU per request); requests without one are not counted anywhere.
 func TestRequestChargeIsSummedOnTheContext(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	c, err := e.Account.Container(cosmos.ContainerOptions{Spec: cosmos.ContainerSpec{
 		DatabaseID: e.DB, ContainerID: "charged", PartitionKeyPath: "/id", AutoCreate: true,

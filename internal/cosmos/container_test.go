@@ -33,6 +33,7 @@ func readProps(t *testing.T, acct *cosmos.Account, db, container string) *azcosm
 // Get-or-create: a missing container is created from the spec (partition
 // key, indexing policy, default TTL); an existing matching one is only read.
 func TestEnsureContainerCreatesFromSpec(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	ctx := context.Background()
 	excluded := &azcosmos.IndexingPolicy{
@@ -93,6 +94,7 @@ func deref(p *int32) string {
 // Existing containers that do not fit the spec, and missing ones with
 // AutoCreate off, are operator errors naming what to fix.
 func TestEnsureContainerRefusals(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	ctx := context.Background()
 	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
@@ -141,6 +143,7 @@ func TestEnsureContainerRefusals(t *testing.T) {
 }
 
 func TestContainerSpecValidation(t *testing.T) {
+	t.Parallel()
 	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testenvKey})
 	if err != nil {
 		t.Fatal(err)
@@ -203,6 +206,7 @@ const testenvKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mG
 // refused before any container request, on every use, with the operator
 // error naming the level, Strong and the option.
 func TestContainerReady(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		account string
 		relaxed bool

@@ -31,6 +31,7 @@ func respErr(status int, headers ...string) error {
 }
 
 func TestClassify(t *testing.T) {
+	t.Parallel()
 	opErr := cosmos.OperatorErrorf("%w: container %q missing", cosmos.ErrContainer, "inbox")
 	cases := []struct {
 		name string
@@ -94,6 +95,7 @@ func TestClassify(t *testing.T) {
 // IsNotFound keeps exactly the semantics the inbox's check relies on: only
 // a clean 404 means "no such document".
 func TestIsNotFound(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		err  error
 		want bool
@@ -118,6 +120,7 @@ func TestIsNotFound(t *testing.T) {
 }
 
 func TestKindString(t *testing.T) {
+	t.Parallel()
 	want := map[cosmos.Kind]string{
 		cosmos.KindNone: "none", cosmos.KindNotFound: "not_found", cosmos.KindConflict: "conflict",
 		cosmos.KindPreconditionFailed: "precondition_failed", cosmos.KindThrottled: "throttled",
@@ -134,6 +137,7 @@ func TestKindString(t *testing.T) {
 // The pipeline recognizes the operator error by its method set and logs
 // its message; errors.Is still reaches the sentinel it wraps.
 func TestOperatorError(t *testing.T) {
+	t.Parallel()
 	err := fmt.Errorf("cosmosstore: check: %w", cosmos.OperatorErrorf("%w: container %q has partition key paths [/x], want [/id]", cosmos.ErrContainer, "inbox"))
 	var oe subscriber.OperatorError
 	if !errors.As(err, &oe) {

@@ -9,6 +9,7 @@ import (
 )
 
 func TestCheckID(t *testing.T) {
+	t.Parallel()
 	const emoji = "\U0001F600" // 4 UTF-8 bytes, 2 UTF-16 units
 	cases := []struct {
 		name string

@@ -14,6 +14,7 @@ import (
 // Concurrent first uses share one attempt; a failure is not remembered, a
 // success is.
 func TestLazySharesOneAttemptAndRetriesAfterFailure(t *testing.T) {
+	t.Parallel()
 	var l cosmos.Lazy
 	var calls atomic.Int32
 	boom := errors.New("boom")
@@ -61,6 +62,7 @@ func TestLazySharesOneAttemptAndRetriesAfterFailure(t *testing.T) {
 // A caller whose context ends gets its context error; the attempt goes on,
 // undisturbed by that cancellation, and serves the next caller.
 func TestLazyDetachesTheAttemptFromTheCaller(t *testing.T) {
+	t.Parallel()
 	var l cosmos.Lazy
 	gate := make(chan struct{})
 	attemptErr := make(chan error, 1)
@@ -87,6 +89,7 @@ func TestLazyDetachesTheAttemptFromTheCaller(t *testing.T) {
 
 // Timeout bounds the attempt.
 func TestLazyTimeout(t *testing.T) {
+	t.Parallel()
 	l := cosmos.Lazy{Timeout: 20 * time.Millisecond}
 	err := l.Do(context.Background(), func(ctx context.Context) error {
 		<-ctx.Done()

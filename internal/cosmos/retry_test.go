@@ -64,6 +64,7 @@ var fastRetry = policy.RetryOptions{MaxRetries: 3, RetryDelay: time.Millisecond,
 // SDK: how many times one point read, create or account read is sent for a
 // given answer.
 func TestSDKRetriesAsDocumented(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name     string
 		status   int
@@ -134,6 +135,7 @@ func TestSDKRetriesAsDocumented(t *testing.T) {
 // A try cut off by TryTimeout is not retried: the operation ends with a
 // deadline error after one try, classified transient.
 func TestTryTimeoutEndsTheOperation(t *testing.T) {
+	t.Parallel()
 	f := &fakeAccount{answer: func(req *http.Request) (*http.Response, error) {
 		<-req.Context().Done()
 		return nil, req.Context().Err()
@@ -158,6 +160,7 @@ func TestTryTimeoutEndsTheOperation(t *testing.T) {
 // 403 with sub-status 3 (write forbidden) makes azcosmos resend every
 // second, up to 120 times; only TryTimeout ends it.
 func TestTryTimeoutBoundsTheWriteForbiddenLoop(t *testing.T) {
+	t.Parallel()
 	f := &fakeAccount{answer: func(req *http.Request) (*http.Response, error) {
 		return cosmostest.Synth(req, http.StatusForbidden, map[string]string{"x-ms-substatus": "3"}, `{"code":"Forbidden"}`), nil
 	}}
@@ -182,6 +185,7 @@ func TestTryTimeoutBoundsTheWriteForbiddenLoop(t *testing.T) {
 
 // The documented worst case follows from DefaultRetry's values.
 func TestDefaultRetryWorstCase(t *testing.T) {
+	t.Parallel()
 	r := cosmos.DefaultRetry
 	if r.MaxRetries != 3 || r.RetryDelay != 200*time.Millisecond || r.MaxRetryDelay != 2*time.Second || r.TryTimeout != 10*time.Second {
 		t.Fatalf("DefaultRetry = %+v; update its documentation with it", r)

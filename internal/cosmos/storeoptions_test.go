@@ -9,6 +9,7 @@ import (
 )
 
 func TestStoreOptionsDefaults(t *testing.T) {
+	t.Parallel()
 	var o cosmos.StoreOptions
 	if errs := o.ApplyDefaults("db"); len(errs) > 0 {
 		t.Fatalf("defaults: %v", errs)
@@ -35,6 +36,7 @@ func TestStoreOptionsDefaults(t *testing.T) {
 }
 
 func TestStoreOptionsProblems(t *testing.T) {
+	t.Parallel()
 	o := cosmos.StoreOptions{DatabaseID: "a/b", InitTimeout: -time.Second}
 	errs := o.ApplyDefaults("db")
 	if len(errs) != 2 {
@@ -54,6 +56,7 @@ func TestStoreOptionsProblems(t *testing.T) {
 }
 
 func TestStoreOptionsContainerOptions(t *testing.T) {
+	t.Parallel()
 	off := false
 	o := cosmos.StoreOptions{DatabaseID: "db", AutoCreateContainer: &off, AllowRelaxedConsistency: true,
 		RelaxAs: "Setting__Relaxed", InitTimeout: 5 * time.Second}

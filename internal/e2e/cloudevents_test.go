@@ -55,6 +55,7 @@ func (e cloudEvent) message() *azservicebus.Message {
 // broker MessageIds) by source and id, and lets the broker dead-letter an
 // invalid event.
 func TestCloudEventsIngressEndToEnd(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{ingress: ingressTopic})
 	producer := s.sb.Client(t)
 	snd, err := producer.NewSender(ingressTopic, nil)
@@ -191,6 +192,7 @@ func peekDeadLetters(t *testing.T, s *stack, topic string) []*azservicebus.Recei
 // are refused at every delivery (the handler never runs, no Resolver
 // answer is sent for them) and dead-lettered by the broker.
 func TestIngressRefusesManagerAndControlRequests(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{ingress: ingressTopic})
 	snd, err := s.sb.Client(t).NewSender(ingressTopic, nil)
 	if err != nil {

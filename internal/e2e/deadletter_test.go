@@ -17,6 +17,7 @@ import (
 // DeadLetterReason and DeadLetterErrorDescription reaches the Resolver, on
 // the last delivery.
 func TestDeadLetterPathWithoutPacing(t *testing.T) {
+	t.Parallel()
 	const pause = 5 * time.Second
 	s := startStack(t, stackConfig{retryBase: pause.String(), retryMax: pause.String()})
 

@@ -65,6 +65,7 @@ func checkRecorded(tb testing.TB, s *stack, all []event, want map[string]bool) {
 // the Cosmos inbox, completed, and answered with a ResolutionResponse that
 // reaches the Resolver topic in NimBus's exact wire format.
 func TestEveryMessageCompletesOnceWithItsExactResolverResponse(t *testing.T) {
+	t.Parallel()
 	const sessions, perSession = 6, 8
 	s := startStack(t, stackConfig{})
 	var evs []event
@@ -136,6 +137,7 @@ func TestEveryMessageCompletesOnceWithItsExactResolverResponse(t *testing.T) {
 // The handler does not run again and the second delivery is answered with a
 // SkipResponse carrying ErrorText DuplicateDetected.
 func TestRedeliveryOfACompletedMessageIsSkipped(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{})
 	first := order("OrderPlaced-dup-1", "customer-dup", 120, 0)
 	s.send(first)
@@ -185,6 +187,7 @@ func TestRedeliveryOfACompletedMessageIsSkipped(t *testing.T) {
 // completes: one record, one ResolutionResponse, no response for the
 // failures.
 func TestFailedDeliveryIsRedeliveredAndCompletesOnce(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{})
 	e := order("OrderPlaced-retry-1", "customer-retry", 75, 2)
 	s.send(e)

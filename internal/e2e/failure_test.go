@@ -17,6 +17,7 @@ import (
 // process keeps running and the session is blocked (the next event is
 // parked).
 func TestFailureKindsThroughTheBinary(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{deferred: true})
 	discard := orderWith("OrderPlaced-kind-discard", "kind-discard", 1, `"Fail":"discard"`)
 	discardNext := orderWith("OrderPlaced-kind-discard-next", "kind-discard", 2, "")
@@ -54,6 +55,7 @@ func TestFailureKindsThroughTheBinary(t *testing.T) {
 // then, is parked too. The Manager resubmits event 2 with changes; 3 and 4
 // replay in order.
 func TestReplayedCopyThatFailsBlocksTheSessionAgain(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{deferred: true})
 	const sid = "replay-fails"
 	e1 := orderWith("OrderPlaced-"+sid+"-1", sid, 1, `"Fail":"failed"`)

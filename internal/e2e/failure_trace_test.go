@@ -31,6 +31,7 @@ func traceOf(v any) (trace, span string) {
 // (the event's trace, not the replay request's). Each hop has a new parent
 // span id. The counters at /_nimbus/metrics count one park and one replay.
 func TestTraceContinuesThroughBlockParkRetryAndReplay(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{settings: map[string]string{
 		"NimBus__RetryPolicies__Default__MaxRetries": "1",
 		"NimBus__RetryPolicies__Default__BaseDelay":  "00:00:01",

@@ -76,6 +76,7 @@ func checkReplayed(t *testing.T, s *stack, rs []received, evs []event) {
 // ResolutionResponse without running the handler, lifts the block, and the
 // parked events replay in order.
 func TestPendingHandoffCompletedByTheManager(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{deferred: true})
 	const sid = "handoff-done"
 	evs := handoffSession(t, s, sid)
@@ -114,6 +115,7 @@ func TestPendingHandoffCompletedByTheManager(t *testing.T) {
 // still parked. A resubmission of the event with changes (no handoff)
 // resolves it, and the parked events replay in order.
 func TestPendingHandoffFailedThenResubmitted(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{deferred: true})
 	const sid = "handoff-failed"
 	evs := handoffSession(t, s, sid)

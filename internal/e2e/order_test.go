@@ -13,6 +13,7 @@ import (
 // Resolver, in publish order: the failing order is redelivered before its
 // successors, and the other sessions keep going meanwhile.
 func TestSessionOrderIsKeptAcrossARedelivery(t *testing.T) {
+	t.Parallel()
 	const (
 		sessions   = 4
 		perSession = 10

@@ -21,6 +21,7 @@ var roundTripTime = regexp.MustCompile(`^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{7}Z$
 // (A message without MessageId cannot be sent with azservicebus: the broker
 // assigns one. The bypass path is covered by the pipeline tests.)
 func TestUnknownEventTypeAndHandoffAreAnsweredButNotRecorded(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{})
 	unknown := event{MessageID: "OrderCancelled-1", SessionID: "customer-misc", EventID: guidFor("OrderCancelled-1"),
 		EventTypeID: "OrderCancelled", EventJSON: `{"OrderId":"O-9","Reason":"customer request"}`}

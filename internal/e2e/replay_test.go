@@ -430,6 +430,7 @@ func TestBlockedSessionReplaysInOrderAfterRetry(t *testing.T) {
 // SkipRequest: SkipResponse (empty content), event 2 neither handled nor
 // recorded, 3–8 in order.
 func TestBlockedSessionReplaysInOrderAfterSkip(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{deferred: true})
 	sc := runBlockedSession(t, s, "blocked-skip", bySkip)
 	sc.report(t)

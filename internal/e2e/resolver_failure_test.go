@@ -18,6 +18,7 @@ import (
 // handles 5, sent meanwhile, after them; every row ends Completed, and the
 // Resolver recorded each row's Failed/Deferred → Completed transition.
 func TestResolverTracksTheGoEndpointFailedDeferredCompleted(t *testing.T) {
+	t.Parallel()
 	s := startResolverStack(t, resolverStackConfig{})
 	startDeferredHost(t, s.sb.Client(t), s.endpoint.base)
 	const sid = "resolver-blocked"

@@ -309,6 +309,7 @@ func (l *lifecycle) audits(eventID string) []lcAudit {
 // the row stays Completed; a late copy of E1's ErrorResponse is a terminal
 // write and, as the spec and NimBus have it, applies (last-writer-wins).
 func TestResolverTracksNimBusFailedDeferredCompleted(t *testing.T) {
+	t.Parallel()
 	s := startResolverStack(t, resolverStackConfig{nimbusEndpoints: []string{ledgerID}})
 	l := &lifecycle{t: t, s: s, cosmos: s.rows.(cosmosRows).client}
 	var err error

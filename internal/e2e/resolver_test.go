@@ -232,6 +232,7 @@ func strOf(s *string) string {
 // and TestResolverTracksNimBusFailedDeferredCompleted (the messages a NimBus
 // endpoint and the NimBus Manager send).
 func TestResolverTracksTheEndpointsOutcomes(t *testing.T) {
+	t.Parallel()
 	s := startResolverStack(t, resolverStackConfig{})
 	done := order("OrderPlaced-done-1", "customer-a", 100, 0)
 	dup := order("OrderPlaced-dup-1", "customer-b", 100, 0)

@@ -76,6 +76,7 @@ func attr(s *tracepb.Span, key string) string {
 // records the request copy and the endpoint's response under invocation
 // spans of the same trace, with their tracking writes as child spans.
 func TestTraceContinuesThroughTheResolver(t *testing.T) {
+	t.Parallel()
 	rcv := &traceReceiver{}
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)

@@ -14,6 +14,7 @@ import (
 // own span), the sampled flag and the tracestate; no response carries a
 // Diagnostic-Id.
 func TestTraceContinuesThroughTheEndpoint(t *testing.T) {
+	t.Parallel()
 	s := startStack(t, stackConfig{})
 	const (
 		traceID   = "4bf92f3577b34da6a3ce929d0e0e4736"

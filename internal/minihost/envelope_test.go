@@ -24,6 +24,7 @@ func at(s string) time.Time {
 // TestServiceBusInvocationMatchesFixture builds the envelope the way the
 // mini host does, from a received message, and compares it with the host's.
 func TestServiceBusInvocationMatchesFixture(t *testing.T) {
+	t.Parallel()
 	m := &azservicebus.ReceivedMessage{
 		Body:           []byte(`{"orderId":"A-1001","amount":42.5,"customer":{"id":7},"lines":[1,2]}`),
 		MessageID:      "7c9e6679-7425-40de-944b-e07fc1f90ae7",
@@ -54,6 +55,7 @@ func TestServiceBusInvocationMatchesFixture(t *testing.T) {
 }
 
 func TestTriggerFromMessage(t *testing.T) {
+	t.Parallel()
 	enq := at("2025-01-15T10:20:05.5Z")
 	m := &azservicebus.ReceivedMessage{
 		Body:                  []byte("b"),

@@ -153,6 +153,7 @@ func (f *hostFixture) assertDrained(t *testing.T) {
 }
 
 func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string]*invocation{}
 	f := start(t, testenv.NimBusTopology(endpoint), func(w http.ResponseWriter, inv *invocation) {
@@ -232,6 +233,7 @@ func TestHostInvokesLikeTheFunctionsHostAndCompletes(t *testing.T) {
 }
 
 func TestHostAbandonsFailedInvocationsAndTheBrokerRedelivers(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	deliveries := map[string][]string{}
 	f := start(t, testenv.NimBusTopology(endpoint), func(w http.ResponseWriter, inv *invocation) {
@@ -280,6 +282,7 @@ func TestHostAbandonsFailedInvocationsAndTheBrokerRedelivers(t *testing.T) {
 }
 
 func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
+	t.Parallel()
 	topo := testenv.Topology{Topics: []testenv.Topic{{Name: endpoint, Subscriptions: []testenv.Subscription{
 		{Name: endpoint, RequiresSession: true, MaxDeliveryCount: 3},
 	}}}}
@@ -322,6 +325,7 @@ func TestHostFailuresEndInTheDeadLetterQueue(t *testing.T) {
 }
 
 func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
+	t.Parallel()
 	const sessions, perSession, workers = 6, 8, 4
 	var mu sync.Mutex
 	order := map[string][]string{}
@@ -396,6 +400,7 @@ func TestHostRunsSessionsConcurrentlyButEachInOrderOneAtATime(t *testing.T) {
 }
 
 func TestHostStopLetsTheInFlightInvocationSettle(t *testing.T) {
+	t.Parallel()
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var releaseOnce sync.Once
@@ -452,6 +457,7 @@ func TestHostStopLetsTheInFlightInvocationSettle(t *testing.T) {
 }
 
 func TestNewValidatesConfig(t *testing.T) {
+	t.Parallel()
 	good := Config{Client: &azservicebus.Client{}, Topic: "t", Subscription: "s", Function: "F", Invoker: &Invoker{BaseURL: "http://127.0.0.1:1"}}
 	for name, mutate := range map[string]func(*Config){
 		"client": func(c *Config) { c.Client = nil }, "topic": func(c *Config) { c.Topic = "" },
@@ -469,6 +475,7 @@ func TestNewValidatesConfig(t *testing.T) {
 }
 
 func TestInvokerVerdicts(t *testing.T) {
+	t.Parallel()
 	var got *http.Request
 	var gotBody []byte
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -33,6 +33,7 @@ func processDeferred(session, id string) *azservicebus.Message {
 }
 
 func TestHostWithoutSessionsRunsUpToMaxConcurrentCalls(t *testing.T) {
+	t.Parallel()
 	const calls, total = 3, 7
 	var mu sync.Mutex
 	seen := map[string]*invocation{}
@@ -97,6 +98,7 @@ func TestHostWithoutSessionsRunsUpToMaxConcurrentCalls(t *testing.T) {
 }
 
 func TestHostWithoutSessionsAbandonsFailuresAndTheBrokerRedelivers(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	deliveries := map[string][]string{}
 	f := startNoSessions(t, testenv.NimBusTopology(endpoint), func(w http.ResponseWriter, inv *invocation) {
@@ -133,6 +135,7 @@ func TestHostWithoutSessionsAbandonsFailuresAndTheBrokerRedelivers(t *testing.T)
 // lock expires mid-invocation, the broker redelivers, and the late
 // completion is refused, which shows the test can tell the two apart.
 func TestHostWithoutSessionsRenewsTheLockOfARunningInvocation(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("invocations outlast several lock periods (about 6 s): the full suite (without -short) runs it")
 	}

@@ -16,6 +16,7 @@ import (
 )
 
 func TestRetryPauseBound(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		o    azservicebus.RetryOptions
@@ -44,6 +45,7 @@ func TestRetryPauseBound(t *testing.T) {
 // a send to a port that refuses connections fails only after the retries,
 // within the computed range of pauses.
 func TestRetryPausesMatchTheSDK(t *testing.T) {
+	t.Parallel()
 	conn := testenv.ConnectionString(refusingPort(t))
 	retry := azservicebus.RetryOptions{MaxRetries: 3, RetryDelay: 40 * time.Millisecond, MaxRetryDelay: 120 * time.Millisecond}
 	c, err := New(Options{ConnectionString: conn, Retry: retry})
@@ -104,6 +106,7 @@ func recvQueue(t *testing.T, sb *testenv.ServiceBus, queue string, n int) []*azs
 }
 
 func TestSendSetsEveryField(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q"}, {Name: "other"}}})
 	c := newClient(t, sb.ConnectionString)
 	empty := ""
@@ -142,6 +145,7 @@ func TestSendSetsEveryField(t *testing.T) {
 }
 
 func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "a"}, {Name: "b"}}})
 	c := newClient(t, sb.ConnectionString)
 	const each = 16
@@ -189,6 +193,7 @@ func TestSendersPerEntityCreatedOnceAndReused(t *testing.T) {
 }
 
 func TestScheduleEnqueuesAtTheTime(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q", RequiresSession: true}}})
 	c := newClient(t, sb.ConnectionString)
 	ctx := testctx.Timeout(t, 20*time.Second)
@@ -245,6 +250,7 @@ func parked(session string, i int) *Message {
 }
 
 func TestSessionReceive(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
 	ctx := testctx.Timeout(t, 30*time.Second)
@@ -338,6 +344,7 @@ func TestSessionReceive(t *testing.T) {
 }
 
 func TestCloseEndsEveryOperation(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
 	ctx := testctx.Timeout(t, 20*time.Second)

@@ -13,6 +13,7 @@ import (
 // delay with the original MessageId, session, correlation id, content type,
 // subject and typed properties.
 func TestResolverSchedulerResendsOnTheResolverTopic(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	c := newClient(t, sb.ConnectionString)
 	s, err := NewResolverScheduler(c, nil)

@@ -83,6 +83,7 @@ func receiveResolver(tb testing.TB, c *azservicebus.Client, session string, n in
 }
 
 func TestServiceBusPublisherRoundTrip(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	p := newPublisher(t, sb.ConnectionString)
 	c := sb.Client(t)
@@ -187,6 +188,7 @@ func countingListener(t *testing.T) (port int, accepted *atomic.Int32) {
 }
 
 func TestServiceBusPublisherConnectsOnlyOnFirstPublish(t *testing.T) {
+	t.Parallel()
 	port, accepted := countingListener(t)
 	p := newPublisher(t, testenv.ConnectionString(port))
 	// New creates no SDK client and starts nothing in the background, so
@@ -212,6 +214,7 @@ func TestServiceBusPublisherConnectsOnlyOnFirstPublish(t *testing.T) {
 }
 
 func TestServiceBusPublisherFailedSendReturnsError(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	p := newPublisher(t, sb.ConnectionString)
 	out := message.NewResponse(inbound(t, message.Ptr("m"), "s", "e"), message.Resolution, message.Timings{}, nil)
@@ -229,6 +232,7 @@ func TestServiceBusPublisherFailedSendReturnsError(t *testing.T) {
 }
 
 func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
+	t.Parallel()
 	topo := testenv.Topology{Topics: []testenv.Topic{{Name: endpoint, Subscriptions: []testenv.Subscription{{Name: "all"}}}}}
 	sb := testenv.StartServiceBus(t, topo)
 	p := newPublisher(t, sb.ConnectionString)
@@ -291,6 +295,7 @@ func TestServiceBusPublisherSharesOneSenderAcrossGoroutines(t *testing.T) {
 }
 
 func TestServiceBusPublisherRetriesFailedCreation(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	p := newPublisher(t, sb.ConnectionString)
 	var calls atomic.Int32
@@ -315,6 +320,7 @@ func TestServiceBusPublisherRetriesFailedCreation(t *testing.T) {
 }
 
 func TestServiceBusPublisherClose(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	unused := newPublisher(t, sb.ConnectionString)
 	if err := unused.Close(testctx.Timeout(t, 5*time.Second)); err != nil {
@@ -337,6 +343,7 @@ func TestServiceBusPublisherClose(t *testing.T) {
 }
 
 func TestServiceBusPublisherRejectsUnsupportedPropertyTypes(t *testing.T) {
+	t.Parallel()
 	p := newPublisher(t, testenv.ConnectionString(1))
 	for _, v := range []any{int(1), true, 1.5, uint32(1)} {
 		out := &message.Outgoing{ApplicationProperties: map[string]any{"RetryCount": v}}
@@ -353,6 +360,7 @@ func TestServiceBusPublisherRejectsUnsupportedPropertyTypes(t *testing.T) {
 }
 
 func TestNewValidates(t *testing.T) {
+	t.Parallel()
 	const secret = "c2VjcmV0LWtleQ=="
 	tests := []struct {
 		name    string
@@ -403,6 +411,7 @@ func TestNewValidates(t *testing.T) {
 // A connection string the SDK cannot parse fails the first use (not New),
 // naming the option and never the key; a later use tries again.
 func TestUnparsableConnectionStringFailsFirstUse(t *testing.T) {
+	t.Parallel()
 	const secret = "c2VjcmV0LWtleQ=="
 	for _, conn := range []string{
 		"SharedAccessKeyName=k;SharedAccessKey=" + secret,

@@ -39,6 +39,7 @@ func (t tee) Schedule(ctx context.Context, m *message.Outgoing, at time.Time) er
 // the same ones, added once by resolver.Traced. The caller's properties are
 // not changed and keep their AMQP types.
 func TestSendCarriesTheSendSpansTraceContext(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(endpoint))
 	rec := tracetest.NewSpanRecorder()
 	tracer := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer(telemetry.TracerName)
@@ -111,6 +112,7 @@ func TestSendCarriesTheSendSpansTraceContext(t *testing.T) {
 // Without a span context (no parent, a tracer that records nothing) a send
 // writes no trace context: the message goes as it is.
 func TestSendWithoutSpanContextWritesNone(t *testing.T) {
+	t.Parallel()
 	mem := &resolver.Memory{}
 	p := resolver.Traced(mem, noop.NewTracerProvider().Tracer(telemetry.TracerName), endpoint)
 	out := &message.Outgoing{SessionID: "s-plain", ApplicationProperties: map[string]any{"To": "Resolver"}}
@@ -125,6 +127,7 @@ func TestSendWithoutSpanContextWritesNone(t *testing.T) {
 // The Service Bus client sends a message's properties as given, a
 // traceparent included: the trace context is its sender's to add.
 func TestClientSendsTraceContextAsGiven(t *testing.T) {
+	t.Parallel()
 	topo := testenv.NimBusTopology(endpoint)
 	topo.Queues = append(topo.Queues, testenv.Queue{Name: "q", RequiresSession: true})
 	sb := testenv.StartServiceBus(t, topo)

@@ -57,6 +57,7 @@ func statuses(r azcosmos.TransactionalBatchResponse) []int32 {
 // Cosmos DB does (all or nothing, the failing status and 424 for the rest,
 // 207), with the batch's partition key for operations naming an id.
 func TestCosmosBatchAsCosmos(t *testing.T) {
+	t.Parallel()
 	c := cosmosContainer(t, nil)
 	ctx := context.Background()
 	pk := azcosmos.NewPartitionKeyString("p")
@@ -149,6 +150,7 @@ var ttlOnNoDefault int32 = -1
 // TestCosmosItemTTL: with time to live on, an item whose ttl ran out reads
 // as missing, and an unexpired one still reads.
 func TestCosmosItemTTL(t *testing.T) {
+	t.Parallel()
 	cc := cosmosContainer(t, &ttlOnNoDefault)
 	ctx := context.Background()
 	pk := azcosmos.NewPartitionKeyString("p")

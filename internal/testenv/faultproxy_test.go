@@ -34,6 +34,7 @@ func noReuse() *http.Client {
 }
 
 func TestFaultProxyKinds(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name        string
 		kind        FaultKind
@@ -80,6 +81,7 @@ func TestFaultProxyKinds(t *testing.T) {
 }
 
 func TestFaultProxyForwardsAndRewritesSelfAddress(t *testing.T) {
+	t.Parallel()
 	up, hits := upstream(t)
 	p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Seed: 1, Rate: 1, Disabled: true})
 	resp, err := http.Get(p.URL + "dbs")
@@ -120,6 +122,7 @@ func TestFaultProxyForwardsAndRewritesSelfAddress(t *testing.T) {
 }
 
 func TestFaultProxyMatchLimitsFaults(t *testing.T) {
+	t.Parallel()
 	up, _ := upstream(t)
 	p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{
 		Seed: 1, Rate: 1, Kinds: []FaultKind{FaultUnavailable},
@@ -140,6 +143,7 @@ func TestFaultProxyMatchLimitsFaults(t *testing.T) {
 // The same seed and request order give the same faults, at about the
 // configured share.
 func TestFaultProxySeededShare(t *testing.T) {
+	t.Parallel()
 	run := func() (string, FaultCounts) {
 		up, hits := upstream(t)
 		p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Seed: 42, Rate: 0.3, Kinds: []FaultKind{FaultUnavailable, FaultThrottle}})
@@ -169,6 +173,7 @@ func TestFaultProxySeededShare(t *testing.T) {
 }
 
 func TestNewFaultProxyRejectsBadOptions(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		target string
 		opts   FaultProxyOptions
@@ -185,6 +190,7 @@ func TestNewFaultProxyRejectsBadOptions(t *testing.T) {
 }
 
 func TestIsBatchRequest(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		method, path, header string
 		want                 bool
@@ -212,6 +218,7 @@ func TestIsBatchRequest(t *testing.T) {
 // cut the client off at its point: before forwarding (the upstream never
 // sees the request) or after the upstream answered (it applied it).
 func TestFaultProxyHooks(t *testing.T) {
+	t.Parallel()
 	type call struct {
 		forward, relay bool
 	}

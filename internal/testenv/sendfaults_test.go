@@ -17,6 +17,7 @@ import (
 // arrives, and the count of refusals the stand-in printed is the count of
 // failed sends.
 func TestSendFaultsRefuseASeededShare(t *testing.T) {
+	t.Parallel()
 	topo := Topology{Topics: []Topic{{Name: "T", Subscriptions: []Subscription{{Name: "all"}}}}}
 	sb := StartServiceBusWithSendFaults(t, topo, SendFaults{Rate: 0.3, Seed: 11, Entities: []string{"t"},
 		Match: []Rule{{Equals: map[string]string{"To": "Resolver"}}}})

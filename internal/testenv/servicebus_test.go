@@ -70,6 +70,7 @@ func receiveNone(t *testing.T, r receiver, d time.Duration) {
 func ptr[T any](v T) *T { return &v }
 
 func TestQueueRoundTripKeepsAMQPTypesAndAssignsMessageID(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q1"}}})
 	c := sb.Client(t)
 	props := map[string]any{"s": "x", "i32": int32(7), "i64": int64(1) << 40, "small64": int64(3), "nil": nil, "b": true, "f": 1.5}
@@ -120,6 +121,7 @@ func TestQueueRoundTripKeepsAMQPTypesAndAssignsMessageID(t *testing.T) {
 }
 
 func TestTopicRoutesToDeclaredSubscriptionsBeforeAnyReceiver(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology("Erp"))
 	c := sb.Client(t)
 	send(t, c, "Erp",
@@ -177,6 +179,7 @@ func TestTopicRoutesToDeclaredSubscriptionsBeforeAnyReceiver(t *testing.T) {
 }
 
 func TestFanOutCopiesShareTheBrokerMessageID(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology("Erp"))
 	c := sb.Client(t)
 	send(t, c, "Erp", &azservicebus.Message{Body: []byte("e"), SessionID: ptr("s"), ApplicationProperties: map[string]any{"To": "Erp"}})
@@ -195,6 +198,7 @@ func TestFanOutCopiesShareTheBrokerMessageID(t *testing.T) {
 }
 
 func TestForwarderStampsFromToAndFreshEventID(t *testing.T) {
+	t.Parallel()
 	topo := testenv.NimBusTopology("Pub", "Sub").WithForwarder("Pub", "Sub", "OrderPlaced")
 	sb := testenv.StartServiceBus(t, topo)
 	c := sb.Client(t)
@@ -228,6 +232,7 @@ func TestForwarderStampsFromToAndFreshEventID(t *testing.T) {
 }
 
 func TestAbandonRedeliversThenDeadLettersAtMaxDeliveryCount(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q", MaxDeliveryCount: 3}}})
 	c := sb.Client(t)
 	send(t, c, "q", &azservicebus.Message{Body: []byte("poison")})
@@ -259,6 +264,7 @@ func TestAbandonRedeliversThenDeadLettersAtMaxDeliveryCount(t *testing.T) {
 }
 
 func TestDeadLetterMessageKeepsReasonAndDescription(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Topics: []testenv.Topic{{Name: "t", Subscriptions: []testenv.Subscription{{Name: "s"}}}}})
 	c := sb.Client(t)
 	send(t, c, "t", &azservicebus.Message{Body: []byte("bad")})
@@ -281,6 +287,7 @@ func TestDeadLetterMessageKeepsReasonAndDescription(t *testing.T) {
 }
 
 func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{LockMs: 1000, Queues: []testenv.Queue{{Name: "q"}}})
 	c := sb.Client(t)
 	send(t, c, "q", &azservicebus.Message{Body: []byte("slow")})
@@ -311,8 +318,9 @@ func TestExpiredLockIsLostAndCountsAsADelivery(t *testing.T) {
 }
 
 func TestSessions(t *testing.T) {
-	t.Setenv("DEBUG_FAKE", "1") // the stand-in logs when an AcceptNextSession waits
-	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "sq", RequiresSession: true}}})
+	t.Parallel()
+	// With DEBUG_FAKE=1 the stand-in logs when an AcceptNextSession waits.
+	sb := testenv.StartServiceBusWithEnv(t, testenv.Topology{Queues: []testenv.Queue{{Name: "sq", RequiresSession: true}}}, "DEBUG_FAKE=1")
 	c := sb.Client(t)
 	send(t, c, "sq",
 		&azservicebus.Message{Body: []byte("a1"), SessionID: ptr("a")},
@@ -424,6 +432,7 @@ func TestSessions(t *testing.T) {
 }
 
 func TestScheduledAndDeferredMessages(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q"}}})
 	c := sb.Client(t)
 	s, err := c.NewSender("q", nil)
@@ -467,6 +476,7 @@ func TestScheduledAndDeferredMessages(t *testing.T) {
 }
 
 func TestBatchSend(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q"}}})
 	c := sb.Client(t)
 	s, err := c.NewSender("q", nil)
@@ -500,6 +510,7 @@ func TestBatchSend(t *testing.T) {
 }
 
 func TestUndeclaredSubscriptionIsNotFound(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.NimBusTopology("Erp"))
 	c := sb.Client(t)
 	r, err := c.NewReceiverForSubscription("Erp", "Nope", nil)
@@ -519,6 +530,7 @@ func TestUndeclaredSubscriptionIsNotFound(t *testing.T) {
 // every session and message lock the client holds and fails its sends in
 // flight.
 func TestEndOnAChannelWithoutASessionKeepsTheConnection(t *testing.T) {
+	t.Parallel()
 	sb := testenv.StartServiceBus(t, testenv.Topology{Queues: []testenv.Queue{{Name: "q"}}})
 	ctx := testctx.Timeout(t, 10*time.Second)
 	conn, err := amqp.Dial(ctx, "amqp://127.0.0.1:"+strconv.Itoa(sb.Port), &amqp.ConnOptions{SASLType: amqp.SASLTypeAnonymous()})

@@ -1,9 +1,12 @@
 package testenv
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"regexp"
+	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -44,11 +47,33 @@ func Main(m *testing.M) {
 // RunMain is Main for a TestMain that has more to do: it returns the exit
 // code instead of exiting.
 func RunMain(m *testing.M) int {
+	raiseParallel()
 	shared.mu.Lock()
 	shared.running = true
 	shared.mu.Unlock()
 	defer stopShared()
 	return m.Run()
+}
+
+// ParallelTests is how many parallel tests a package run through Main runs
+// at once when go test is not given -parallel. The tests of a stand-in
+// package spend most of their time waiting on the stand-ins' timers and
+// round trips rather than on the CPU, so the default of GOMAXPROCS would
+// leave a 2-core machine idle.
+const ParallelTests = 4
+
+// raiseParallel sets -test.parallel to ParallelTests (or GOMAXPROCS when
+// greater) unless the command line set it.
+func raiseParallel() {
+	if !flag.Parsed() {
+		flag.Parse()
+	}
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if given || flag.Lookup("test.parallel") == nil {
+		return
+	}
+	_ = flag.Set("test.parallel", strconv.Itoa(max(ParallelTests, runtime.GOMAXPROCS(0))))
 }
 
 func stopShared() {

@@ -112,6 +112,7 @@ func TestInjectedFaultsSurfaceAsErrors(t *testing.T) {
 // A create whose response is lost may have been applied; recording again
 // succeeds (409 is success) and the first timestamp stays.
 func TestLostCreateResponseThenRetryIsIdempotent(t *testing.T) {
+	t.Parallel()
 	fe := newFaultEnv(t, testenv.FaultProxyOptions{Seed: 1, Rate: 1, Kinds: []testenv.FaultKind{testenv.FaultDropAfterForward},
 		Match: func(r *http.Request) bool { return r.Method == http.MethodPost }})
 	ctx := context.Background()
@@ -136,6 +137,7 @@ func TestLostCreateResponseThenRetryIsIdempotent(t *testing.T) {
 
 // Under a random share of faults, every answer is correct or an error.
 func TestRandomFaultsNeverGiveAWrongAnswer(t *testing.T) {
+	t.Parallel()
 	fe := newFaultEnv(t, testenv.FaultProxyOptions{Seed: 99, Rate: 0.4, Kinds: []testenv.FaultKind{testenv.FaultUnavailable, testenv.FaultThrottle},
 		Match: func(r *http.Request) bool { return strings.Contains(r.URL.Path, "/docs") }})
 	ctx := context.Background()
@@ -174,6 +176,7 @@ func TestRandomFaultsNeverGiveAWrongAnswer(t *testing.T) {
 // Failures the proxy cannot produce, answered at the transport: each is an
 // error, never a verdict. Only a clean 404 on a read means "not processed".
 func TestResponseFailuresAreErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		status  int
@@ -225,6 +228,7 @@ func TestResponseFailuresAreErrors(t *testing.T) {
 }
 
 func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{Now: clock.Now}, PurgeDeleteConcurrency: 1})

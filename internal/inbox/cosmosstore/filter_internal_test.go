@@ -41,6 +41,7 @@ func dotNetForm(t time.Time) string {
 // values in the cutoff's own second (where a plain string comparison
 // errs).
 func TestExpiredFilterMatchesTimeOrder(t *testing.T) {
+	t.Parallel()
 	base := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	fracs := []int{0, 1, 9, 10, 100, 1000, 10000, 100000, 1000000, 2000000, 2500000, 4999999, 5000000, 5000001, 5100000, 1234567, 1234560, 1234500, 1230000, 1200000, 9999999}
 	var instants []time.Time
@@ -77,6 +78,7 @@ func TestExpiredFilterMatchesTimeOrder(t *testing.T) {
 }
 
 func TestExpiredFilterClauses(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		cutoff   time.Time
 		prefixes []string
@@ -109,6 +111,7 @@ func TestExpiredFilterClauses(t *testing.T) {
 }
 
 func TestCreatedAtRoundTrip(t *testing.T) {
+	t.Parallel()
 	cases := map[string]time.Time{
 		"2030-01-01T00:00:00.0000000Z": time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		"2030-01-01T00:00:00Z":         time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),

@@ -17,6 +17,7 @@ import (
 // property a purge or oldest-record query's WHERE clause names is in
 // IndexedPaths, and an auto-created container gets the policy.
 func TestQueriesFilterOnlyOnIndexedPaths(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: e.DB, Now: fixedClock(now.Add(-time.Hour))}, ContainerID: "idx"})

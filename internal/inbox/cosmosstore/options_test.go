@@ -13,6 +13,7 @@ import (
 const testKey = "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	acct, err := cosmos.NewAccount(cosmos.Config{Endpoint: "http://127.0.0.1:1/", Key: testKey})
 	if err != nil {
 		t.Fatal(err)

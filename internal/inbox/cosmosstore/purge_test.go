@@ -68,6 +68,7 @@ func recordMany(t testing.TB, s inbox.Store, endpoint, prefix string, n int) []i
 // One purge reads one bounded page with a gateway-servable query and
 // deletes its rows with their ETags.
 func TestPurgeReadsOneBoundedPageWithAGatewayServableQuery(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch.Add(123 * time.Millisecond))
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 3})
@@ -121,6 +122,7 @@ func TestPurgeReadsOneBoundedPageWithAGatewayServableQuery(t *testing.T) {
 // Rows that change between the purge query and their delete are benign:
 // a recreated record survives (412), a vanished one is not counted (404).
 func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name         string
 		recreate     bool
@@ -186,6 +188,7 @@ func TestPurgeToleratesRacesBetweenQueryAndDelete(t *testing.T) {
 // Records NimBus's .NET writer stored with trimmed fractions are purged
 // exactly, including in the cutoff's own second.
 func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	ctx := context.Background()
@@ -247,6 +250,7 @@ func TestPurgeHandlesTrimmedTimestampsInTheCutoffSecond(t *testing.T) {
 // Cleaner while another endpoint's expired records and the endpoint's fresh
 // ones stay.
 func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}})
@@ -283,6 +287,7 @@ func TestCleanerDrainsABacklogBesideAnotherEndpoint(t *testing.T) {
 
 // A Cleaner stopped by its budget reports the lag from OldestExpired.
 func TestCleanerBudgetStopReportsLagFromCosmos(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 10})
@@ -333,6 +338,7 @@ func TestCleanerBudgetStopReportsLagFromCosmos(t *testing.T) {
 }
 
 func TestOldestExpiredIsBounded(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	first := inboxtest.Epoch.Add(1234567 * time.Microsecond)
 	clock := inboxtest.NewClock(first)
@@ -372,6 +378,7 @@ func TestOldestExpiredIsBounded(t *testing.T) {
 // (a partition without matches); the purge reads on to the first page with
 // rows instead of reporting 0, which would end a Cleaner run early.
 func TestPurgeReadsPastEmptyCrossPartitionPages(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true, Now: clock.Now}, PurgeBatchSize: 5})

@@ -22,6 +22,7 @@ import (
 )
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	// One container per case: the suite reuses endpoint names across cases
 	// and its purges would see other cases' records in a shared container.
@@ -32,6 +33,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestConformanceOnStrongAccount(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	var n atomic.Int32
 	inboxtest.Run(t, func(t *testing.T, now func() time.Time) inbox.Store {
@@ -41,6 +43,7 @@ func TestConformanceOnStrongAccount(t *testing.T) {
 
 // Documents match NimBus's InboxDocument for the shared hash vectors.
 func TestDocumentShapeAndHashVectors(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	// This test checks the container defaults, so its stores name no
 	// database: it is the package's one test in the default database.
@@ -105,6 +108,7 @@ func TestDocumentShapeAndHashVectors(t *testing.T) {
 }
 
 func TestConsistencyValidation(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		account string
 		relaxed bool
@@ -170,6 +174,7 @@ func TestConsistencyValidation(t *testing.T) {
 }
 
 func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	s := e.store(t, cosmosstore.Options{})
 	ctx := context.Background()
@@ -232,6 +237,7 @@ func TestInitializationRunsOnceAndRetriesAfterFailure(t *testing.T) {
 // A caller whose context ends while initialization runs gets its context
 // error; the attempt goes on for the others.
 func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	s := e.store(t, cosmosstore.Options{})
 	gate := e.holdAccountReads()
@@ -250,6 +256,7 @@ func TestInitializationSurvivesACancelledFirstCaller(t *testing.T) {
 }
 
 func TestContainerProvisioning(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	ctx := context.Background()
 	k := inbox.NewKey("billing", "m")
@@ -288,6 +295,7 @@ func TestContainerProvisioning(t *testing.T) {
 
 // Pre-cancelled operations return the context error before any request.
 func TestPreCancelledOperationsSendNothing(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Strong")
 	s := e.store(t, cosmosstore.Options{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,6 +316,7 @@ func TestPreCancelledOperationsSendNothing(t *testing.T) {
 }
 
 func TestInvalidKeysAreRejected(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t, "Session")
 	s := e.store(t, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{AllowRelaxedConsistency: true}})
 	ctx := context.Background()

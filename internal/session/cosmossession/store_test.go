@@ -51,6 +51,7 @@ func fail(e *cosmostest.Env, status int, headers map[string]string) func() {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
 	sessiontest.Run(t, func(*testing.T) sessiontest.Target {
@@ -98,6 +99,7 @@ func docs(e *cosmostest.Env) []cosmostest.Sent {
 // an upsert) for the first, a replace If-Match the ETag read after that; a
 // read is one point read.
 func TestEveryChangeIsOneConditionedRequest(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
 	k := session.NewKey("billing", "customer-1")
@@ -146,6 +148,7 @@ func TestEveryChangeIsOneConditionedRequest(t *testing.T) {
 // A lost race is ErrConflict on every path: 412 on a replace, 409 on a
 // create, 404 on a replace of a document deleted since it was read.
 func TestLostRacesAreConflicts(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
 	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
@@ -179,6 +182,7 @@ func TestLostRacesAreConflicts(t *testing.T) {
 // Outages of every kind are errors from Read and Write, never the zero
 // state and never a conflict.
 func TestStoreFailuresAreErrors(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name    string
 		status  int
@@ -236,6 +240,7 @@ func keys(m map[string]any) string {
 }
 
 func TestDocumentShape(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	now := time.Date(2026, 11, 30, 13, 45, 1, 123456789, time.UTC)
 	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{Now: func() time.Time { return now }}})
@@ -299,6 +304,7 @@ func TestDocumentShape(t *testing.T) {
 
 // A document that is not a valid state is an error, never the zero state.
 func TestInvalidDocumentsAreErrors(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
 	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)
@@ -319,6 +325,7 @@ func TestInvalidDocumentsAreErrors(t *testing.T) {
 }
 
 func TestContainerHasPartitionKeyIDAndNoTTL(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{ContainerID: "state-x"})
 	if _, err := s.Read(ctx, session.NewKey("billing", "s1")); err != nil {
@@ -335,6 +342,7 @@ func TestContainerHasPartitionKeyIDAndNoTTL(t *testing.T) {
 }
 
 func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Session")
 	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{RelaxAs: "NimBus__Inbox__Cosmos__AllowRelaxedConsistency"}})
 	k := session.NewKey("billing", "s1")
@@ -357,6 +365,7 @@ func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
 }
 
 func TestAMissingContainerWithoutAutoCreateIsAnOperatorError(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	off := false
 	s := newStore(t, e, cosmossession.Options{StoreOptions: cosmos.StoreOptions{AutoCreateContainer: &off}, ContainerID: "absent"})
@@ -368,6 +377,7 @@ func TestAMissingContainerWithoutAutoCreateIsAnOperatorError(t *testing.T) {
 }
 
 func TestInvalidOptionsAreRejected(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	_, err := cosmossession.New(e.Account, cosmossession.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: "a/b", InitTimeout: -1}, ContainerID: "c#"})
 	if !errors.Is(err, cosmossession.ErrInvalidOptions) {
@@ -386,6 +396,7 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 // The stored ETag is what the SDK answered: Write's Version is usable at
 // once for the next change and equals what a read returns.
 func TestWriteReturnsTheStoredETag(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
 	raw := e.Raw(t, e.DB, cosmossession.DefaultContainerID)

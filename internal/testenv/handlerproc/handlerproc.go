@@ -68,7 +68,12 @@ var (
 // builds each (repoRoot, outPath, flags) once: later calls wait for the
 // first and return its result, so tests may call it from every test.
 func Build(ctx context.Context, repoRoot, outPath string, flags ...string) error {
-	key := strings.Join(append([]string{repoRoot, outPath}, flags...), "\x00")
+	return buildPackage(ctx, repoRoot, outPath, HandlerPackage, flags...)
+}
+
+// buildPackage is Build for any main package pkg.
+func buildPackage(ctx context.Context, repoRoot, outPath, pkg string, flags ...string) error {
+	key := strings.Join(append([]string{repoRoot, outPath, pkg}, flags...), "\x00")
 	buildMu.Lock()
 	r, ok := buildsCache[key]
 	if !ok {
@@ -85,7 +90,7 @@ func Build(ctx context.Context, repoRoot, outPath string, flags ...string) error
 		}
 	}
 	args := append([]string{"build", "-o", outPath}, flags...)
-	args = append(args, HandlerPackage)
+	args = append(args, pkg)
 	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repoRoot
 	out, err := cmd.CombinedOutput()

@@ -48,19 +48,25 @@ func TestTestBinaryBuildsOnceIntoTheTestDirectory(t *testing.T) {
 	}
 }
 
+// smallCommand is a main package that links in a fraction of the handler's
+// time, relative to the repository root.
+const smallCommand = "./internal/testenv/handlerproc/testdata/small"
+
 func TestBuildRunsOncePerOutputPath(t *testing.T) {
 	root, err := handlerproc.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(t.TempDir(), "handler")
+	// A small command stands in for the handler: what is tested is how
+	// calls share a build, not the handler.
+	bin := filepath.Join(t.TempDir(), "small")
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = handlerproc.Build(testctx.Timeout(t, 5*time.Minute), root, bin)
+			errs[i] = handlerproc.BuildPackage(testctx.Timeout(t, 5*time.Minute), root, bin, smallCommand)
 		}()
 	}
 	wg.Wait()
@@ -76,7 +82,7 @@ func TestBuildRunsOncePerOutputPath(t *testing.T) {
 	if err := os.Remove(bin); err != nil {
 		t.Fatal(err)
 	}
-	if err := handlerproc.Build(testctx.Timeout(t, time.Minute), root, bin); err != nil {
+	if err := handlerproc.BuildPackage(testctx.Timeout(t, time.Minute), root, bin, smallCommand); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(bin); !errors.Is(err, os.ErrNotExist) {

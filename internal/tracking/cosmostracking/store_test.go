@@ -24,6 +24,7 @@ func newStore(t testing.TB, e *cosmostest.Env, o cosmostracking.Options) *cosmos
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmostracking.Options{})
 	trackingtest.Run(t, func(*testing.T) tracking.Store { return s })

@@ -116,6 +116,7 @@ func mustUpload(t *testing.T, s tracking.Store, key tracking.Key, status trackin
 }
 
 func TestAStaleRequestCopyIsRefusedWithoutWriting(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
 	f.env.Rec.Reset()
@@ -129,6 +130,7 @@ func TestAStaleRequestCopyIsRefusedWithoutWriting(t *testing.T) {
 }
 
 func TestAGuardedDeferralTakesTheSamePath(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp-1", "req-1"), true)
 	f.env.Rec.Reset()
@@ -139,6 +141,7 @@ func TestAGuardedDeferralTakesTheSamePath(t *testing.T) {
 }
 
 func TestARequestStageReplaceCarriesTheReadETag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	etag := cosmostest.RawDoc(t, f.raw, "e1_s1")["_etag"].(string)
@@ -169,6 +172,7 @@ func TestARequestStageReplaceCarriesTheReadETag(t *testing.T) {
 }
 
 func TestAMissingRowIsCreated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	if r, c, o := count(f, cosmostest.IsDocRead), count(f, cosmostest.IsDocCreate), count(f, func(s cosmostest.Sent) bool { return cosmostest.IsDocUpsert(s) || cosmostest.IsDocReplace(s) }); r != 1 || c != 1 || o != 0 {
@@ -177,6 +181,7 @@ func TestAMissingRowIsCreated(t *testing.T) {
 }
 
 func TestAConflictingCreateIsReRead(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	// Another writer creates the row between our read (404) and create.
 	var once sync.Once
@@ -203,6 +208,7 @@ func TestAConflictingCreateIsReRead(t *testing.T) {
 }
 
 func TestALostETagRaceIsReReadAndRetried(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
@@ -219,6 +225,7 @@ func TestALostETagRaceIsReReadAndRetried(t *testing.T) {
 }
 
 func TestThreeLostRacesAreReportedAsTransient(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
@@ -233,6 +240,7 @@ func TestThreeLostRacesAreReportedAsTransient(t *testing.T) {
 }
 
 func TestARowThatVanishesBeforeTheReplaceIsCreated(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m1", ""), true)
 	f.env.Rec.Reset()
@@ -252,6 +260,7 @@ func TestARowThatVanishesBeforeTheReplaceIsCreated(t *testing.T) {
 }
 
 func TestAnUnparseableRowStatusFailsClosed(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	cosmostest.PutRaw(t, f.raw, map[string]any{"id": "e1_s1", "status": "Bogus", "sessionId": "s1", "event": map[string]any{"EventId": "e1"}})
 	f.env.Rec.Reset()
@@ -262,6 +271,7 @@ func TestAnUnparseableRowStatusFailsClosed(t *testing.T) {
 }
 
 func TestAnUnguardedWriteStillUpsertsWithoutReading(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Completed, row("billing", "e1", "s1", message.ResolutionResponse, "rsp", "req"), true)
 	f.env.Rec.Reset()
@@ -280,6 +290,7 @@ func TestAnUnguardedWriteStillUpsertsWithoutReading(t *testing.T) {
 }
 
 func TestGuardedWriteConcurrencyNeverRefusesARefresh(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{MaxGuardAttempts: 50})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "m0", ""), true)
 	var wg sync.WaitGroup
@@ -305,6 +316,7 @@ func TestGuardedWriteConcurrencyNeverRefusesARefresh(t *testing.T) {
 }
 
 func TestTheLocalServerEnforcesIfMatch(t *testing.T) {
+	t.Parallel()
 	// The conditional writes' tests rely on it.
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
@@ -319,6 +331,7 @@ func TestTheLocalServerEnforcesIfMatch(t *testing.T) {
 // TryCompletePendingMessage.
 
 func TestAMatchingPendingRowIsReplacedConditionallyOnTheReadETag(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 180})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
 	etag := cosmostest.RawDoc(t, f.raw, "e1_s1")["_etag"].(string)
@@ -345,6 +358,7 @@ func TestAMatchingPendingRowIsReplacedConditionallyOnTheReadETag(t *testing.T) {
 }
 
 func TestTryCompleteRefusalsDoNotWrite(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "other", SessionID: "s1"}, tracking.Pending, row("billing", "other", "s1", message.EventRequest, "actual", ""), true)
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "done", SessionID: "s1"}, tracking.Completed, row("billing", "done", "s1", message.ResolutionResponse, "rsp", ""), true)
@@ -364,6 +378,7 @@ func TestTryCompleteRefusalsDoNotWrite(t *testing.T) {
 }
 
 func TestALostCompareAndSwapIsRefusedAndNotRetried(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Pending, row("billing", "e1", "s1", message.EventRequest, "stale", ""), true)
 	f.env.Rec.Reset()
@@ -380,6 +395,7 @@ func TestALostCompareAndSwapIsRefusedAndNotRetried(t *testing.T) {
 // Failures are errors, classified for the caller.
 
 func TestStoreFailuresAreClassifiedErrors(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		status    int
@@ -432,6 +448,7 @@ func keys(m map[string]any) []string {
 }
 
 func TestTrackingDocumentShape(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", "req"), true)
 	doc := cosmostest.RawDoc(t, f.raw, "e1_s1")
@@ -455,6 +472,7 @@ func TestTrackingDocumentShape(t *testing.T) {
 }
 
 func TestHistoryAndAuditDocumentShape(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{NewID: func() string { return "a-guid" }})
 	if err := f.s.StoreMessage(ctx, tracking.MessageEntity{EventID: "e1", MessageID: "m1", EndpointID: "billing", MessageType: message.EventRequest, MessageContent: &message.Content{}}); err != nil {
 		t.Fatal(err)
@@ -487,6 +505,7 @@ func TestHistoryAndAuditDocumentShape(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		days int
 		ttl  float64
@@ -511,6 +530,7 @@ func TestRetention(t *testing.T) {
 }
 
 func TestRetentionSlidesOnEveryRewrite(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 30})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m1", ""), true)
 	first := cosmostest.RawDoc(t, f.raw, "e1_s1")
@@ -535,6 +555,7 @@ func TestRetentionSlidesOnEveryRewrite(t *testing.T) {
 }
 
 func TestRetentionIssuesNoExtraRequests(t *testing.T) {
+	t.Parallel()
 	var sent []int
 	for _, days := range []int{-1, 365} {
 		f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: days})
@@ -548,6 +569,7 @@ func TestRetentionIssuesNoExtraRequests(t *testing.T) {
 }
 
 func TestSoftDeleteTTLs(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{UnresolvedRetentionDays: 365})
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "rm", SessionID: "s1"}, tracking.Pending, row("billing", "rm", "s1", message.EventRequest, "m", ""), true)
 	mustUpload(t, f.s, tracking.Key{EndpointID: "billing", EventID: "ar", SessionID: "s1"}, tracking.Failed, row("billing", "ar", "s1", message.ErrorResponse, "m", ""), true)
@@ -573,6 +595,7 @@ func TestSoftDeleteTTLs(t *testing.T) {
 }
 
 func TestContainersAreCreatedWithTheirPartitionKeysAndTTL(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, cosmostracking.Options{})
 	for _, c := range []struct{ id, pk string }{{"billing", "/id"}, {"messages", "/eventId"}, {"audits", "/eventId"}} {
 		props, err := f.env.Raw(t, f.env.DB, c.id).Read(ctx, nil)
@@ -587,6 +610,7 @@ func TestContainersAreCreatedWithTheirPartitionKeysAndTTL(t *testing.T) {
 }
 
 func TestReservedEndpointIDsAreRefusedBeforeAnyRequest(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmostracking.Options{})
 	for _, id := range tracking.ReservedEndpointIDs() {
@@ -610,6 +634,7 @@ func TestReservedEndpointIDsAreRefusedBeforeAnyRequest(t *testing.T) {
 }
 
 func TestInvalidOptionsAreRejected(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	for _, days := range []int{-2, 366, 1 << 30} {
 		if _, err := cosmostracking.New(e.Account, cosmostracking.Options{UnresolvedRetentionDays: days}); !errors.Is(err, cosmostracking.ErrInvalidOptions) ||
@@ -623,6 +648,7 @@ func TestInvalidOptionsAreRejected(t *testing.T) {
 }
 
 func TestARelaxedAccountIsAnOperatorErrorUnlessAllowed(t *testing.T) {
+	t.Parallel()
 	e := cosmostest.NewEnv(t, "Session")
 	s := newStore(t, e, cosmostracking.Options{})
 	if _, err := s.Upload(ctx, tracking.Key{EndpointID: "billing", EventID: "e1", SessionID: "s1"}, tracking.Failed, row("billing", "e1", "s1", message.ErrorResponse, "m", "")); err == nil || !strings.Contains(err.Error(), "Strong") {

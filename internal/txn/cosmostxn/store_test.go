@@ -68,6 +68,7 @@ func newTarget(pkPath string) txn.Target {
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	txntest.Run(t, txntest.Harness{
 		New: func(t *testing.T, pkPath string) (txn.Store, txn.Target) {
 			return newEnv(t).store, newTarget(pkPath)
@@ -93,6 +94,7 @@ func TestConformance(t *testing.T) {
 // TestCreatesContainerWithTTL: a missing container is created with the
 // target's partition key path and time to live on without a default.
 func TestCreatesContainerWithTTL(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tg := newTarget("/a/b")
 	if _, err := txn.HasMarker(context.Background(), e.store, tg, "pk", "e", "m"); err != nil {
@@ -113,6 +115,7 @@ func TestCreatesContainerWithTTL(t *testing.T) {
 // a marker once the container is initialized, and checks that the size
 // estimate bounds the body the SDK sent.
 func TestOneCommitIsOneRequest(t *testing.T) {
+	t.Parallel()
 	e := newEnv(t)
 	tg := newTarget("/tenant")
 	ctx := context.Background()
