@@ -41,28 +41,29 @@ func deliverCopies(iv *minihost.Invoker, e event, copies, maxDeliveries int) []c
 }
 
 // TestTransactionalCopiesCommitOnce delivers 64 copies of one
-// PaymentReceived message (the same MessageId) to the handler at once, in
-// 20 trials (5 under -short) (a customer each), against the local Cosmos DB server, and
-// redelivers every copy the host would abandon until each settles. In every
-// trial the payment is applied exactly once (balance, payment document,
-// one inbox marker in the customer's partition and no separate inbox
-// document), exactly one copy completes with a ResolutionResponse, and
-// every other copy ends as a duplicate with a SkipResponse, at once or
-// after a transient conflict and its redelivery.
+// PaymentReceived message (the same MessageId) to the handler at once, in 20
+// trials, a customer each (3 under -short), against the local Cosmos DB
+// server, and redelivers every copy the host would abandon until each
+// settles. In every trial the payment is applied exactly once (balance,
+// payment document, one inbox marker in the customer's partition and no
+// separate inbox document), exactly one copy completes with a
+// ResolutionResponse, and every other copy ends as a duplicate with a
+// SkipResponse, at once or after a transient conflict and its redelivery.
 //
-// For contrast it then does the same with the plain (non-transactional)
-// OrderPlaced handler and reports how often its handler ran more than once
-// per message: the plain inbox records a MessageId only after the handler
-// returned.
+// For contrast it then does the same (5 trials, 1 under -short) with the
+// plain (non-transactional) OrderPlaced handler and reports how often its
+// handler ran more than once per message: the plain inbox records a
+// MessageId only after the handler returned.
 func TestTransactionalCopiesCommitOnce(t *testing.T) {
 	const (
 		copies        = 64
-		plainTrials   = 5
 		maxDeliveries = 10
 	)
-	trials := 20
+	trials, plainTrials := 20, 5
 	if testing.Short() {
-		trials = 5
+		// Light enough to run beside the other tests.
+		t.Parallel()
+		trials, plainTrials = 3, 1
 	}
 	container := ledgerContainerFor(t)
 	s := startStack(t, stackConfig{settings: ledgerSettings(container)})

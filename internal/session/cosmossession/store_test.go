@@ -54,10 +54,18 @@ func TestConformance(t *testing.T) {
 	t.Parallel()
 	e := cosmostest.NewEnv(t, "Strong")
 	s := newStore(t, e, cosmossession.Options{})
+	// Under -short the concurrent writers are 8 with 15 parks each (the
+	// full suite: 16 with 50).
+	writers, parks := 0, 0
+	if testing.Short() {
+		writers, parks = 8, 15
+	}
 	sessiontest.Run(t, func(*testing.T) sessiontest.Target {
 		return sessiontest.Target{
-			Store: s,
-			Break: func(*testing.T) func() { return fail(e, http.StatusServiceUnavailable, nil) },
+			Store:          s,
+			Break:          func(*testing.T) func() { return fail(e, http.StatusServiceUnavailable, nil) },
+			Writers:        writers,
+			ParksPerWriter: parks,
 		}
 	})
 }

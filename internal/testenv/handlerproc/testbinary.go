@@ -2,6 +2,8 @@ package handlerproc
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"path/filepath"
@@ -32,9 +34,13 @@ func RunTests(m interface{ Run() int }) int {
 }
 
 // TestBinary builds the handler command with flags (for example "-race")
-// into the directory RunTests made, once per test binary and flag set, and
-// returns the binary's path. Tests may call it from every test: later
-// calls wait for the first build (see Build).
+// and returns the binary's path. The binary lives in a directory of the
+// user's cache named for the repository checkout, shared by every test
+// binary of the checkout: go build leaves an up-to-date binary as it is, so
+// after a change only the first test binary that needs the handler links
+// it, and the others find it current. Without a user cache directory it
+// builds into the directory RunTests made. Tests may call it from every
+// test: later calls in one process wait for the first build (see Build).
 func TestBinary(ctx context.Context, flags ...string) (string, error) {
 	testBinaries.mu.Lock()
 	dir := testBinaries.dir
@@ -45,6 +51,9 @@ func TestBinary(ctx context.Context, flags ...string) (string, error) {
 	root, err := RepoRoot()
 	if err != nil {
 		return "", err
+	}
+	if shared, err := checkoutBinDir(root); err == nil {
+		dir = shared
 	}
 	name := "handler"
 	for _, f := range flags {
@@ -60,4 +69,19 @@ func TestBinary(ctx context.Context, flags ...string) (string, error) {
 		return "", err
 	}
 	return bin, nil
+}
+
+// checkoutBinDir returns (making it) the directory of the user's cache for
+// the test binaries of the checkout at root.
+func checkoutBinDir(root string) (string, error) {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256([]byte(root))
+	dir := filepath.Join(cache, "nimbus-functions-subscriber", "test-handlers", hex.EncodeToString(sum[:8]))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return dir, nil
 }
