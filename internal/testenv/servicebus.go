@@ -143,19 +143,23 @@ type ServiceBus struct {
 	// ConnectionString connects the azservicebus SDK to the stand-in.
 	ConnectionString string
 	Port             int
-	proc             *Process
+	stop             func()
+	logs             func() string
+	host             *sbHost // the shared process, when sb is one of its brokers
 }
 
-// StartServiceBus starts scripts/testenv/sbfake.js with topo and stops it in
-// tb.Cleanup. Without Node it skips tb (fails under
+// StartServiceBus starts a Service Bus stand-in with topo and stops it in
+// tb.Cleanup. In a package whose TestMain calls Main, the stand-ins are
+// brokers of one shared sbfake.js process; otherwise each is a process of
+// its own. Without Node it skips tb (fails under
 // NIMBUS_REQUIRE_EMULATORS=1).
 func StartServiceBus(tb testing.TB, topo Topology) *ServiceBus {
 	tb.Helper()
 	return startServiceBus(tb, topo)
 }
 
-// startServiceBus starts the stand-in with topo and extra environment
-// entries ("KEY=value").
+// startServiceBus starts the stand-in with topo and extra settings
+// ("KEY=value").
 func startServiceBus(tb testing.TB, topo Topology, env ...string) *ServiceBus {
 	tb.Helper()
 	js, err := json.Marshal(topo)
@@ -165,19 +169,30 @@ func startServiceBus(tb testing.TB, topo Topology, env ...string) *ServiceBus {
 	if why := nodeReady(); why != "" {
 		Unavailable(tb, "Service Bus stand-in unavailable: %s", why)
 	}
-	p, err := StartNode("sbfake.js", append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...)...)
-	if err != nil {
-		tb.Fatalf("testenv: starting sbfake.js: %v", err)
+	env = append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...)
+	var sb *ServiceBus
+	host, err := sharedServiceBusHost()
+	switch {
+	case err != nil:
+		Unavailable(tb, "Service Bus stand-in unavailable: %v", err)
+	case host != nil:
+		b, err := host.start(env)
+		if err != nil {
+			tb.Fatalf("testenv: starting a Service Bus stand-in: %v", err)
+		}
+		sb = &ServiceBus{Port: b.Port, stop: b.Stop, logs: b.Logs, host: host}
+	default:
+		p, err := StartNode("sbfake.js", env...)
+		if err != nil {
+			tb.Fatalf("testenv: starting sbfake.js: %v", err)
+		}
+		sb = &ServiceBus{Port: p.Port, stop: p.Stop, logs: p.Logs}
 	}
-	sb := &ServiceBus{
-		Port:             p.Port,
-		ConnectionString: ConnectionString(p.Port),
-		proc:             p,
-	}
+	sb.ConnectionString = ConnectionString(sb.Port)
 	tb.Cleanup(func() {
 		sb.Stop()
 		if tb.Failed() {
-			if logs := p.Logs(); logs != "" {
+			if logs := sb.Logs(); logs != "" {
 				tb.Logf("sbfake output:\n%s", logs)
 			}
 		}
@@ -192,11 +207,11 @@ func ConnectionString(port int) string {
 }
 
 // Stop kills the stand-in (tests of failure paths); it is safe to call twice.
-func (sb *ServiceBus) Stop() { sb.proc.Stop() }
+func (sb *ServiceBus) Stop() { sb.stop() }
 
 // Logs returns what the stand-in printed (DEBUG_FAKE=1 in the environment
 // adds a line per entity operation, never message bodies).
-func (sb *ServiceBus) Logs() string { return sb.proc.Logs() }
+func (sb *ServiceBus) Logs() string { return sb.logs() }
 
 // Client returns a new SDK client for the stand-in, closed in tb.Cleanup.
 // Retries are short so failures surface quickly in tests.

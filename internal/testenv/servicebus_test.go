@@ -583,3 +583,45 @@ func TestEndOnAChannelWithoutASessionKeepsTheConnection(t *testing.T) {
 		t.Errorf("queue holds %q, want after,held", got)
 	}
 }
+
+// The stand-ins of a package are brokers of one Node process, yet apart:
+// each has its own port and entities, and stopping one cuts its clients
+// and leaves the others working.
+func TestStandInsOfAPackageShareAProcessButNothingElse(t *testing.T) {
+	t.Parallel()
+	topo := testenv.Topology{Queues: []testenv.Queue{{Name: "q"}}}
+	a, b := testenv.StartServiceBus(t, topo), testenv.StartServiceBus(t, topo)
+	if a.Port == b.Port {
+		t.Fatalf("both stand-ins listen on %d", a.Port)
+	}
+	if pa, pb := testenv.HostPID(a), testenv.HostPID(b); pa == 0 || pa != pb {
+		t.Fatalf("host processes %d and %d, want one", pa, pb)
+	}
+	ca, cb := a.Client(t), b.Client(t)
+	send(t, ca, "q", &azservicebus.Message{Body: []byte("to a")})
+	rb, err := cb.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	receiveNone(t, rb, 300*time.Millisecond)
+	ra, err := ca.NewReceiverForQueue("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := receive(t, ra, 1)[0]; string(m.Body) != "to a" {
+		t.Fatalf("a received %q", m.Body)
+	}
+
+	a.Stop()
+	s, err := ca.NewSender("q", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendMessage(testctx.Timeout(t, 10*time.Second), &azservicebus.Message{Body: []byte("after stop")}, nil); err == nil {
+		t.Fatal("a send to a stopped stand-in succeeded")
+	}
+	send(t, cb, "q", &azservicebus.Message{Body: []byte("to b")})
+	if m := receive(t, rb, 1)[0]; string(m.Body) != "to b" {
+		t.Fatalf("b received %q", m.Body)
+	}
+}

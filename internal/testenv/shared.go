@@ -25,7 +25,16 @@ var shared struct {
 	mu      sync.Mutex
 	running bool // Main is running the package's tests
 	cosmos  map[CosmosOptions]*sharedStart
+	sbHost  *sharedSBHost
 	stops   []func()
+}
+
+// sharedSBHost is the package's Service Bus stand-in host: started once, or
+// the reason it could not start.
+type sharedSBHost struct {
+	once sync.Once
+	v    *sbHost
+	err  error
 }
 
 // sharedStart is one shared server: started once, or the reason it could
@@ -81,6 +90,7 @@ func stopShared() {
 	stops := shared.stops
 	shared.stops, shared.running = nil, false
 	shared.cosmos = nil
+	shared.sbHost = nil
 	shared.mu.Unlock()
 	for _, stop := range stops {
 		stop()
@@ -104,6 +114,29 @@ func sharedCosmos(opts CosmosOptions) *sharedStart {
 		shared.cosmos[opts] = e
 	}
 	return e
+}
+
+// sharedServiceBusHost returns the package's Service Bus stand-in host,
+// starting it on first use, or nil when the package's TestMain does not run
+// through Main.
+func sharedServiceBusHost() (*sbHost, error) {
+	shared.mu.Lock()
+	if !shared.running {
+		shared.mu.Unlock()
+		return nil, nil
+	}
+	if shared.sbHost == nil {
+		shared.sbHost = &sharedSBHost{}
+	}
+	e := shared.sbHost
+	shared.mu.Unlock()
+	e.once.Do(func() {
+		e.v, e.err = startSBHost()
+		if e.err == nil {
+			addStop(e.v.stop)
+		}
+	})
+	return e.v, e.err
 }
 
 func addStop(stop func()) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"runtime"
 	"strings"
@@ -99,14 +100,7 @@ func TestSharedCosmosUnavailableSkipsOrFailsEachTest(t *testing.T) {
 // Without Main (another package's TestMain), each test gets a server of
 // its own, stopped when the test ends.
 func TestSharedCosmosWithoutMainIsPrivate(t *testing.T) {
-	shared.mu.Lock()
-	shared.running = false
-	shared.mu.Unlock()
-	t.Cleanup(func() {
-		shared.mu.Lock()
-		shared.running = true
-		shared.mu.Unlock()
-	})
+	withoutMain(t)
 	var c *Cosmos
 	t.Run("private", func(t *testing.T) {
 		c = SharedCosmos(t, CosmosOptions{Consistency: "Strong"})
@@ -163,4 +157,45 @@ func runTB(f func(testing.TB)) *recordTB {
 	}()
 	<-done
 	return r
+}
+
+// Without Main (another package's TestMain), each Service Bus stand-in is
+// a process of its own, and no host is started.
+func TestServiceBusWithoutMainIsAProcessOfItsOwn(t *testing.T) {
+	withoutMain(t)
+	var sb *ServiceBus
+	t.Run("private", func(t *testing.T) {
+		sb = StartServiceBus(t, Topology{Queues: []Queue{{Name: "q"}}})
+		if sb.host != nil {
+			t.Fatal("the stand-in is a broker of a shared host")
+		}
+		if h, err := sharedServiceBusHost(); h != nil || err != nil {
+			t.Fatalf("a shared host without Main: %v, %v", h, err)
+		}
+		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", sb.Port))
+		if err != nil {
+			t.Fatalf("the stand-in does not listen: %v", err)
+		}
+		c.Close()
+	})
+	if sb == nil {
+		t.Fatal("no stand-in")
+	}
+	if c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", sb.Port)); err == nil {
+		c.Close()
+		t.Fatal("the stand-in still listens after its test")
+	}
+}
+
+// withoutMain makes the package's tests run as if its TestMain did not
+// call Main, until t ends.
+func withoutMain(t *testing.T) {
+	shared.mu.Lock()
+	shared.running = false
+	shared.mu.Unlock()
+	t.Cleanup(func() {
+		shared.mu.Lock()
+		shared.running = true
+		shared.mu.Unlock()
+	})
 }
