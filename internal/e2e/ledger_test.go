@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sort"
-	"strings"
 	"testing"
 	"time"
 
@@ -40,10 +39,11 @@ func ledgerSettings(container string) map[string]string {
 	}
 }
 
-// ledgerContainerFor derives a container id from the test's name.
+// ledgerContainerFor returns a container id of tb's own, derived from its
+// name and unique in the test binary: the ledger database outlives a test,
+// and a second run of it (-count=2) must not find the first run's payments.
 func ledgerContainerFor(tb testing.TB) string {
-	c := "ledger-" + strings.Trim(nonContainerChars.ReplaceAllString(tb.Name(), "-"), "-")
-	return c[:min(len(c), 180)]
+	return "ledger-" + testenv.UniqueDatabase(tb)
 }
 
 // payment returns a PaymentReceived event; extra is appended to its JSON
