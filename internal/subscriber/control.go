@@ -148,16 +148,22 @@ func (j *job) skipRequest(ctx context.Context) result {
 }
 
 // handoffCompleted handles a HandoffCompletedRequest: the handed-off work
-// finished. When this event blocks the session pending a handoff, unblock,
-// replay and answer a ResolutionResponse, as NimBus does. When it blocks
-// the session because it failed (it was never handed off), or when copies
-// parked behind a block wait in the session (the event named may be one of
-// them, its handler never run), nothing changes and no response is sent:
-// reporting the event Completed would be false. Otherwise (the session is
-// blocked by another event with nothing parked, or not blocked at all: a
-// settlement redelivered after its block was lifted) the
+// finished. When this event blocks the session pending a handoff, answer a
+// ResolutionResponse, then unblock and replay, as NimBus does. When it
+// blocks the session because it failed (it was never handed off), or when
+// copies parked behind a block wait in the session (the event named may be
+// one of them, its handler never run), nothing changes and no response is
+// sent: reporting the event Completed would be false. Otherwise (the
+// session is blocked by another event with nothing parked, or not blocked
+// at all: a settlement redelivered after its block was lifted) the
 // ResolutionResponse is sent again, as NimBus does. No handler runs and
 // nothing is recorded.
+//
+// The response goes before the block is lifted: a delivery that fails
+// after sending it finds the block on redelivery and sends it again, where
+// one that had lifted the block and then failed to send would find only
+// parked copies and send nothing, and the Resolver would never hear that
+// the event completed.
 func (j *job) handoffCompleted(ctx context.Context) result {
 	if end, denied := j.denied(); denied {
 		return end
@@ -167,11 +173,26 @@ func (j *job) handoffCompleted(ctx context.Context) result {
 	}
 	if j.hasSession {
 		blocker := j.st.BlockedBy(j.eventID())
-		if (blocker && j.st.BlockKind == session.BlockFailure) || (!blocker && j.st.DeferredCount > 0) {
+		switch {
+		case blocker && j.st.BlockKind == session.BlockFailure:
+			return result{outcome: OutcomeHandoffNotPending}
+		case !blocker && j.st.DeferredCount > 0:
+			// With nothing blocking the session this may be the redelivery
+			// of a settlement whose replay request was not sent: ask for the
+			// replay again (a replay already running ignores it).
+			if err := j.drainIfWaiting(ctx); err != nil {
+				return failure(err)
+			}
 			return result{outcome: OutcomeHandoffNotPending}
 		}
 	}
-	return j.unblockThen(ctx, func() result { return j.resolved(ctx, OutcomeHandoffCompleted) })
+	if r := j.resolved(ctx, OutcomeHandoffCompleted); r.err != nil {
+		return r
+	}
+	if err := j.unblockAndDrain(ctx); err != nil {
+		return failure(err)
+	}
+	return result{outcome: OutcomeHandoffCompleted}
 }
 
 // managerSettlement lifts this event's block for a Manager request that

@@ -329,3 +329,51 @@ func TestHandoffCompletedSettlesOnlyAPendingHandoff(t *testing.T) {
 		})
 	}
 }
+
+// A HandoffCompletedRequest whose delivery fails part-way still settles the
+// event on redelivery: a failed ResolutionResponse leaves the block in
+// place, so the redelivery answers and lifts it; a failed replay request
+// after the block was lifted is asked for again, and the Resolver hears
+// of the completion once.
+func TestHandoffCompletedRedeliveredAfterAFailedStepStillSettles(t *testing.T) {
+	for _, c := range []struct {
+		name, failOp string
+		again        Outcome
+	}{
+		{"the ResolutionResponse fails", "publish ResolutionResponse", OutcomeHandoffCompleted},
+		{"the replay request fails", "publish ProcessDeferredRequest", OutcomeHandoffNotPending},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := newFakeNimbus(t, fakeNimbusOptions{})
+			w.handle = handoffResult
+			w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+			w.handle = nil
+			w.p.Process(context.Background(), w.event("msg-2", "event-2"))
+			if st := w.state(); !st.BlockedBy("event-1") || st.DeferredCount != 1 {
+				t.Fatalf("state before the settlement %+v", st)
+			}
+			before := len(w.responses())
+			w.failNext, w.failNextMode = c.failOp, faultBefore
+			d := w.handoffCompleted("event-1")
+			if r := w.p.Process(context.Background(), d); r.Outcome.Completes() {
+				t.Fatalf("first delivery %s, want a failure (%s fails)", r.Outcome, c.failOp)
+			}
+			r := w.p.Process(context.Background(), redelivery(d))
+			if r.Outcome != c.again || !r.DrainRequested {
+				t.Fatalf("redelivery %s (drain requested %v, err %v), want %s and a replay request", r.Outcome, r.DrainRequested, r.Err, c.again)
+			}
+			if st := w.state(); st.Blocked() || st.DeferredCount != 1 || !st.Draining() {
+				t.Fatalf("state after the redelivery %+v", st)
+			}
+			resolutions := 0
+			for _, s := range w.responses()[before:] {
+				if s == "ResolutionResponse event-1" {
+					resolutions++
+				}
+			}
+			if resolutions != 1 {
+				t.Fatalf("%d ResolutionResponses for event-1 (responses %v), want 1", resolutions, w.responses()[before:])
+			}
+		})
+	}
+}
