@@ -32,7 +32,14 @@ type Cosmos struct {
 	// Key is an account key clients may use.
 	Key  string
 	Port int
-	proc *Process
+	proc standIn
+}
+
+// standIn is a running stand-in: a process of its own (*Process) or an
+// instance of the package's host (*hostedInstance).
+type standIn interface {
+	Stop()
+	Logs() string
 }
 
 // ConnectionString returns "AccountEndpoint=...;AccountKey=...;".
@@ -84,9 +91,10 @@ func (c *Cosmos) dropDatabase(name string) error {
 	return nil
 }
 
-// StartCosmos starts a private scripts/testenv/cosmos.js on a free port and
-// stops it when tb ends; tests that stop or break the server use it, the
-// others SharedCosmos. Without Node it skips tb (fails it under
+// StartCosmos starts a private Cosmos DB stand-in on a free port and stops
+// it when tb ends; tests that stop or break the server use it, the others
+// SharedCosmos. In a package whose TestMain calls Main it is an account of
+// the package's one cosmos.js process, otherwise a process of its own. Without Node it skips tb (fails it under
 // NIMBUS_REQUIRE_EMULATORS=1).
 func StartCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	tb.Helper()
@@ -104,14 +112,29 @@ func startCosmos(opts CosmosOptions) (*Cosmos, error) {
 	if opts.Consistency != "" {
 		env = append(env, "COSMOS_CONSISTENCY="+opts.Consistency)
 	}
-	p, err := StartNode("cosmos.js", env...)
-	if err != nil {
+	var proc standIn
+	var port int
+	host, err := sharedNodeHost("cosmos.js")
+	switch {
+	case err != nil:
 		return nil, err
+	case host != nil:
+		i, err := host.start(env)
+		if err != nil {
+			return nil, err
+		}
+		proc, port = i, i.Port
+	default:
+		p, err := StartNode("cosmos.js", env...)
+		if err != nil {
+			return nil, err
+		}
+		proc, port = p, p.Port
 	}
 	return &Cosmos{
-		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", p.Port),
+		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", port),
 		Key:      CosmosEmulatorKey,
-		Port:     p.Port,
-		proc:     p,
+		Port:     port,
+		proc:     proc,
 	}, nil
 }

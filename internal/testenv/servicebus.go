@@ -145,7 +145,7 @@ type ServiceBus struct {
 	Port             int
 	stop             func()
 	logs             func() string
-	host             *sbHost // the shared process, when sb is one of its brokers
+	host             *nodeHost // the shared process, when sb is one of its instances
 }
 
 // StartServiceBus starts a Service Bus stand-in with topo and stops it in
@@ -171,7 +171,7 @@ func startServiceBus(tb testing.TB, topo Topology, env ...string) *ServiceBus {
 	}
 	env = append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...)
 	var sb *ServiceBus
-	host, err := sharedServiceBusHost()
+	host, err := sharedNodeHost("sbfake.js")
 	switch {
 	case err != nil:
 		Unavailable(tb, "Service Bus stand-in unavailable: %v", err)

@@ -25,15 +25,15 @@ var shared struct {
 	mu      sync.Mutex
 	running bool // Main is running the package's tests
 	cosmos  map[CosmosOptions]*sharedStart
-	sbHost  *sharedSBHost
+	hosts   map[string]*sharedHost
 	stops   []func()
 }
 
-// sharedSBHost is the package's Service Bus stand-in host: started once, or
-// the reason it could not start.
-type sharedSBHost struct {
+// sharedHost is the package's host of one stand-in script: started once,
+// or the reason it could not start.
+type sharedHost struct {
 	once sync.Once
-	v    *sbHost
+	v    *nodeHost
 	err  error
 }
 
@@ -90,10 +90,10 @@ func stopShared() {
 	stops := shared.stops
 	shared.stops, shared.running = nil, false
 	shared.cosmos = nil
-	shared.sbHost = nil
+	shared.hosts = nil
 	shared.mu.Unlock()
-	for _, stop := range stops {
-		stop()
+	for i := len(stops) - 1; i >= 0; i-- { // the hosts after their instances
+		stops[i]()
 	}
 }
 
@@ -105,33 +105,35 @@ func sharedCosmos(opts CosmosOptions) *sharedStart {
 	if !shared.running {
 		return nil
 	}
-	if shared.cosmos == nil {
-		shared.cosmos = map[CosmosOptions]*sharedStart{}
+	return entry(&shared.cosmos, opts)
+}
+
+// entry returns (*m)[k], making the map and the entry when missing.
+func entry[K comparable, V any](m *map[K]*V, k K) *V {
+	if *m == nil {
+		*m = map[K]*V{}
 	}
-	e := shared.cosmos[opts]
+	e := (*m)[k]
 	if e == nil {
-		e = &sharedStart{}
-		shared.cosmos[opts] = e
+		e = new(V)
+		(*m)[k] = e
 	}
 	return e
 }
 
-// sharedServiceBusHost returns the package's Service Bus stand-in host,
-// starting it on first use, or nil when the package's TestMain does not run
-// through Main.
-func sharedServiceBusHost() (*sbHost, error) {
+// sharedNodeHost returns the package's host of script (sbfake.js,
+// cosmos.js), starting it on first use, or nil when the package's TestMain
+// does not run through Main.
+func sharedNodeHost(script string) (*nodeHost, error) {
 	shared.mu.Lock()
 	if !shared.running {
 		shared.mu.Unlock()
 		return nil, nil
 	}
-	if shared.sbHost == nil {
-		shared.sbHost = &sharedSBHost{}
-	}
-	e := shared.sbHost
+	e := entry(&shared.hosts, script)
 	shared.mu.Unlock()
 	e.once.Do(func() {
-		e.v, e.err = startSBHost()
+		e.v, e.err = startNodeHost(script)
 		if e.err == nil {
 			addStop(e.v.stop)
 		}

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -78,6 +79,7 @@ func TestSharedCosmosUnavailableSkipsOrFailsEachTest(t *testing.T) {
 	for _, required := range []string{"", "1"} {
 		t.Run("required="+required, func(t *testing.T) {
 			t.Setenv(RequireEnv, required)
+			asideShared(t)
 			// An options value no other test uses, so the start is this
 			// test's.
 			opts := CosmosOptions{Consistency: "ConsistentPrefix-" + required}
@@ -111,8 +113,12 @@ func TestSharedCosmosWithoutMainIsPrivate(t *testing.T) {
 	if c == nil {
 		t.Fatal("no server")
 	}
+	p, ok := c.proc.(*Process)
+	if !ok {
+		t.Fatalf("the private server is a %T, want a process of its own", c.proc)
+	}
 	select {
-	case <-c.proc.done:
+	case <-p.done:
 	default:
 		t.Fatal("the private server still runs after its test")
 	}
@@ -169,7 +175,7 @@ func TestServiceBusWithoutMainIsAProcessOfItsOwn(t *testing.T) {
 		if sb.host != nil {
 			t.Fatal("the stand-in is a broker of a shared host")
 		}
-		if h, err := sharedServiceBusHost(); h != nil || err != nil {
+		if h, err := sharedNodeHost("sbfake.js"); h != nil || err != nil {
 			t.Fatalf("a shared host without Main: %v, %v", h, err)
 		}
 		c, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", sb.Port))
@@ -198,4 +204,68 @@ func withoutMain(t *testing.T) {
 		shared.running = true
 		shared.mu.Unlock()
 	})
+}
+
+// asideShared sets the package's shared hosts and servers aside until t
+// ends, so that what t starts is its own.
+func asideShared(t *testing.T) {
+	shared.mu.Lock()
+	hosts, cosmos := shared.hosts, shared.cosmos
+	shared.hosts, shared.cosmos = nil, nil
+	shared.mu.Unlock()
+	t.Cleanup(func() {
+		shared.mu.Lock()
+		shared.hosts, shared.cosmos = hosts, cosmos
+		shared.mu.Unlock()
+	})
+}
+
+// The Cosmos servers of a package are accounts of one Node process, each
+// on its own port and reporting its own consistency level.
+func TestCosmosServersOfAPackageShareAProcessButNotTheirAccount(t *testing.T) {
+	t.Parallel()
+	strong := SharedCosmos(t, CosmosOptions{Consistency: "Strong"})
+	session := SharedCosmos(t, CosmosOptions{Consistency: "Session"})
+	private := StartCosmos(t, CosmosOptions{Consistency: "Eventual"})
+	var pid int
+	for _, c := range []*Cosmos{strong, session, private} {
+		i, ok := c.proc.(*hostedInstance)
+		if !ok {
+			t.Fatalf("server on %d is a %T, want an instance of the package's host", c.Port, c.proc)
+		}
+		if pid == 0 {
+			pid = i.host.cmd.Process.Pid
+		} else if i.host.cmd.Process.Pid != pid {
+			t.Fatalf("servers in processes %d and %d, want one", pid, i.host.cmd.Process.Pid)
+		}
+	}
+	for c, want := range map[*Cosmos]string{strong: "Strong", session: "Session", private: "Eventual"} {
+		resp, err := http.Get(c.Endpoint)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var acct struct {
+			Policy struct {
+				Level string `json:"defaultConsistencyLevel"`
+			} `json:"userConsistencyPolicy"`
+			Writable []struct {
+				Endpoint string `json:"databaseAccountEndpoint"`
+			} `json:"writableLocations"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&acct)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acct.Policy.Level != want || len(acct.Writable) != 1 || acct.Writable[0].Endpoint != c.Endpoint {
+			t.Errorf("account on %d: %+v, want %s at %s", c.Port, acct, want, c.Endpoint)
+		}
+	}
+	private.Stop()
+	if _, err := http.Get(private.Endpoint); err == nil {
+		t.Fatal("a stopped server still answers")
+	}
+	if _, err := http.Get(strong.Endpoint); err != nil {
+		t.Fatalf("stopping one server stopped another: %v", err)
+	}
 }

@@ -4,6 +4,9 @@
 // Environment:
 //   PORT                port to listen on (0 or unset = a free port)
 //   COSMOS_CONSISTENCY  default consistency the account reports (default Session)
+//   TESTENV_HOST=1      run as a host of servers (accounts), each started and
+//                       stopped by a command on stdin with the variables above
+//                       as its settings (host.js)
 //
 // Adjustments to the package (patched before its routes load):
 //   - reading a missing document in a partitioned container answers 404 with
@@ -34,9 +37,9 @@ const readJSON = require(`${lib}/json`).default;
 const getValue = require(`${lib}/utils/get-value`).default;
 const { parsePartitionKey } = require(`${lib}/utils/get-partition-from-header`);
 
+const { runHost, closer } = require("./host.js");
+
 const host = "127.0.0.1";
-const consistency = process.env.COSMOS_CONSISTENCY || "Session";
-let port = 0;
 
 const notFound = (res) => {
   res.statusCode = 404;
@@ -200,23 +203,42 @@ batchDocuments.default = async (account, req, res, { dbId, collId }) => {
 const originalReadMeta = readMeta.default;
 readMeta.default = (account, req, res, params) => {
   const meta = originalReadMeta(account, req, res, params);
+  const port = req.socket.localPort;
   const location = [{ name: "South Central US", databaseAccountEndpoint: `http://${host}:${port}/` }];
   return {
     ...meta,
     writableLocations: location,
     readableLocations: location,
-    userConsistencyPolicy: { defaultConsistencyLevel: consistency },
+    userConsistencyPolicy: { defaultConsistencyLevel: req.socket.server.nimbusConsistency },
   };
 };
 
 const { createHttpServer } = require(lib);
 
-const server = createHttpServer({ keepAlive: true });
-server.listen(Number(process.env.PORT || 0), host, () => {
-  port = server.address().port;
-  process.stdout.write(`LISTENING ${port}\n`);
-});
+// startServer starts one account, configured by env (the variables above),
+// and returns { close }; io receives its port once it listens (listening)
+// and a failure to listen (failed).
+function startServer(env, io) {
+  const server = createHttpServer({ keepAlive: true });
+  server.nimbusConsistency = env.COSMOS_CONSISTENCY || "Session";
+  const close = closer(server);
+  server.on("error", (err) => io.failed(err));
+  server.listen(Number(env.PORT || 0), host, () => io.listening(server.address().port));
+  return { close, server };
+}
 
-const stop = () => server.close(() => process.exit(0));
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
+if (process.env.TESTENV_HOST === "1") {
+  runHost(startServer);
+} else {
+  const { server } = startServer(process.env, {
+    log: (text) => console.error(text),
+    listening: (port) => process.stdout.write(`LISTENING ${port}\n`),
+    failed: (err) => {
+      console.error("cosmos.js: " + err.message);
+      process.exit(1);
+    },
+  });
+  const stop = () => server.close(() => process.exit(0));
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}

@@ -13,8 +13,8 @@
  *   LOCK_MS        message lock duration in ms (default 60000; topology "lockMs" wins)
  *   MAX_DELIVERY   default max delivery count (default 10; topology "maxDeliveryCount" wins)
  *   DEBUG_FAKE=1   log entity operations to stderr (never message bodies)
- *   SBFAKE_HOST=1  run as a host of brokers, each started and stopped by a command on stdin
- *                  with the variables above as its settings (see the end of the file)
+ *   TESTENV_HOST=1 run as a host of brokers, each started and stopped by a command on stdin
+ *                  with the variables above as its settings (host.js)
  *   SEND_FAULTS    JSON; unset (the default) injects nothing. Rejects a seeded share of the
  *                  messages clients send, for fault runs:
  *                    {"rate": 0.05, "seed": 7, "entities": ["Billing"],
@@ -72,6 +72,7 @@ const rhea = require('rhea');
 const crypto = require('crypto');
 const fs = require('fs');
 const terminus = require('rhea/lib/terminus.js');
+const host = require('./host.js');
 
 const types = rhea.types;
 const amqpMessage = rhea.message;
@@ -873,61 +874,25 @@ function startBroker(env, io) {
     sender_options: { treat_modified_as_released: false }, // else defer and abandon look alike
     receiver_options: { autoaccept: false },
   });
-  const sockets = new Set();
-  server.on('connection', (s) => { sockets.add(s); s.on('close', () => sockets.delete(s)); });
+  const closeServer = host.closer(server);
   server.on('listening', () => io.listening(server.address().port));
   server.on('error', (err) => io.failed(err));
 
-  // close stops the broker as its process ending would: no new connections, every open one cut.
   return {
     close() {
       clearInterval(timer);
       for (const e of entities.values()) for (const w of e.waiters || []) clearTimeout(w.timer);
-      server.close();
-      for (const s of sockets) s.destroy();
+      closeServer();
     },
   };
 }
 
 // ---------------------------------------------------------------------------------------------
-// The process: one broker configured by the environment, or (SBFAKE_HOST=1) a host that starts
-// and stops brokers on request, one command per line on stdin:
-//   START <id> <env JSON>   → "LISTENING <id> <port>" or "FAILED <id> <message>"
-//   STOP <id>               → "STOPPED <id>"
-// A broker's log lines come out as "LOG <id> <line>". The host prints "READY" first and exits
-// when stdin closes. A test package runs one host instead of a Node process per test.
+// The process: one broker configured by the environment, or (TESTENV_HOST=1) a host of brokers that
+// starts and stops them on commands (see host.js).
 
-function runHost() {
-  const brokers = new Map();
-  const say = (line) => process.stdout.write(line + '\n');
-  const oneLine = (err) => String((err && err.message) || err).replace(/\n/g, ' ');
-  const lines = require('readline').createInterface({ input: process.stdin });
-  lines.on('line', (line) => {
-    const [op, id] = line.split(' ', 2);
-    if (op === 'START') {
-      try {
-        const env = JSON.parse(line.slice(op.length + id.length + 2));
-        brokers.set(id, startBroker(env, {
-          log: (text) => { for (const l of String(text).split('\n')) say(`LOG ${id} ${l}`); },
-          listening: (port) => say(`LISTENING ${id} ${port}`),
-          failed: (err) => { brokers.delete(id); say(`FAILED ${id} ${oneLine(err)}`); },
-        }));
-      } catch (err) {
-        say(`FAILED ${id} ${oneLine(err)}`);
-      }
-    } else if (op === 'STOP') {
-      const b = brokers.get(id);
-      brokers.delete(id);
-      if (b) b.close();
-      say(`STOPPED ${id}`);
-    }
-  });
-  lines.on('close', () => process.exit(0));
-  say('READY');
-}
-
-if (process.env.SBFAKE_HOST === '1') {
-  runHost();
+if (process.env.TESTENV_HOST === '1') {
+  host.runHost(startBroker);
 } else {
   startBroker(process.env, {
     log: (text) => console.error(text),

@@ -14,11 +14,13 @@ import (
 	"time"
 )
 
-// sbHost is scripts/testenv/sbfake.js run as a host of brokers
-// (SBFAKE_HOST=1): it starts and stops Service Bus stand-ins on request, so
-// a test package pays one Node start-up for all its stand-ins instead of one
-// per test. Each broker has its own entities, port and connections.
-type sbHost struct {
+// nodeHost is a stand-in script of scripts/testenv run as a host
+// (TESTENV_HOST=1, scripts/testenv/host.js): it starts and stops instances
+// of the stand-in on request, so a test package pays one Node start-up for
+// all its stand-ins instead of one per test. Each instance has its own
+// port, state and connections.
+type nodeHost struct {
+	script  string
 	cmd     *exec.Cmd
 	stdin   io.WriteCloser
 	writeMu sync.Mutex    // one command line written at a time
@@ -26,24 +28,28 @@ type sbHost struct {
 
 	mu      sync.Mutex
 	next    int
-	replies map[string]chan string // broker id → its next reply line
+	replies map[string]chan string // instance id → its next reply line
 	logs    map[string]*strings.Builder
 	stderr  strings.Builder
 }
 
-// brokerSettings are the variables a broker reads; the test process's own
-// values are its defaults, as a stand-in process of its own would inherit
-// them.
-var brokerSettings = []string{"LOCK_MS", "MAX_DELIVERY", "DEBUG_FAKE", "SEND_FAULTS"}
+// inheritedSettings are, per script, the variables an instance reads; the
+// test process's own values are its defaults, as a stand-in process of its
+// own would inherit them.
+var inheritedSettings = map[string][]string{
+	"sbfake.js": {"LOCK_MS", "MAX_DELIVERY", "DEBUG_FAKE", "SEND_FAULTS"},
+	"cosmos.js": {"COSMOS_CONSISTENCY"},
+}
 
-// startSBHost starts the host and waits until it is ready for commands.
-func startSBHost() (*sbHost, error) {
+// startNodeHost starts script as a host and waits until it is ready for
+// commands.
+func startNodeHost(script string) (*nodeHost, error) {
 	if why := nodeReady(); why != "" {
 		return nil, errors.New(why)
 	}
-	cmd := exec.Command("node", "sbfake.js")
+	cmd := exec.Command("node", script)
 	cmd.Dir = Dir()
-	cmd.Env = append(os.Environ(), "SBFAKE_HOST=1")
+	cmd.Env = append(os.Environ(), "TESTENV_HOST=1")
 	dieWithParent(cmd)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -53,7 +59,7 @@ func startSBHost() (*sbHost, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := &sbHost{cmd: cmd, stdin: stdin, done: make(chan struct{}), replies: map[string]chan string{}, logs: map[string]*strings.Builder{}}
+	h := &nodeHost{script: script, cmd: cmd, stdin: stdin, done: make(chan struct{}), replies: map[string]chan string{}, logs: map[string]*strings.Builder{}}
 	cmd.Stderr = writerFunc(func(b []byte) (int, error) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -72,16 +78,16 @@ func startSBHost() (*sbHost, error) {
 	case <-ready:
 		return h, nil
 	case <-h.done:
-		return nil, fmt.Errorf("node sbfake.js (host) exited before it was ready: %s", h.stderrText())
+		return nil, fmt.Errorf("node %s (host) exited before it was ready: %s", script, h.stderrText())
 	case <-time.After(30 * time.Second):
 		h.stop()
-		return nil, fmt.Errorf("node sbfake.js (host) was not ready within 30s: %s", h.stderrText())
+		return nil, fmt.Errorf("node %s (host) was not ready within 30s: %s", script, h.stderrText())
 	}
 }
 
 // read dispatches the host's output: replies to the commands waiting for
-// them, log lines to their broker's log.
-func (h *sbHost) read(stdout io.Reader, ready chan struct{}) {
+// them, log lines to their instance's log.
+func (h *nodeHost) read(stdout io.Reader, ready chan struct{}) {
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -110,14 +116,14 @@ func (h *sbHost) read(stdout io.Reader, ready chan struct{}) {
 	}
 }
 
-func (h *sbHost) stderrText() string {
+func (h *nodeHost) stderrText() string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.stderr.String()
 }
 
-// command sends one command for broker id and waits for its reply.
-func (h *sbHost) command(id, cmd string, timeout time.Duration) (string, error) {
+// command sends one command for instance id and waits for its reply.
+func (h *nodeHost) command(id, cmd string, timeout time.Duration) (string, error) {
 	h.mu.Lock()
 	ch := h.replies[id]
 	h.mu.Unlock()
@@ -125,23 +131,23 @@ func (h *sbHost) command(id, cmd string, timeout time.Duration) (string, error) 
 	_, err := io.WriteString(h.stdin, cmd+"\n")
 	h.writeMu.Unlock()
 	if err != nil {
-		return "", fmt.Errorf("sbfake host: %w (%s)", err, h.stderrText())
+		return "", fmt.Errorf("%s host: %w (%s)", h.script, err, h.stderrText())
 	}
 	select {
 	case reply := <-ch:
 		return reply, nil
 	case <-h.done:
-		return "", fmt.Errorf("sbfake host exited: %s", h.stderrText())
+		return "", fmt.Errorf("%s host exited: %s", h.script, h.stderrText())
 	case <-time.After(timeout):
-		return "", fmt.Errorf("sbfake host: no answer to %q within %v", strings.Fields(cmd)[0], timeout)
+		return "", fmt.Errorf("%s host: no answer to %q within %v", h.script, strings.Fields(cmd)[0], timeout)
 	}
 }
 
-// start starts a broker with the settings env ("KEY=value") and returns it
-// once it listens.
-func (h *sbHost) start(env []string) (*hostedBroker, error) {
+// start starts an instance with the settings env ("KEY=value") and returns
+// it once it listens.
+func (h *nodeHost) start(env []string) (*hostedInstance, error) {
 	settings := map[string]string{}
-	for _, k := range brokerSettings {
+	for _, k := range inheritedSettings[h.script] {
 		if v, ok := os.LookupEnv(k); ok {
 			settings[k] = v
 		}
@@ -160,23 +166,23 @@ func (h *sbHost) start(env []string) (*hostedBroker, error) {
 	h.replies[id] = make(chan string, 1)
 	h.logs[id] = &strings.Builder{}
 	h.mu.Unlock()
-	b := &hostedBroker{host: h, id: id}
+	b := &hostedInstance{host: h, id: id}
 	reply, err := h.command(id, "START "+id+" "+string(js), 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
 	kind, text, _ := strings.Cut(reply, " ")
 	if kind != "LISTENING" {
-		return nil, fmt.Errorf("sbfake: %s", text)
+		return nil, fmt.Errorf("%s: %s", h.script, text)
 	}
 	if b.Port, err = strconv.Atoi(text); err != nil {
-		return nil, fmt.Errorf("sbfake host: bad port %q", text)
+		return nil, fmt.Errorf("%s host: bad port %q", h.script, text)
 	}
 	return b, nil
 }
 
 // stop ends the host: stdin closed (it exits), killed if it lingers.
-func (h *sbHost) stop() {
+func (h *nodeHost) stop() {
 	_ = h.stdin.Close()
 	select {
 	case <-h.done:
@@ -186,26 +192,31 @@ func (h *sbHost) stop() {
 	}
 }
 
-// hostedBroker is one broker of an sbHost.
-type hostedBroker struct {
-	host *sbHost
+// hostedInstance is one instance of a nodeHost.
+type hostedInstance struct {
+	host *nodeHost
 	id   string
 	Port int
 	once sync.Once
 }
 
-// Stop closes the broker: its port stops listening and every connection to
-// it is cut, as when a stand-in process is killed.
-func (b *hostedBroker) Stop() {
+// Stop closes the instance: its port stops listening and every connection
+// to it is cut, as when a stand-in process is killed.
+func (b *hostedInstance) Stop() {
 	b.once.Do(func() { _, _ = b.host.command(b.id, "STOP "+b.id, 10*time.Second) })
 }
 
-// Logs returns what the broker logged so far.
-func (b *hostedBroker) Logs() string {
+// Logs returns what the instance logged so far, then what the host wrote
+// on stderr (shared by its instances: the Cosmos server's own errors).
+func (b *hostedInstance) Logs() string {
 	b.host.mu.Lock()
 	defer b.host.mu.Unlock()
+	var out string
 	if l := b.host.logs[b.id]; l != nil {
-		return l.String()
+		out = l.String()
 	}
-	return ""
+	if b.host.stderr.Len() > 0 {
+		out += "host stderr:\n" + b.host.stderr.String()
+	}
+	return out
 }
