@@ -349,7 +349,9 @@ func Load(lookup Lookup) (*Config, error) {
 		}
 	}
 	if r.FullyQualifiedNamespace != "" {
-		if why := checkNamespace(r.FullyQualifiedNamespace); why != "" {
+		if placeholder(r.FullyQualifiedNamespace) {
+			l.problem("%s=%s is still the sample's placeholder: set your namespace's host name (<namespace>.servicebus.windows.net), or leave it empty when %s holds a connection string", KeyServiceBusNamespace, show(r.FullyQualifiedNamespace), KeyServiceBus)
+		} else if why := checkNamespace(r.FullyQualifiedNamespace); why != "" {
 			l.problem("%s=%s must be a host name such as <namespace>.servicebus.windows.net: %s", KeyServiceBusNamespace, show(r.FullyQualifiedNamespace), why)
 		}
 	}
@@ -507,6 +509,8 @@ func (l *loader) checkCosmosAccount(c *Cosmos, k cosmosKeys) {
 	switch {
 	case c.ConnectionString == "" && c.AccountEndpoint == "":
 		l.problem("%s=%s needs an account: set %s (Entra ID; %s for a user-assigned managed identity) or %s (account key, local use)", k.Store, StoreCosmos, k.Endpoint, k.ClientID, k.ConnectionString)
+	case placeholder(c.AccountEndpoint):
+		l.problem("%s=%s is still the sample's placeholder: set your account's endpoint, or leave it empty and set %s (account key, local use)", k.Endpoint, show(c.AccountEndpoint), k.ConnectionString)
 	case c.ConnectionString != "" && c.AccountEndpoint != "":
 		l.problem("set only one of %s and %s", k.Endpoint, k.ConnectionString)
 	case c.AccountEndpoint != "":

@@ -60,6 +60,10 @@ func TestInboxStoreSelection(t *testing.T) {
 		{"cosmos unconfigured", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos"}, []string{KeyCosmosEndpoint, KeyCosmosConnectionString}, ""},
 		{"cosmos both", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosEndpoint: "https://a.documents.azure.com:443/", KeyCosmosConnectionString: "AccountEndpoint=https://a/;AccountKey=k;"}, []string{"only one"}, ""},
 		{"cosmos bad conn", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosConnectionString: "secret"}, []string{"AccountEndpoint="}, ""},
+		{"cosmos sample placeholder beside a connection string", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosEndpoint: "https://<account>.documents.azure.com:443/", KeyCosmosConnectionString: "AccountEndpoint=https://a/;AccountKey=k;"},
+			[]string{KeyCosmosEndpoint + `="https://<account>.documents.azure.com:443/" is still the sample's placeholder`, "leave it empty and set " + KeyCosmosConnectionString}, ""},
+		{"cosmos sample placeholder alone", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "Cosmos", KeyCosmosEndpoint: "https://<account>.documents.azure.com:443/"},
+			[]string{"is still the sample's placeholder"}, ""},
 		{"cosmos ok", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "cosmos", KeyCosmosEndpoint: "https://a.documents.azure.com:443/"}, nil, StoreCosmos},
 		{"memory ok", map[string]string{KeyInboxEnabled: "true", KeyInboxStore: "InMemory"}, nil, StoreInMemory},
 		{"off ignores store", map[string]string{KeyInboxStore: "Nonsense"}, nil, ""},
@@ -237,5 +241,29 @@ func TestResolverCarriesTheRetention(t *testing.T) {
 	if _, err := Load(FromMap(map[string]string{KeyApp: "Resolver", KeyServiceBus: "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKeyName=k;SharedAccessKey=v",
 		KeyTrackingStore: "InMemory", KeyUnresolvedRetentionDays: "0"})); err == nil || !strings.Contains(err.Error(), KeyUnresolvedRetentionDays) {
 		t.Fatalf("0 days accepted: %v", err)
+	}
+}
+
+// A sample placeholder left in a setting is named as one, whatever else is
+// set; a value with angle brackets that is no placeholder is judged as
+// before.
+func TestSamplePlaceholdersAreNamed(t *testing.T) {
+	m := base()
+	m[KeyServiceBusNamespace] = "<namespace>.servicebus.windows.net"
+	_, err := Load(FromMap(m))
+	if err == nil || !strings.Contains(err.Error(), KeyServiceBusNamespace+`="<namespace>.servicebus.windows.net" is still the sample's placeholder`) ||
+		!strings.Contains(err.Error(), "leave it empty when "+KeyServiceBus) {
+		t.Fatalf("err = %v", err)
+	}
+	for v, want := range map[string]bool{
+		"https://<account>.documents.azure.com:443/": true,
+		"<namespace>.servicebus.windows.net":         true,
+		"https://a.documents.azure.com:443/":         false,
+		"a<>b":                                       false,
+		"a>b<c":                                      false,
+	} {
+		if placeholder(v) != want {
+			t.Errorf("placeholder(%q) = %v, want %v", v, !want, want)
+		}
 	}
 }

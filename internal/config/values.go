@@ -3,6 +3,7 @@ package config
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -48,3 +49,10 @@ func utf16Len(s string) int {
 // checkCosmosID applies the Cosmos DB rule for database and container ids,
 // the same rule the Cosmos adapter applies.
 func checkCosmosID(id string) error { return cosmosid.Check(id) }
+
+// placeholder reports whether v still holds a placeholder of the sample
+// settings, such as <account> or <namespace>.
+func placeholder(v string) bool {
+	i := strings.IndexByte(v, '<')
+	return i >= 0 && strings.IndexByte(v[i:], '>') > 1
+}
