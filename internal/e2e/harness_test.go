@@ -428,15 +428,7 @@ func (si *standIns) secrets() []string {
 // proxy), for reading what the handlers wrote.
 func (si *standIns) cosmosClient(tb testing.TB) *azcosmos.Client {
 	tb.Helper()
-	cred, err := azcosmos.NewKeyCredential(si.cosmos.Key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(si.cosmos.Endpoint, cred, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return client
+	return si.cosmos.Client(tb)
 }
 
 // startMiniHost starts a mini host for cfg and stops it when tb ends.

@@ -92,15 +92,7 @@ type ledger struct {
 
 func openLedger(tb testing.TB, cosmos *testenv.Cosmos, container string) *ledger {
 	tb.Helper()
-	cred, err := azcosmos.NewKeyCredential(cosmos.Key)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(cosmos.Endpoint, cred, nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c, err := client.NewContainer(ledgerDatabase, container)
+	c, err := cosmos.Client(tb).NewContainer(ledgerDatabase, container)
 	if err != nil {
 		tb.Fatal(err)
 	}

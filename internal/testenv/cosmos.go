@@ -35,13 +35,6 @@ type Cosmos struct {
 	proc standIn
 }
 
-// standIn is a running stand-in: a process of its own (*Process) or an
-// instance of the package's host (*hostedInstance).
-type standIn interface {
-	Stop()
-	Logs() string
-}
-
 // ConnectionString returns "AccountEndpoint=...;AccountKey=...;".
 func (c *Cosmos) ConnectionString() string {
 	return fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", c.Endpoint, c.Key)
@@ -68,12 +61,28 @@ func (c *Cosmos) Database(tb testing.TB) string {
 	return name
 }
 
-func (c *Cosmos) dropDatabase(name string) error {
+// Client returns a client of the server with its account key, closed
+// when tb ends.
+func (c *Cosmos) Client(tb testing.TB) *azcosmos.Client {
+	tb.Helper()
+	client, err := c.newClient()
+	if err != nil {
+		tb.Fatalf("testenv: Cosmos DB client: %v", err)
+	}
+	tb.Cleanup(client.Close)
+	return client
+}
+
+func (c *Cosmos) newClient() (*azcosmos.Client, error) {
 	cred, err := azcosmos.NewKeyCredential(c.Key)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	client, err := azcosmos.NewClientWithKey(c.Endpoint, cred, nil)
+	return azcosmos.NewClientWithKey(c.Endpoint, cred, nil)
+}
+
+func (c *Cosmos) dropDatabase(name string) error {
+	client, err := c.newClient()
 	if err != nil {
 		return err
 	}
@@ -112,24 +121,9 @@ func startCosmos(opts CosmosOptions) (*Cosmos, error) {
 	if opts.Consistency != "" {
 		env = append(env, "COSMOS_CONSISTENCY="+opts.Consistency)
 	}
-	var proc standIn
-	var port int
-	host, err := sharedNodeHost("cosmos.js")
-	switch {
-	case err != nil:
+	proc, port, err := startStandIn("cosmos.js", env)
+	if err != nil {
 		return nil, err
-	case host != nil:
-		i, err := host.start(env)
-		if err != nil {
-			return nil, err
-		}
-		proc, port = i, i.Port
-	default:
-		p, err := StartNode("cosmos.js", env...)
-		if err != nil {
-			return nil, err
-		}
-		proc, port = p, p.Port
 	}
 	return &Cosmos{
 		Endpoint: fmt.Sprintf("http://127.0.0.1:%d/", port),

@@ -18,15 +18,7 @@ import (
 // on /pk, with the given default TTL (nil: off).
 func cosmosContainer(t *testing.T, ttl *int32) *azcosmos.ContainerClient {
 	t.Helper()
-	srv := testenv.StartCosmos(t, testenv.CosmosOptions{})
-	cred, err := azcosmos.NewKeyCredential(srv.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(srv.Endpoint, cred, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := testenv.StartCosmos(t, testenv.CosmosOptions{}).Client(t)
 	ctx := context.Background()
 	if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: "db"}, nil); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,12 @@ package testenv
 // for the stand-in ("KEY=value").
 var StartServiceBusWithEnv = startServiceBus
 
-// HostPID returns the process id of the host whose broker sb is, or 0 when
-// sb is a process of its own.
+// HostPID returns the process id of the host whose instance sb is, or 0
+// when sb is a process of its own.
 func HostPID(sb *ServiceBus) int {
-	if sb.host == nil {
+	i, ok := sb.proc.(*hostedInstance)
+	if !ok {
 		return 0
 	}
-	return sb.host.cmd.Process.Pid
+	return i.host.cmd.Process.Pid
 }

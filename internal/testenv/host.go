@@ -192,6 +192,35 @@ func (h *nodeHost) stop() {
 	}
 }
 
+// standIn is a running stand-in: a process of its own (*Process) or an
+// instance of the package's host (*hostedInstance).
+type standIn interface {
+	Stop()
+	Logs() string
+}
+
+// startStandIn starts script with the settings env ("KEY=value"): an
+// instance of the package's host when its TestMain calls Main, otherwise a
+// process of its own. It returns the stand-in and its port.
+func startStandIn(script string, env []string) (standIn, int, error) {
+	host, err := sharedNodeHost(script)
+	if err != nil {
+		return nil, 0, err
+	}
+	if host != nil {
+		i, err := host.start(env)
+		if err != nil {
+			return nil, 0, err
+		}
+		return i, i.Port, nil
+	}
+	p, err := StartNode(script, env...)
+	if err != nil {
+		return nil, 0, err
+	}
+	return p, p.Port, nil
+}
+
 // hostedInstance is one instance of a nodeHost.
 type hostedInstance struct {
 	host *nodeHost

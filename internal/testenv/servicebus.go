@@ -143,9 +143,7 @@ type ServiceBus struct {
 	// ConnectionString connects the azservicebus SDK to the stand-in.
 	ConnectionString string
 	Port             int
-	stop             func()
-	logs             func() string
-	host             *nodeHost // the shared process, when sb is one of its instances
+	proc             standIn
 }
 
 // StartServiceBus starts a Service Bus stand-in with topo and stops it in
@@ -169,25 +167,11 @@ func startServiceBus(tb testing.TB, topo Topology, env ...string) *ServiceBus {
 	if why := nodeReady(); why != "" {
 		Unavailable(tb, "Service Bus stand-in unavailable: %s", why)
 	}
-	env = append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...)
-	var sb *ServiceBus
-	host, err := sharedNodeHost("sbfake.js")
-	switch {
-	case err != nil:
-		Unavailable(tb, "Service Bus stand-in unavailable: %v", err)
-	case host != nil:
-		b, err := host.start(env)
-		if err != nil {
-			tb.Fatalf("testenv: starting a Service Bus stand-in: %v", err)
-		}
-		sb = &ServiceBus{Port: b.Port, stop: b.Stop, logs: b.Logs, host: host}
-	default:
-		p, err := StartNode("sbfake.js", env...)
-		if err != nil {
-			tb.Fatalf("testenv: starting sbfake.js: %v", err)
-		}
-		sb = &ServiceBus{Port: p.Port, stop: p.Stop, logs: p.Logs}
+	proc, port, err := startStandIn("sbfake.js", append([]string{"PORT=0", "TOPOLOGY=" + string(js)}, env...))
+	if err != nil {
+		tb.Fatalf("testenv: starting sbfake.js: %v", err)
 	}
+	sb := &ServiceBus{Port: port, proc: proc}
 	sb.ConnectionString = ConnectionString(sb.Port)
 	tb.Cleanup(func() {
 		sb.Stop()
@@ -207,11 +191,11 @@ func ConnectionString(port int) string {
 }
 
 // Stop kills the stand-in (tests of failure paths); it is safe to call twice.
-func (sb *ServiceBus) Stop() { sb.stop() }
+func (sb *ServiceBus) Stop() { sb.proc.Stop() }
 
 // Logs returns what the stand-in printed (DEBUG_FAKE=1 in the environment
 // adds a line per entity operation, never message bodies).
-func (sb *ServiceBus) Logs() string { return sb.logs() }
+func (sb *ServiceBus) Logs() string { return sb.proc.Logs() }
 
 // Client returns a new SDK client for the stand-in, closed in tb.Cleanup.
 // Retries are short so failures surface quickly in tests.

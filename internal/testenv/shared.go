@@ -24,25 +24,49 @@ import (
 var shared struct {
 	mu      sync.Mutex
 	running bool // Main is running the package's tests
-	cosmos  map[CosmosOptions]*sharedStart
-	hosts   map[string]*sharedHost
+	cosmos  map[CosmosOptions]*started[*Cosmos]
+	hosts   map[string]*started[*nodeHost]
 	stops   []func()
 }
 
-// sharedHost is the package's host of one stand-in script: started once,
-// or the reason it could not start.
-type sharedHost struct {
+// started is a shared server or host: started once, or the reason it could
+// not start.
+type started[T any] struct {
 	once sync.Once
-	v    *nodeHost
+	v    T
 	err  error
 }
 
-// sharedStart is one shared server: started once, or the reason it could
-// not start.
-type sharedStart struct {
-	once sync.Once
-	v    *Cosmos
-	err  error
+// get starts the value with start on first use and has Main stop it with
+// stop when the package's tests end.
+func (e *started[T]) get(start func() (T, error), stop func(T)) (T, error) {
+	e.once.Do(func() {
+		e.v, e.err = start()
+		if e.err == nil {
+			addStop(func() { stop(e.v) })
+		}
+	})
+	return e.v, e.err
+}
+
+// lookup returns the entry for k in m, made on first use, or nil when the
+// package's TestMain does not run through Main (nothing would stop a
+// shared stand-in).
+func lookup[K comparable, T any](m *map[K]*started[T], k K) *started[T] {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if !shared.running {
+		return nil
+	}
+	if *m == nil {
+		*m = map[K]*started[T]{}
+	}
+	e := (*m)[k]
+	if e == nil {
+		e = &started[T]{}
+		(*m)[k] = e
+	}
+	return e
 }
 
 // Main runs the package's tests (and benchmarks) and then stops the
@@ -97,48 +121,18 @@ func stopShared() {
 	}
 }
 
-// sharedCosmos returns the entry for opts, or nil when the package's
-// TestMain does not run through Main (nothing would stop a shared server).
-func sharedCosmos(opts CosmosOptions) *sharedStart {
-	shared.mu.Lock()
-	defer shared.mu.Unlock()
-	if !shared.running {
-		return nil
-	}
-	return entry(&shared.cosmos, opts)
-}
-
-// entry returns (*m)[k], making the map and the entry when missing.
-func entry[K comparable, V any](m *map[K]*V, k K) *V {
-	if *m == nil {
-		*m = map[K]*V{}
-	}
-	e := (*m)[k]
-	if e == nil {
-		e = new(V)
-		(*m)[k] = e
-	}
-	return e
-}
+// sharedCosmos returns the entry for opts (see lookup).
+func sharedCosmos(opts CosmosOptions) *started[*Cosmos] { return lookup(&shared.cosmos, opts) }
 
 // sharedNodeHost returns the package's host of script (sbfake.js,
 // cosmos.js), starting it on first use, or nil when the package's TestMain
 // does not run through Main.
 func sharedNodeHost(script string) (*nodeHost, error) {
-	shared.mu.Lock()
-	if !shared.running {
-		shared.mu.Unlock()
+	e := lookup(&shared.hosts, script)
+	if e == nil {
 		return nil, nil
 	}
-	e := entry(&shared.hosts, script)
-	shared.mu.Unlock()
-	e.once.Do(func() {
-		e.v, e.err = startNodeHost(script)
-		if e.err == nil {
-			addStop(e.v.stop)
-		}
-	})
-	return e.v, e.err
+	return e.get(func() (*nodeHost, error) { return startNodeHost(script) }, (*nodeHost).stop)
 }
 
 func addStop(stop func()) {
@@ -159,16 +153,11 @@ func SharedCosmos(tb testing.TB, opts CosmosOptions) *Cosmos {
 	if e == nil {
 		return StartCosmos(tb, opts)
 	}
-	e.once.Do(func() {
-		e.v, e.err = startCosmos(opts)
-		if e.err == nil {
-			addStop(e.v.Stop)
-		}
-	})
-	if e.err != nil {
-		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", e.err)
+	c, err := e.get(func() (*Cosmos, error) { return startCosmos(opts) }, (*Cosmos).Stop)
+	if err != nil {
+		Unavailable(tb, "local Cosmos DB stand-in unavailable: %v", err)
 	}
-	return e.v
+	return c
 }
 
 var uniqueSeq atomic.Int64

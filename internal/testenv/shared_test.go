@@ -33,7 +33,7 @@ func TestSharedCosmosIsOneServerAndDatabasesAreDropped(t *testing.T) {
 			}
 			db := c.Database(t)
 			dbs = append(dbs, db)
-			client := cosmosClient(t, c)
+			client := c.Client(t)
 			if _, err := client.CreateDatabase(context.Background(), azcosmos.DatabaseProperties{ID: db}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -45,7 +45,7 @@ func TestSharedCosmosIsOneServerAndDatabasesAreDropped(t *testing.T) {
 	if dbs[0] == dbs[1] {
 		t.Fatalf("both tests got database %q", dbs[0])
 	}
-	client := cosmosClient(t, first)
+	client := first.Client(t)
 	for _, db := range dbs {
 		d, err := client.NewDatabase(db)
 		if err != nil {
@@ -57,19 +57,6 @@ func TestSharedCosmosIsOneServerAndDatabasesAreDropped(t *testing.T) {
 			t.Errorf("database %s after its test: err %v, want 404", db, err)
 		}
 	}
-}
-
-func cosmosClient(t *testing.T, c *Cosmos) *azcosmos.Client {
-	t.Helper()
-	cred, err := azcosmos.NewKeyCredential(c.Key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := azcosmos.NewClientWithKey(c.Endpoint, cred, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return client
 }
 
 // A shared server that cannot start is tried once; every test asking for
@@ -172,8 +159,8 @@ func TestServiceBusWithoutMainIsAProcessOfItsOwn(t *testing.T) {
 	var sb *ServiceBus
 	t.Run("private", func(t *testing.T) {
 		sb = StartServiceBus(t, Topology{Queues: []Queue{{Name: "q"}}})
-		if sb.host != nil {
-			t.Fatal("the stand-in is a broker of a shared host")
+		if _, ok := sb.proc.(*Process); !ok {
+			t.Fatalf("the stand-in is a %T, want a process of its own", sb.proc)
 		}
 		if h, err := sharedNodeHost("sbfake.js"); h != nil || err != nil {
 			t.Fatalf("a shared host without Main: %v, %v", h, err)

@@ -48,12 +48,13 @@ func TestBinary(ctx context.Context, flags ...string) (string, error) {
 	if dir == "" {
 		return "", errors.New("handlerproc: TestBinary needs TestMain to call RunTests")
 	}
-	root, err := RepoRoot()
+	c, err := checkout()
 	if err != nil {
 		return "", err
 	}
-	if shared, err := checkoutBinDir(root); err == nil {
-		dir = shared
+	root := c.root
+	if c.binDir != "" {
+		dir = c.binDir
 	}
 	name := "handler"
 	for _, f := range flags {
@@ -71,17 +72,23 @@ func TestBinary(ctx context.Context, flags ...string) (string, error) {
 	return bin, nil
 }
 
-// checkoutBinDir returns (making it) the directory of the user's cache for
-// the test binaries of the checkout at root.
-func checkoutBinDir(root string) (string, error) {
-	cache, err := os.UserCacheDir()
+// checkout finds, once per process, the repository root and (making it)
+// the directory of the user's cache for the test binaries of that checkout:
+// binDir is "" when there is no user cache directory to use.
+var checkout = sync.OnceValues(func() (checkoutDirs, error) {
+	root, err := RepoRoot()
 	if err != nil {
-		return "", err
+		return checkoutDirs{}, err
 	}
-	sum := sha256.Sum256([]byte(root))
-	dir := filepath.Join(cache, "nimbus-functions-subscriber", "test-handlers", hex.EncodeToString(sum[:8]))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", err
+	c := checkoutDirs{root: root}
+	if cache, err := os.UserCacheDir(); err == nil {
+		sum := sha256.Sum256([]byte(root))
+		dir := filepath.Join(cache, "nimbus-functions-subscriber", "test-handlers", hex.EncodeToString(sum[:8]))
+		if os.MkdirAll(dir, 0o755) == nil {
+			c.binDir = dir
+		}
 	}
-	return dir, nil
-}
+	return c, nil
+})
+
+type checkoutDirs struct{ root, binDir string }
