@@ -9,6 +9,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/storeerr"
 )
 
 // failure is the one place a failed step's error becomes the delivery's
@@ -82,30 +83,24 @@ const sessionOpPrefix = "session state "
 func sessionStoreOp(op string) string { return sessionOpPrefix + op }
 
 // OperatorError is implemented by store errors whose message is safe to log
-// and tells an operator what to fix (for example a Cosmos account that is not
-// Strong). The pipeline includes that message in its log line.
-type OperatorError interface {
-	error
-	OperatorMessage() string
-}
+// and tells an operator what to fix; the pipeline includes that message in
+// its log line.
+type OperatorError = storeerr.OperatorError
 
 // NewStoreError wraps a provider error for reporting: the text names op and
 // a coarse class (canceled, timeout, an operator message, lost every race
 // for the session state, or unavailable) and never the provider's details.
 func NewStoreError(op string, err error) *StoreError {
-	class := "unavailable"
-	var oe OperatorError
-	switch {
-	case errors.Is(err, context.Canceled):
-		class = "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		class = "timeout"
-	case errors.As(err, &oe):
-		class = "misconfigured: " + oe.OperatorMessage()
-	case session.IsConflict(err):
-		class = "lost every race for the session state"
+	return &StoreError{Op: op, Class: storeerr.Class(err, pipelineClass), cause: err}
+}
+
+// pipelineClass is the class of an inbox or session-state failure that is
+// not a cancellation or misconfiguration.
+func pipelineClass(err error) string {
+	if session.IsConflict(err) {
+		return "lost every race for the session state"
 	}
-	return &StoreError{Op: op, Class: class, cause: err}
+	return "unavailable"
 }
 
 // errorText is the ErrorText NimBus reports for a failure: the message of
