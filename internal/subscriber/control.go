@@ -236,18 +236,18 @@ func (j *job) checkRequest(ctx context.Context) (end result, done bool) {
 	switch {
 	case err != nil:
 		return failure(err), true
-	case dup != nil:
-		return j.duplicateRequest(ctx)(*dup), true
+	case dup:
+		return j.duplicateRequest(ctx)(), true
 	}
 	return result{}, false
 }
 
-// duplicateRequest answers a RetryRequest or resubmission found recorded
-// under k: lift this event's block (or replay what waits), then
+// duplicateRequest answers a RetryRequest or resubmission found recorded:
+// lift this event's block (or replay what waits), then
 // SkipResponse "DuplicateDetected".
-func (j *job) duplicateRequest(ctx context.Context) func(k inbox.Key) result {
-	return func(k inbox.Key) result {
-		return j.unblockThen(ctx, func() result { return j.duplicate(ctx, k) })
+func (j *job) duplicateRequest(ctx context.Context) func() result {
+	return func() result {
+		return j.unblockThen(ctx, func() result { return j.duplicate(ctx) })
 	}
 }
 

@@ -358,8 +358,8 @@ func (j *job) replay(ctx context.Context) result {
 	if err != nil {
 		return failure(err)
 	}
-	if dup != nil {
-		return j.duplicate(ctx, *dup)
+	if dup {
+		return j.duplicate(ctx)
 	}
 	if j.st.Blocked() && !j.isBlocker(j.st) {
 		// Parked behind another event's block: not this replay's to handle.

@@ -31,8 +31,8 @@ func (j *job) eventRequest(ctx context.Context) result {
 	if err != nil {
 		return failure(err)
 	}
-	if dup != nil {
-		return j.duplicate(ctx, *dup)
+	if dup {
+		return j.duplicate(ctx)
 	}
 	if j.mustWait() {
 		parked, err := j.park(ctx)
@@ -69,7 +69,7 @@ func (j *job) handleEvent(ctx context.Context, recordKeys []*inbox.Key) result {
 	case a.res.handoff != nil:
 		return j.handoff(sctx, a.res.handoff)
 	}
-	if end, done := j.save(sctx, recordKeys, func(k inbox.Key) result { return j.duplicate(sctx, k) }); done {
+	if end, done := j.save(sctx, recordKeys, func() result { return j.duplicate(sctx) }); done {
 		return end
 	}
 	// The blocker's own redelivery succeeded: lift its block.

@@ -3,13 +3,10 @@ package subscriber
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -28,19 +25,6 @@ type Delivery struct {
 	Broker     message.Broker
 	Properties map[string]any
 	Body       []byte
-}
-
-// DuplicateInfo is what the OnDuplicateDetected hook receives: identity and
-// routing metadata, never the payload.
-type DuplicateInfo struct {
-	EndpointID    string
-	MessageID     string
-	EventID       string
-	EventTypeID   string
-	CorrelationID string
-	SessionID     string
-	MessageType   string
-	EnqueuedTime  time.Time
 }
 
 // Options configures a Pipeline.
@@ -88,18 +72,13 @@ type Options struct {
 	Rand func() float64
 	// Handlers maps event types to handlers. Required.
 	Handlers *Registry
-	// OnDuplicateDetected is called for every duplicate. Its error or panic
-	// is logged and never changes the outcome.
-	OnDuplicateDetected func(ctx context.Context, d DuplicateInfo) error
-	// Metrics receives the counters; nil discards them.
+	// Metrics receives the counters (duplicates are observed through
+	// telemetry.DuplicateDetected); nil discards them.
 	Metrics *telemetry.Metrics
 	// Tracer starts the child spans of a delivery (inbox check, session
 	// state, handler, record) under the span in Process's ctx; nil means
 	// the global provider's telemetry.TracerName tracer.
 	Tracer oteltrace.Tracer
-	// Log receives hook failures and replay lines; the per-invocation line
-	// is the caller's.
-	Log zerolog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// SettleTimeout bounds the record and response after a successful
@@ -322,36 +301,6 @@ func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
 	}
 	dl := message.NewInvalidMessageDeadLetter(text)
 	return &dl
-}
-
-func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.Key) {
-	p.o.Metrics.Inc(telemetry.DuplicateDetected, "", "")
-	if p.o.OnDuplicateDetected == nil {
-		return
-	}
-	info := DuplicateInfo{
-		EndpointID:    k.EndpointID,
-		MessageID:     deref(in.MessageID),
-		EventID:       deref(in.EventID),
-		EventTypeID:   deref(in.EventTypeID),
-		CorrelationID: deref(in.CorrelationID),
-		SessionID:     deref(in.SessionID),
-		MessageType:   in.Type.String(),
-		EnqueuedTime:  in.EnqueuedTime,
-	}
-	// Only the property is logged: a type read from the body is payload.
-	loggedType, _ := in.Property(message.PropEventTypeID)
-	defer func() {
-		if v := recover(); v != nil {
-			p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
-				Str("panic", logsafe.Bound(fmt.Sprint(v))).Str("stack", logsafe.Stack(debug.Stack())).
-				Msg("a duplicate lifecycle observer panicked; duplicate processing continues")
-		}
-	}()
-	if err := p.o.OnDuplicateDetected(ctx, info); err != nil {
-		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
-			Str("error", logsafe.Bound(err.Error())).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
-	}
 }
 
 // Span names of the steps of a delivery.

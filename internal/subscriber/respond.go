@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // respond sends the Resolver response out; the delivery ends with o once
@@ -30,10 +30,11 @@ func (j *job) unsupported(ctx context.Context) result {
 	return j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil), OutcomeUnsupported)
 }
 
-// duplicate answers a recorded delivery: the OnDuplicateDetected hook and a
-// SkipResponse "DuplicateDetected".
-func (j *job) duplicate(ctx context.Context, k inbox.Key) result {
-	j.p.duplicate(ctx, j.in, k)
+// duplicate answers a recorded delivery: it is counted
+// (telemetry.DuplicateDetected) and answered SkipResponse
+// "DuplicateDetected".
+func (j *job) duplicate(ctx context.Context) result {
+	j.p.o.Metrics.Inc(telemetry.DuplicateDetected, "", "")
 	return j.respond(ctx, message.NewResponse(j.in, message.Duplicate, j.timings(), nil), OutcomeDuplicate)
 }
 

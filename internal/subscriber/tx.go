@@ -2,7 +2,6 @@ package subscriber
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -121,7 +120,7 @@ func (j *job) runTx(ctx context.Context, ev *Event) (Result, error) {
 // the transactional handler's batch with one marker per key. done is true
 // when the delivery ends here, with end: a failure, or the answer dup
 // gives when the batch found another copy's marker.
-func (j *job) save(ctx context.Context, keys []*inbox.Key, dup func(inbox.Key) result) (end result, done bool) {
+func (j *job) save(ctx context.Context, keys []*inbox.Key, dup func() result) (end result, done bool) {
 	if j.tx == nil || j.tx.t == nil {
 		if err := j.record(ctx, keys...); err != nil {
 			return failure(err), true
@@ -129,13 +128,11 @@ func (j *job) save(ctx context.Context, keys []*inbox.Key, dup func(inbox.Key) r
 		return result{}, false
 	}
 	var markers []txn.Marker
-	var marked []inbox.Key
 	for _, k := range keys {
 		if k == nil {
 			continue
 		}
 		markers = append(markers, txn.Marker{EndpointID: k.EndpointID, MessageID: k.MessageID, Retention: j.p.o.MarkerRetention})
-		marked = append(marked, *k)
 	}
 	cctx, span := j.p.o.Tracer.Start(ctx, spanTxnCommit)
 	_, err := j.tx.t.Commit(cctx, markers...)
@@ -149,13 +146,8 @@ func (j *job) save(ctx context.Context, keys []*inbox.Key, dup func(inbox.Key) r
 		return result{}, false
 	case txn.Duplicate:
 		span.End()
-		var de *txn.DuplicateError
-		i := 0
-		if errors.As(err, &de) && de.Marker >= 0 && de.Marker < len(marked) {
-			i = de.Marker
-		}
 		j.r.Inbox = InboxDuplicate
-		return dup(marked[i]), true
+		return dup(), true
 	}
 	end = txFailure(o, err)
 	endSpan(span, end.err)
