@@ -14,11 +14,11 @@ import (
 // transactional handler the marker reads of the same keys in its
 // partition, and, when withState and the delivery has a session, the
 // session-state read, all at once: one sequential round trip. dup is true
-// when a key was found recorded. A failed inbox check fails the lookup; a failed state read does
-// too, unless an original delivery turned out to be a duplicate (its
-// answer needs no state).
+// when a key was found recorded. A failed inbox check fails the lookup; a
+// failed state read does too, unless an original delivery turned out to be
+// a duplicate (its answer needs no state).
 func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (dup bool, err error) {
-	p, r := j.p, j.r
+	p := j.p
 	readState := withState && j.hasSession
 	if len(keys) > 0 {
 		j.prepareTx()
@@ -81,9 +81,9 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 		dup = dup || c.seen || c.marked
 	}
 	if dup {
-		r.Inbox = InboxDuplicate
+		j.did.inbox = InboxDuplicate
 	} else if checked {
-		r.Inbox = InboxNew
+		j.did.inbox = InboxNew
 	}
 	if stErr != nil && (!dup || j.attempt != AttemptOriginal) {
 		return false, NewStoreError(sessionStoreOp(session.OpRead), stErr)

@@ -211,9 +211,11 @@ type Report struct {
 	Replays   []Report
 	DrainStop string
 	// deadLetter is what the dead-letter notice reports, when the failure
-	// site knew NimBus's exact case.
+	// named NimBus's exact case.
 	deadLetter *message.DeadLetter
-	// Err is why the delivery did not complete (nil when it did).
+	// Err is why the delivery did not complete; for a delivery that
+	// completed by answering its handler's failure (event_failed,
+	// discarded), that failure; otherwise nil.
 	Err error
 	// Stack is the goroutine stack of a handler panic.
 	Stack []byte
