@@ -95,8 +95,11 @@ func outcomeOf(err error, props map[string]any) result {
 		return result{outcome: OutcomePublishFailed, err: err}
 	case errors.As(err, &store):
 		res := result{outcome: OutcomeTransientFailure, err: err, storeOp: store.operation()}
-		if errors.Is(err, context.Canceled) {
+		switch {
+		case errors.Is(err, context.Canceled):
 			res.outcome = OutcomeCanceled
+		case store.Op == sessionStoreOp(session.OpWrite):
+			res.outcome = OutcomeSessionWriteFailed
 		}
 		return res
 	case errors.As(err, &ice):
