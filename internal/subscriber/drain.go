@@ -90,6 +90,7 @@ func (p *Pipeline) Drain(ctx context.Context, d *Delivery) Report {
 	if err == nil {
 		t.drainStop, err = p.drain(ctx, d, req, &t, start.Add(p.o.ReplayBudget))
 	}
+	// A replay that failed on its way stopped there.
 	var failed *replayError
 	var copyFailed *copyError
 	if errors.As(err, &failed) || errors.As(err, &copyFailed) {
@@ -153,8 +154,8 @@ func (e *replayError) reported() error {
 }
 
 // copyError is a replay that ended at a parked copy whose replay failed
-// and may succeed later (end is how the copy's ended): the copy is given
-// back for the next replay.
+// and may succeed later (end is how the copy's replay ended): the copy is
+// given back for the next replay.
 type copyError struct{ end result }
 
 func (e *copyError) Error() string { return e.end.err.Error() }
