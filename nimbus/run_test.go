@@ -3,6 +3,7 @@ package nimbus_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -219,5 +220,73 @@ func TestRunKnowsTheContainerSettings(t *testing.T) {
 		if refused := errors.As(err, &se); refused != c.refused || (!refused && err != nil) {
 			t.Fatalf("with %q: Run: %v, want refused=%v: %s", c.extra, err, c.refused, stderr.String())
 		}
+	}
+}
+
+// handleLedger registers a transactional handler on the ledger container.
+func handleLedger(app *nimbus.App) {
+	app.HandleTx("PaymentReceived", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"},
+		func(*nimbus.Event) (string, error) { return "k", nil },
+		func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) {
+			return nimbus.Completed(), nil
+		})
+}
+
+// A transactional handler never runs on an in-memory container unless the
+// inbox is explicitly in memory: with the inbox off (its default), even
+// with the Cosmos settings present, start-up fails naming the setting, in
+// the one error with every other problem.
+func TestRunRefusesTransactionalHandlersWithoutTheInbox(t *testing.T) {
+	for name, env := range map[string][]string{
+		"inbox unset": {"NimBus__Resolver__Sink=InMemory"},
+		"inbox off, Cosmos settings present": {"NimBus__Resolver__Sink=InMemory", "NimBus__Inbox__Enabled=false",
+			"NimBus__Inbox__Store=Cosmos", "NimBus__Inbox__Cosmos__AccountEndpoint=https://acct.documents.azure.com:443/"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := nimbus.New()
+			handleLedger(app)
+			var stderr testlog.Buffer
+			err := app.Run(t.Context(), nimbus.Options{Environ: env, Stdout: io.Discard, Stderr: &stderr})
+			var se *nimbus.SettingsError
+			if !errors.As(err, &se) {
+				t.Fatalf("Run: %v, want a *nimbus.SettingsError", err)
+			}
+			var endpoint, inbox bool
+			for _, p := range se.Problems {
+				endpoint = endpoint || strings.HasPrefix(p, "NimBus__Endpoint is required")
+				inbox = inbox || strings.HasPrefix(p, "NimBus__Inbox__Enabled is not true") && strings.Contains(p, "PaymentReceived")
+			}
+			if !endpoint || !inbox {
+				t.Fatalf("problems %q: want the missing endpoint and the inbox, naming the handler", se.Problems)
+			}
+			if !strings.Contains(stderr.String(), "NimBus__Inbox__Enabled is not true") {
+				t.Errorf("stderr %q", stderr.String())
+			}
+		})
+	}
+}
+
+// With the inbox in memory, the start-up line says the transactional
+// containers are in memory, and a warning says what that means.
+func TestRunSaysTheTransactionalContainersAreInMemory(t *testing.T) {
+	app := nimbus.New()
+	handleLedger(app)
+	var stdout, stderr testlog.Buffer
+	_, stop := runApp(t, app, memorySettings(), &stdout, &stderr)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v; %s", err, stderr.String())
+	}
+	var listening, warned bool
+	for _, l := range testlog.ParseLines(t, stdout.String()) {
+		switch {
+		case l["message"] == "custom handler listening":
+			containers, _ := l["txnContainers"].([]any)
+			listening = l["txnStore"] == "InMemory" && len(containers) == 1 && containers[0] == "Billing/ledger"
+		case l["level"] == "warn" && strings.Contains(fmt.Sprint(l["message"]), "keeps the transactional handlers' containers in this process only"):
+			warned = true
+		}
+	}
+	if !listening || !warned {
+		t.Fatalf("listening line names the in-memory containers: %v; warning: %v\n%s", listening, warned, stdout.String())
 	}
 }
