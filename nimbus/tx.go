@@ -17,8 +17,11 @@ import (
 
 // Container names the Cosmos DB container a transactional handler keeps
 // its state in. It lives in the inbox's Cosmos account and is reached with
-// the inbox's credentials; with NimBus__Inbox__Store=InMemory it is an
-// in-memory container of the process.
+// the inbox's credentials, so the app needs the inbox on
+// (NimBus__Inbox__Enabled=true); with NimBus__Inbox__Store=InMemory it is
+// an in-memory container of the process. Its ids, after the settings are
+// applied, must be ids Cosmos DB accepts, and one container has one
+// PartitionKeyPath in every registration: Run checks both.
 //
 // The container must have time to live on (DefaultTimeToLive -1 or a
 // value), so that inbox markers expire; with the inbox's auto-create
