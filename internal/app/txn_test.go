@@ -20,7 +20,9 @@ func TestTransactionalHandlersNeedTheInbox(t *testing.T) {
 	reg.HandleTx("PaymentReceived", subscriber.TxBinding{
 		Target:       txn.Target{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"},
 		PartitionKey: func(*subscriber.Event) (string, error) { return "k", nil },
-	}, func(context.Context, *subscriber.Event, *txn.Unit) (subscriber.Result, error) { return subscriber.Completed(), nil })
+	}, func(context.Context, *subscriber.Event, *txn.Unit) (subscriber.Result, error) {
+		return subscriber.Completed(), nil
+	})
 	for _, c := range []struct {
 		settings map[string]string
 		refused  bool
