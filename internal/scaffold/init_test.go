@@ -94,8 +94,8 @@ func TestInitWritesTheApp(t *testing.T) {
 }
 
 // checkMainGo asserts the sample handler is a main package written against
-// the public API: nimbus.New, app.Handle with a handler that decodes the
-// event and completes it, and app.Main.
+// the public API: nimbus.New, nimbus.HandleEvent with a handler of the
+// decoded event that completes it, and app.Main.
 func checkMainGo(t *testing.T, src []byte) {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "main.go", src, parser.ParseComments)
@@ -112,8 +112,8 @@ func checkMainGo(t *testing.T, src []byte) {
 	if !imports[`"github.com/nimbus-go/functions-subscriber/nimbus"`] || !imports[`"context"`] {
 		t.Errorf("main.go imports %v, want context and the nimbus package", imports)
 	}
-	for _, call := range []string{"nimbus.New()", `app.Handle("OrderPlaced", func(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {`,
-		"ev.Decode(&o)", "return nimbus.Result{}, err", "return nimbus.Completed(), nil", "app.Main()"} {
+	for _, call := range []string{"nimbus.New()", `nimbus.HandleEvent(app, "OrderPlaced", func(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (nimbus.Result, error) {`,
+		"return nimbus.Completed(), nil", "app.Main()"} {
 		if !bytes.Contains(src, []byte(call)) {
 			t.Errorf("main.go does not contain %s", call)
 		}

@@ -110,9 +110,11 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 }
 
 // runTx runs the transactional handler in a new transaction on the
-// delivery's partition.
+// delivery's partition. The unit is sealed when the handler returns (or
+// panics), so nothing its goroutines queue later is committed.
 func (j *job) runTx(ctx context.Context, ev *Event) (Result, error) {
 	j.tx.t = txn.Begin(j.p.o.Txn, j.tx.binding.Target, j.tx.pk, j.p.o.Now)
+	defer j.tx.t.Seal()
 	return j.tx.h(ctx, ev, j.tx.t.Unit())
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 )
 
 // Sentinels for errors.Is. Each typed error below matches its sentinel;
@@ -242,3 +244,20 @@ func bounded(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
+
+// DecodeError reports a document that Read could not decode into the
+// handler's value. Its text says where the JSON did not fit (a field name
+// and the Go type, or a byte offset) and never quotes the document.
+type DecodeError struct {
+	// Target is the Go type decoded into.
+	Target string
+	cause  error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("decode document into %s: %s", e.Target, logsafe.JSONError("the document", e.cause))
+}
+
+// Unwrap returns the encoding/json error (whose text may quote document
+// values: do not log it).
+func (e *DecodeError) Unwrap() error { return e.cause }

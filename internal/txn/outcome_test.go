@@ -72,7 +72,7 @@ func TestCommitOutcomes(t *testing.T) {
 			if err := tx.Unit().Create(map[string]any{"id": "a", "pk": "p"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := tx.Unit().Replace("b", map[string]any{"id": "b", "pk": "p"}, "e"); err != nil {
+			if err := tx.Unit().Replace(map[string]any{"id": "b", "pk": "p"}, "e"); err != nil {
 				t.Fatal(err)
 			}
 			rc, err := tx.Commit(context.Background(), Marker{EndpointID: "e", MessageID: "m", Retention: time.Hour})

@@ -137,7 +137,7 @@ func TestOneCommitIsOneRequest(t *testing.T) {
 	if err := u.Unit().Create(map[string]any{"id": "order-1", "tenant": "t", "total": 12.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Unit().Replace("balance", doc, etag); err != nil {
+	if err := u.Unit().Replace(doc, etag); err != nil {
 		t.Fatal(err)
 	}
 	e.rec.Reset()

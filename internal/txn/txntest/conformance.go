@@ -216,7 +216,7 @@ func testAtomic(t *testing.T, h Harness) {
 	tx := txn.Begin(s, tg, "t", nil)
 	u := tx.Unit()
 	must(t, u.Create(account{ID: "y", Tenant: "t"}))
-	must(t, u.Replace("x", account{ID: "x", Tenant: "t", Balance: 2}, etag))
+	must(t, u.Replace(account{ID: "x", Tenant: "t", Balance: 2}, etag))
 	must(t, u.Create(account{ID: "x", Tenant: "t"})) // 409
 	must(t, u.Create(account{ID: "z", Tenant: "t"}))
 	_, err := tx.Commit(context.Background(), marker("atomic"))
@@ -262,8 +262,8 @@ func testStatuses(t *testing.T, h Harness) {
 		status int
 	}{
 		{"create existing", func(u *txn.Unit) error { return u.Create(account{ID: "d", Tenant: "t"}) }, txn.OpCreate, 409},
-		{"replace missing", func(u *txn.Unit) error { return u.Replace("nope", account{ID: "nope", Tenant: "t"}, "") }, txn.OpReplace, 404},
-		{"replace stale", func(u *txn.Unit) error { return u.Replace("d", account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpReplace, 412},
+		{"replace missing", func(u *txn.Unit) error { return u.Replace(account{ID: "nope", Tenant: "t"}, "") }, txn.OpReplace, 404},
+		{"replace stale", func(u *txn.Unit) error { return u.Replace(account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpReplace, 412},
 		{"upsert stale", func(u *txn.Unit) error { return u.Upsert(account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpUpsert, 412},
 		{"patch missing", func(u *txn.Unit) error { return u.Patch("nope", inc, "") }, txn.OpPatch, 404},
 		{"patch stale", func(u *txn.Unit) error { return u.Patch("d", inc, staleETag) }, txn.OpPatch, 412},
@@ -302,7 +302,7 @@ func testETagsHold(t *testing.T, h Harness) {
 	inc.Increment("/balance", 3)
 	tx := txn.Begin(s, tg, "t", nil)
 	u := tx.Unit()
-	must(t, u.Replace("r", account{ID: "r", Tenant: "t", Balance: 2}, etags["r"]))
+	must(t, u.Replace(account{ID: "r", Tenant: "t", Balance: 2}, etags["r"]))
 	must(t, u.Upsert(account{ID: "u", Tenant: "t", Balance: 4}, etags["u"]))
 	must(t, u.Patch("p", inc, etags["p"]))
 	must(t, u.Delete("d", etags["d"]))
@@ -475,7 +475,6 @@ func testLimits(t *testing.T, h Harness) {
 		_, err := tx.Commit(ctx, marker("pk"))
 		limit(t, err, txn.LimitPartitionKey)
 		limit(t, txn.Begin(s, tg, "t", nil).Unit().Upsert(map[string]any{"id": "nokey"}, ""), txn.LimitPartitionKey)
-		limit(t, txn.Begin(s, tg, "t", nil).Unit().Replace("other", account{ID: "else", Tenant: "t"}, ""), txn.LimitDocument)
 		limit(t, txn.Begin(s, tg, "t", nil).Unit().Create([]int{1}), txn.LimitDocument)
 	})
 }
@@ -582,7 +581,7 @@ func creditOnce(s txn.Store, tg txn.Target, id, msg string, check bool) error {
 		return fmt.Errorf("read: found=%v err=%w", found, err)
 	}
 	a.Balance += 10
-	if err := tx.Unit().Replace(id, a, etag); err != nil {
+	if err := tx.Unit().Replace(a, etag); err != nil {
 		return err
 	}
 	_, err = tx.Commit(ctx, marker(msg))
