@@ -16,9 +16,9 @@ import (
 // each Publish runs in a producer span ("send <topic>"), and p is handed a
 // copy of the message whose traceparent and tracestate are that span's
 // (replacing any carried over; without a valid span context the message
-// goes as it is). It is the one place the endpoint's outgoing messages get
-// their trace properties, so the Service Bus adapter and Memory carry the
-// same ones. When p also schedules (a Memory, the Service Bus adapter),
+// goes as it is). It is the one place the endpoint's responses and control
+// messages get their trace properties, so the Service Bus adapter and
+// Memory carry the same ones. When p also schedules (a Memory, the Service Bus adapter),
 // the result does too, each Schedule in a "schedule <topic>" span. When p
 // is a BatchPublisher, so is the result: each PublishBatch runs in one
 // "send <topic>" span, and a message of the batch that carries its own
