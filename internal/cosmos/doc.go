@@ -40,6 +40,6 @@
 //	if err := c.Ready(ctx); err != nil { // first use: Strong check, container
 //		return err
 //	}
-//	_, err = c.Client.ReadItem(ctx, pk, id, nil)
+//	_, err = c.Client().ReadItem(ctx, pk, id, nil)
 //	if cosmos.IsNotFound(err) { … }
 package cosmos

@@ -48,7 +48,7 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
+	t.Cleanup(acct.Close)
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: srv.Database(t), Now: clock.Now}})
 	if err != nil {

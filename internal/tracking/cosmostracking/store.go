@@ -75,7 +75,7 @@ var strongReason = cosmos.StrongReason{
 // on first use, after a once-per-store Strong check unless
 // AllowRelaxedConsistency.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
-	if account == nil || account.Client == nil {
+	if account == nil {
 		return nil, errors.New("cosmostracking: account is required")
 	}
 	o, err := opts.withDefaults()
@@ -150,7 +150,7 @@ func (s *Store) endpoint(ctx context.Context, op, endpointID string) (*azcosmos.
 	if err := s.ready(ctx, c); err != nil {
 		return nil, s.fail(op, err)
 	}
-	return c.Client, nil
+	return c.Client(), nil
 }
 
 func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*azcosmos.ContainerClient, error) {
@@ -160,7 +160,7 @@ func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*az
 	if err := s.ready(ctx, c); err != nil {
 		return nil, s.fail(op, err)
 	}
-	return c.Client, nil
+	return c.Client(), nil
 }
 
 // fail wraps a provider error as a *tracking.StoreError classified by
