@@ -159,8 +159,8 @@ const (
 	// LimitPartitionKeyValue: a partition key value Cosmos DB cannot take
 	// (CheckPartitionKey).
 	LimitPartitionKeyValue = "partition_key_value"
-	LimitDocument     = "document"      // not a JSON object with a string id
-	LimitPatch        = "patch"         // an unusable patch
+	LimitDocument          = "document" // not a JSON object with a string id
+	LimitPatch             = "patch"    // an unusable patch
 )
 
 // LimitError reports a batch that breaks a limit; it was not sent. Index
