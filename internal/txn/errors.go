@@ -152,15 +152,13 @@ func (e *operatorError) OperatorMessage() string { return e.err.Error() }
 
 // Limits a LimitError names.
 const (
-	LimitOperations   = "operations"    // more than MaxHandlerOps, or MaxOps with markers
-	LimitRequestBytes = "request_bytes" // estimated request over MaxRequestBytes
-	LimitID           = "id"            // empty, over MaxIDBytes, or a forbidden character
-	LimitPartitionKey = "partition_key" // a document without the bound partition key value
-	// LimitPartitionKeyValue: a partition key value Cosmos DB cannot take
-	// (CheckPartitionKey).
-	LimitPartitionKeyValue = "partition_key_value"
-	LimitDocument          = "document" // not a JSON object with a string id
-	LimitPatch             = "patch"    // an unusable patch
+	LimitOperations        = "operations"          // more than MaxHandlerOps, or MaxOps with markers
+	LimitRequestBytes      = "request_bytes"       // estimated request over MaxRequestBytes
+	LimitID                = "id"                  // empty, over MaxIDBytes, or a forbidden character
+	LimitPartitionKey      = "partition_key"       // a document without the bound partition key value
+	LimitDocument          = "document"            // not a JSON object with a string id
+	LimitPatch             = "patch"               // an unusable patch
+	LimitPartitionKeyValue = "partition_key_value" // a value Cosmos DB cannot take (CheckPartitionKey)
 )
 
 // LimitError reports a batch that breaks a limit; it was not sent. Index
