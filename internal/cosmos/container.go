@@ -130,8 +130,7 @@ func (a *Account) EnsureContainer(ctx context.Context, spec ContainerSpec) error
 		props := azcosmos.ContainerProperties{
 			ID: spec.ContainerID,
 			// Hash version 2 (large partition keys) takes partition
-			// key values up to 2,048 bytes; version 1, the service's
-			// default, only up to 101.
+			// key values up to 2,048 bytes; version 1 only up to 101.
 			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
 				Paths:   []string{spec.PartitionKeyPath},
 				Kind:    azcosmos.PartitionKeyKindHash,

@@ -22,8 +22,7 @@ const (
 	// MaxPartitionKeyBytes bounds a partition key value: Cosmos DB takes
 	// values of at most 2,048 bytes (UTF-8) in a container with large
 	// partition keys (hash version 2), the containers this module creates
-	// and its Bicep provisions; a container on hash version 1 hashes only
-	// the first 100 bytes of longer values.
+	// and its Bicep provisions (101 bytes in one created without them).
 	MaxPartitionKeyBytes = 2048
 )
 
