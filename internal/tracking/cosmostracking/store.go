@@ -164,7 +164,8 @@ func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*az
 }
 
 // fail wraps a provider error as a *tracking.StoreError classified by
-// cosmos.Classify; cancellation stays recognizable with errors.Is.
+// cosmos.Classify, a refused request worded by cosmos.Explain (a 403 names
+// the role to assign); cancellation stays recognizable with errors.Is.
 func (s *Store) fail(op string, err error) error {
 	c := cosmos.Classify(err)
 	kind := tracking.FailurePermanent
@@ -177,7 +178,7 @@ func (s *Store) fail(op string, err error) error {
 	if errors.Is(err, tracking.ErrConcurrentUpdate) {
 		kind = tracking.FailureTransient
 	}
-	return &tracking.StoreError{Op: op, Kind: kind, RetryAfter: c.RetryAfter, Err: err}
+	return &tracking.StoreError{Op: op, Kind: kind, RetryAfter: c.RetryAfter, Err: cosmos.Explain(err)}
 }
 
 // rowDoc is the tracking document as written.
