@@ -248,12 +248,8 @@ func TestDefaultTTLRefused(t *testing.T) {
 // plain inbox: transient, naming the role to assign, never "rejected".
 func TestAccessDeniedIsAnOperatorError(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tg := newTarget("/tenant")
+	e, tg := newReadyEnv(t)
 	ctx := context.Background()
-	if _, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m"); err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		status int
 		sub    string
@@ -296,12 +292,8 @@ func TestAccessDeniedIsAnOperatorError(t *testing.T) {
 // service being unavailable.
 func TestBadRequestIsNotUnavailable(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tg := newTarget("/tenant")
+	e, tg := newReadyEnv(t)
 	ctx := context.Background()
-	if _, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m"); err != nil {
-		t.Fatal(err)
-	}
 	e.rec.SetHooks(func(req *http.Request) (*http.Response, error) {
 		if strings.Contains(req.URL.Path, "/docs") {
 			return cosmostest.Synth(req, http.StatusBadRequest, nil, `{"code":"BadRequest"}`), nil
@@ -319,12 +311,8 @@ func TestBadRequestIsNotUnavailable(t *testing.T) {
 // check, a read and a commit fail before any request.
 func TestPartitionKeyLimitSendsNothing(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
-	tg := newTarget("/tenant")
+	e, tg := newReadyEnv(t)
 	ctx := context.Background()
-	if _, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m"); err != nil {
-		t.Fatal(err)
-	}
 	e.rec.Reset()
 	pk := strings.Repeat("\U0001F642", txn.MaxPartitionKeyBytes/4) + "x"
 	_, err := txn.HasMarker(ctx, e.store, tg, pk, "billing", "m")
@@ -339,6 +327,18 @@ func TestPartitionKeyLimitSendsNothing(t *testing.T) {
 	if n := len(e.rec.Sent()); n != 0 {
 		t.Fatalf("%d requests sent", n)
 	}
+}
+
+// newReadyEnv is newEnv and a target whose container is initialized, so
+// that what a test records or injects concerns its own requests.
+func newReadyEnv(t *testing.T) (*env, txn.Target) {
+	t.Helper()
+	e := newEnv(t)
+	tg := newTarget("/tenant")
+	if _, err := txn.HasMarker(context.Background(), e.store, tg, "t", "billing", "m"); err != nil {
+		t.Fatal(err)
+	}
+	return e, tg
 }
 
 func must(t *testing.T, err error) {
