@@ -34,7 +34,9 @@ const (
 // permissions, becomes an *OperatorError wrapping ErrAccessDenied that
 // names the status and the role or setting to fix; any other answer
 // Classify calls KindPermanent (400, 413, a 404 with a sub-status, …)
-// becomes an *OperatorError wrapping ErrRefused that names the status.
+// becomes an *OperatorError wrapping ErrRefused that names the status. A
+// 403 with sub-status 3 or 1008 (a region that may not write, or does not
+// know the account: the SDK's own retries handle those) is not explained.
 // Both wrap err too (for Classify and errors.As), but their text holds
 // nothing of err's own (which names the account, the request and what
 // the service said about it). Any other error, nil included, is returned
@@ -51,7 +53,9 @@ func Explain(err error) error {
 	case c.Status == http.StatusForbidden && c.SubStatus != SubStatusWriteForbidden && c.SubStatus != SubStatusAccountNotFound:
 		return explain(err, ErrAccessDenied, fmt.Sprintf("Cosmos DB answered 403 Forbidden%s: the app's identity may not do this on the account (a read-only data role or key, or no data-plane role at all); assign it %s at the account's scope, or use a read-write key",
 			subStatusText(c.SubStatus), DataContributorRole))
-	case c.Kind == KindPermanent:
+	case c.Status == http.StatusNotFound && c.SubStatus == SubStatusOwnerResourceNotFound:
+		return explain(err, ErrRefused, "Cosmos DB answered 404 Not Found (sub-status 1003): the container or its database does not exist (deleted since its first use?); create it as the store declares it, or restart with auto-create on")
+	case c.Kind == KindPermanent && c.Status != http.StatusForbidden:
 		return explain(err, ErrRefused, fmt.Sprintf("Cosmos DB refused the request with %d %s%s; sent again, it is refused the same way",
 			c.Status, http.StatusText(c.Status), subStatusText(c.SubStatus)))
 	}
