@@ -23,10 +23,11 @@ import (
 // applied, must be ids Cosmos DB accepts, and one container has one
 // PartitionKeyPath in every registration: Run checks both.
 //
-// The container must have time to live on (DefaultTimeToLive -1 or a
-// value), so that inbox markers expire; with the inbox's auto-create
-// setting on, a missing container is created with PartitionKeyPath and
-// DefaultTimeToLive -1.
+// The container must have time to live on without a default
+// (DefaultTimeToLive -1), so that inbox markers expire while the handler's
+// documents do not; a container without it is refused on first use. With
+// the inbox's auto-create setting on, a missing container is created with
+// PartitionKeyPath and DefaultTimeToLive -1.
 type Container struct {
 	// DatabaseID and ContainerID are the ids used when the settings below
 	// are not set.

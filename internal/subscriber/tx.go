@@ -83,7 +83,7 @@ func partitionKey(b *TxBinding, ev *Event) (pk string, err error) {
 	case pk == "":
 		return "", fmt.Errorf("the partition key of %s is empty", b.Target.ContainerID)
 	}
-	return pk, nil
+	return pk, txn.CheckPartitionKey(pk)
 }
 
 // readsMarkers reports whether the lookup reads markers.

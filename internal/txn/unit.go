@@ -23,8 +23,9 @@ type Txn struct {
 }
 
 // Begin starts a transaction on partition pk of target. now is the clock
-// of the markers' createdAtUtc (nil means time.Now). A bad target makes
-// every later call fail with the reason.
+// of the markers' createdAtUtc (nil means time.Now). A bad target, or a
+// partition key value Cosmos DB cannot take (CheckPartitionKey), makes
+// every later call fail with the reason, before any request.
 func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
 	if now == nil {
 		now = time.Now
@@ -35,6 +36,8 @@ func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
 		t.unit.err = err
 	} else if pk == "" {
 		t.unit.err = fmt.Errorf("%w: the partition key value is empty", ErrInvalid)
+	} else if err := CheckPartitionKey(pk); err != nil {
+		t.unit.err = err
 	}
 	return t
 }
@@ -101,7 +104,8 @@ func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
 }
 
 // verdict turns a batch's answer into a Receipt or a typed error. The
-// cause of a failed batch is its first operation that did not answer 424.
+// cause of a failed batch is its first operation that neither answered
+// 424 nor succeeded.
 func verdict(res Result, markers int, ops []Op) (Receipt, error) {
 	if len(res.Ops) != len(ops) {
 		return Receipt{}, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for %d operations", len(res.Ops), len(ops))}
@@ -119,7 +123,10 @@ func verdict(res Result, markers int, ops []Op) (Receipt, error) {
 		return rc, nil
 	}
 	for i, r := range res.Ops {
-		if r.Status == StatusFailedDependency {
+		if r.Status == StatusFailedDependency || (r.Status >= 200 && r.Status < 300) {
+			// Not the cause: an operation that failed only because
+			// another did, or one that succeeded before the batch was
+			// rolled back.
 			continue
 		}
 		isMarker, idx := i < markers, i-markers
