@@ -14,6 +14,10 @@ import (
 // NimBus EventTypeId. An event type with no handler is answered with an
 // UnsupportedResponse.
 //
+// nimbus.HandleEvent and nimbus.HandleEventTx decode the event into the
+// handler's Go type first: an event that does not decode fails permanently
+// and the handler does not run.
+//
 // A handler returns nimbus.Completed() when done, or
 // nimbus.PendingHandoff(...) when the outcome will be settled later. A plain
 // error (or a panic) fails the event: the Resolver gets an ErrorResponse,
@@ -22,13 +26,13 @@ import (
 // nimbus.Permanent(err) sends the message to the dead-letter path,
 // nimbus.Discard(err) skips the event (SkipResponse).
 //
-// PaymentReceived is transactional (nimbus.App.HandleTx): its effects on
+// PaymentReceived is transactional (nimbus.HandleEventTx): its effects on
 // the ledger container and the record that the message was handled commit
 // in one Cosmos DB transactional batch, so each payment is applied exactly
 // once.
 func registerHandlers(app *nimbus.App) {
-	app.Handle("OrderPlaced", handleOrderPlaced)
-	app.HandleTx("PaymentReceived", ledger, paymentPartition, handlePaymentReceived)
+	nimbus.HandleEvent(app, "OrderPlaced", handleOrderPlaced)
+	nimbus.HandleEventTx(app, "PaymentReceived", ledger, paymentPartition, handlePaymentReceived)
 }
 
 // OrderPlaced is the sample endpoint's (BillingEndpoint's) event. Besides
@@ -92,9 +96,10 @@ var ledger = nimbus.Container{
 	PartitionKeyPath: "/customerId",
 }
 
-// PaymentReceived is a payment of AmountCents by a customer. The Fail,
-// FailOn and FailFirstAttempts switches work as OrderPlaced's, after the
-// handler has queued its writes and before anything is committed.
+// PaymentReceived is a payment of AmountCents by a customer (negative for
+// a refund). The Fail, FailOn and FailFirstAttempts switches work as
+// OrderPlaced's, after the handler has queued its writes and before
+// anything is committed.
 type PaymentReceived struct {
 	PaymentID         string `json:"PaymentId"`
 	CustomerID        string `json:"CustomerId"`
@@ -121,52 +126,61 @@ type balance struct {
 }
 
 // paymentPartition is the ledger partition of a payment: its customer.
-func paymentPartition(ev *nimbus.Event) (string, error) {
-	var p PaymentReceived
-	if err := ev.Decode(&p); err != nil {
-		return "", err
-	}
+func paymentPartition(p PaymentReceived) (string, error) {
 	if p.CustomerID == "" {
 		return "", errors.New("PaymentReceived has no CustomerId")
 	}
 	return p.CustomerID, nil
 }
 
+// maxExactCents is the largest amount of cents the ledger keeps exactly:
+// Cosmos DB stores every JSON number as a double, whose integers are exact
+// up to 2^53-1.
+const maxExactCents = 1<<53 - 1
+
 // handlePaymentReceived records the payment and adds it to the customer's
 // balance, in one batch with the inbox marker. A payment already recorded
 // (a producer's re-send under a new MessageId) is not applied again: only
 // the marker is committed.
-func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx) (nimbus.Result, error) {
-	var p PaymentReceived
-	if err := ev.Decode(&p); err != nil {
-		return nimbus.Result{}, err
-	}
+//
+// An existing balance is patched with increments, not replaced under its
+// ETag: concurrent payments of one customer then do not conflict (each
+// batch adds its amount to the balance as stored when it commits), so
+// none is redelivered for having lost a race. Only the first payment of a
+// customer creates the balance, and a concurrent first payment conflicts
+// and is redelivered, to find the balance and increment it.
+func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx, p PaymentReceived) (nimbus.Result, error) {
 	if p.PaymentID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived has no PaymentId"))
+	}
+	if p.AmountCents > maxExactCents || p.AmountCents < -maxExactCents {
+		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived.AmountCents is beyond 2^53-1 cents, which Cosmos DB's numbers (doubles) cannot hold exactly"))
 	}
 	payID, balID := "payment-"+p.PaymentID, "balance-"+p.CustomerID
 	// The two reads run at once.
 	var (
 		bal            balance
-		paid, hasBal   bool
-		balETag        string
 		payErr, balErr error
 		wg             sync.WaitGroup
 	)
-	wg.Go(func() { paid, _, payErr = tx.Read(ctx, payID, nil) })
-	wg.Go(func() { hasBal, balETag, balErr = tx.Read(ctx, balID, &bal) })
+	wg.Go(func() { _, payErr = tx.Read(ctx, payID, nil) })
+	wg.Go(func() { _, balErr = tx.Read(ctx, balID, &bal) })
 	wg.Wait()
-	if err := errors.Join(payErr, balErr); err != nil {
+	paid, hasBal := payErr == nil, balErr == nil
+	if err := errors.Join(notFoundIsNil(payErr), notFoundIsNil(balErr)); err != nil {
 		return nimbus.Result{}, err
 	}
 	if !paid {
+		// The balance as read: increments committed since are not in it.
+		if sum := bal.BalanceCents + p.AmountCents; sum > maxExactCents || sum < -maxExactCents {
+			return nimbus.Result{}, nimbus.Permanent(errors.New("the balance would go beyond 2^53-1 cents, which Cosmos DB's numbers (doubles) cannot hold exactly"))
+		}
 		if err := tx.Create(payment{ID: payID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, MessageID: ev.MessageID}); err != nil {
 			return nimbus.Result{}, err
 		}
 		var err error
 		if hasBal {
-			bal = balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: bal.BalanceCents + p.AmountCents, Payments: bal.Payments + 1}
-			err = tx.Replace(balID, bal, balETag)
+			err = tx.Patch(balID, new(nimbus.Patch).Increment("/balanceCents", p.AmountCents).Increment("/payments", 1), nil)
 		} else {
 			err = tx.Create(balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents, Payments: 1})
 		}
@@ -182,11 +196,15 @@ func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx)
 	return nimbus.Completed(), nil
 }
 
-func handleOrderPlaced(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
-	var o OrderPlaced
-	if err := ev.Decode(&o); err != nil {
-		return nimbus.Result{}, err
+// notFoundIsNil is err, or nil for nimbus.ErrNotFound.
+func notFoundIsNil(err error) error {
+	if errors.Is(err, nimbus.ErrNotFound) {
+		return nil
 	}
+	return err
+}
+
+func handleOrderPlaced(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (nimbus.Result, error) {
 	if o.OrderID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("OrderPlaced has no OrderId"))
 	}

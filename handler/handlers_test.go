@@ -13,6 +13,16 @@ func orderEvent(json string, deliveryCount int) *nimbus.Event {
 	return &nimbus.Event{EventTypeID: "OrderPlaced", JSON: json, MessageID: "m-1", DeliveryCount: deliveryCount}
 }
 
+// callOrderPlaced runs the OrderPlaced handler as nimbus.HandleEvent
+// does: the event decoded first, and a decode error returned as is.
+func callOrderPlaced(ev *nimbus.Event) (nimbus.Result, error) {
+	var o OrderPlaced
+	if err := ev.Decode(&o); err != nil {
+		return nimbus.Result{}, err
+	}
+	return handleOrderPlaced(context.Background(), ev, o)
+}
+
 // handoff reports whether r is a pending handoff.
 func handoff(r nimbus.Result) bool { _, ok := r.Handoff(); return ok }
 
@@ -49,7 +59,7 @@ func TestHandleOrderPlaced(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			res, err := handleOrderPlaced(context.Background(), orderEvent(c.json, c.count))
+			res, err := callOrderPlaced(orderEvent(c.json, c.count))
 			switch c.want {
 			case completed:
 				if err != nil || handoff(res) {
@@ -78,7 +88,7 @@ func TestFailFirstAttemptsEnds(t *testing.T) {
 	const json = `{"OrderId":"o-1","FailFirstAttempts":3}`
 	failures := 0
 	for count := 1; count <= 10; count++ {
-		_, err := handleOrderPlaced(context.Background(), orderEvent(json, count))
+		_, err := callOrderPlaced(orderEvent(json, count))
 		if err == nil {
 			break
 		}
@@ -88,7 +98,7 @@ func TestFailFirstAttemptsEnds(t *testing.T) {
 		t.Errorf("%d failed deliveries, want 3", failures)
 	}
 	for i := 0; i < 10; i++ {
-		if _, err := handleOrderPlaced(context.Background(), orderEvent(json, 0)); err != nil {
+		if _, err := callOrderPlaced(orderEvent(json, 0)); err != nil {
 			t.Fatalf("delivery %d without a count failed: %v", i+1, err)
 		}
 	}
@@ -117,7 +127,7 @@ func runOrder(t *testing.T, json string, attempt nimbus.Attempt) (out outcome, e
 	}()
 	ev := orderEvent(json, 1)
 	ev.Attempt = attempt
-	res, err := handleOrderPlaced(context.Background(), ev)
+	res, err := callOrderPlaced(ev)
 	switch {
 	case err == nil && handoff(res):
 		return outHandoff, nil

@@ -9,7 +9,9 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
@@ -64,45 +66,14 @@ func TestPaymentReceived(t *testing.T) {
 }
 
 func testPaymentReceived(t *testing.T, store string) {
-	settings := []string{
-		"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory",
-		"NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=" + store,
-		"NimBus__Sample__Ledger__DatabaseId=Payments",
-	}
 	var cos *testenv.Cosmos
+	conn := ""
 	if store == "Cosmos" {
 		cos = testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-		settings = append(settings, "NimBus__Inbox__Cosmos__ConnectionString="+cos.ConnectionString())
+		conn = cos.ConnectionString()
 	}
-	app := nimbus.New()
-	registerHandlers(app)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := "http://" + ln.Addr().String()
-	logs := &testlog.Buffer{}
-	ctx, stop := context.WithCancel(context.Background())
-	exit := make(chan int, 1)
-	go func() {
-		exit <- app.Run(ctx, nimbus.Options{Environ: settings, Listener: ln, Stdout: logs, Stderr: io.Discard})
-	}()
-	t.Cleanup(func() {
-		stop()
-		if code := <-exit; code != 0 {
-			t.Errorf("exit code %d", code)
-		}
-	})
-	post := func(inv string) int {
-		t.Helper()
-		resp, err := http.Post(base+"/Subscriber", "application/json", strings.NewReader(inv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode
-	}
+	base, logs := startLedgerApp(t, conn)
+	post := func(inv string) int { return postInvocation(t, base, inv) }
 	steps := []struct {
 		inv     string
 		status  int
@@ -149,6 +120,157 @@ func testPaymentReceived(t *testing.T, store string) {
 		}
 		if marker["type"] != txn.MarkerType || marker["customerId"] != "c-1" || marker["messageId"] != m || marker["ttl"] == nil {
 			t.Fatalf("marker %v", marker)
+		}
+	}
+}
+
+// startLedgerApp runs the sample app with its ledger in memory, or on the
+// Cosmos DB account of connection string conn, until the test ends; it
+// returns the app's base URL and its log.
+func startLedgerApp(t *testing.T, conn string) (string, *testlog.Buffer) {
+	t.Helper()
+	settings := []string{
+		"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory",
+		"NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
+		"NimBus__Sample__Ledger__DatabaseId=Payments",
+	}
+	if conn != "" {
+		settings[3] = "NimBus__Inbox__Store=Cosmos"
+		settings = append(settings, "NimBus__Inbox__Cosmos__ConnectionString="+conn)
+	}
+	app := nimbus.New()
+	registerHandlers(app)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &testlog.Buffer{}
+	ctx, stop := context.WithCancel(context.Background())
+	exit := make(chan error, 1)
+	go func() {
+		exit <- app.Run(ctx, nimbus.Options{Environ: settings, Listener: ln, Stdout: logs, Stderr: io.Discard})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if err := <-exit; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return "http://" + ln.Addr().String(), logs
+}
+
+// postInvocation posts the host's invocation inv to the Subscriber
+// function and returns the status.
+func postInvocation(t *testing.T, base, inv string) int {
+	t.Helper()
+	resp, err := http.Post(base+"/Subscriber", "application/json", strings.NewReader(inv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// Payments of one customer that run at once all commit: the balance is
+// incremented, not replaced under the ETag each read, so none conflicts.
+// A proxy in front of the Cosmos DB stand-in holds every batch until all
+// the handlers have read the balance, so every one of them read the same
+// version of it.
+func TestConcurrentPaymentsOfOneCustomerDoNotConflict(t *testing.T) {
+	const n = 4
+	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	var hold atomic.Bool
+	var batches atomic.Int64
+	arrived := make(chan struct{}, n)
+	all := make(chan struct{})
+	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
+		Match: testenv.IsBatchRequest,
+		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
+			batches.Add(1)
+			if hold.Load() {
+				arrived <- struct{}{}
+				select {
+				case <-all:
+				case <-time.After(20 * time.Second):
+				}
+			}
+			return true
+		}},
+	})
+	base, logs := startLedgerApp(t, "AccountEndpoint="+proxy.URL+";AccountKey="+cos.Key+";")
+	if code := postInvocation(t, base, paymentDelivery("m-0", "p-0", "c-1", 100, 1, "")); code != 200 {
+		t.Fatalf("first payment: status %d", code)
+	}
+	hold.Store(true)
+	batches.Store(0)
+	go func() {
+		for range n {
+			<-arrived
+		}
+		close(all)
+	}()
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			codes <- postInvocation(t, base, paymentDelivery(fmt.Sprintf("m-%d", i+1), fmt.Sprintf("p-%d", i+1), "c-1", 1000, 1, ""))
+		}()
+	}
+	for range n {
+		if code := <-codes; code != 200 {
+			t.Errorf("concurrent payment: status %d", code)
+		}
+	}
+	for _, l := range invocations(logs) {
+		if l.Outcome != "completed" {
+			t.Errorf("%s: outcome %s", l.MessageID, l.Outcome)
+		}
+	}
+	if got := batches.Load(); got != n {
+		t.Errorf("%d batches sent for %d payments", got, n)
+	}
+	var bal balance
+	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != 100+n*1000 || bal.Payments != n+1 {
+		t.Fatalf("balance %+v, want %d cents in %d payments", bal, 100+n*1000, n+1)
+	}
+}
+
+// An amount beyond 2^53-1 cents cannot be stored exactly (Cosmos DB's
+// numbers are doubles): it fails permanently and commits nothing; 2^53-1
+// is stored exactly.
+func TestPaymentBeyondExactDoublesIsPermanent(t *testing.T) {
+	base, logs := startLedgerApp(t, "")
+	const limit = 1<<53 - 1
+	for _, c := range []struct {
+		msg, pay string
+		cents    int
+		status   int
+		outcome  string
+	}{
+		{"m-1", "p-1", limit + 1, 422, "permanent_failure"},
+		{"m-2", "p-2", -limit - 1, 422, "permanent_failure"},
+		{"m-3", "p-3", limit, 200, "completed"},
+		{"m-4", "p-4", 1, 422, "permanent_failure"}, // the balance would pass the limit
+	} {
+		if code := postInvocation(t, base, paymentDelivery(c.msg, c.pay, "c-1", c.cents, 1, "")); code != c.status {
+			t.Errorf("%d cents: status %d, want %d", c.cents, code, c.status)
+		}
+	}
+	lines := invocations(logs)
+	for i, want := range []string{"permanent_failure", "permanent_failure", "completed", "permanent_failure"} {
+		if i >= len(lines) || lines[i].Outcome != want {
+			t.Fatalf("outcomes %+v, want %s at %d", lines, want, i)
+		}
+	}
+	read := ledgerReader(t, base, nil)
+	var bal balance
+	if !read("balance-c-1", &bal) || bal.BalanceCents != limit || bal.Payments != 1 {
+		t.Fatalf("balance %+v, want %d cents in 1 payment", bal, limit)
+	}
+	var pay payment
+	for _, id := range []string{"payment-p-1", "payment-p-2", "payment-p-4"} {
+		if read(id, &pay) {
+			t.Errorf("%s was recorded", id)
 		}
 	}
 }

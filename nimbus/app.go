@@ -1,6 +1,7 @@
 package nimbus
 
 import (
+	"context"
 	"sync"
 
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -32,13 +33,48 @@ func New() *App { return &App{handlers: map[string]registration{}} }
 // the same id, or a call after Main or Run started: those are programming
 // errors, found at start-up.
 func (a *App) Handle(eventTypeID string, h HandlerFunc) {
+	checkRegistration("Handle", eventTypeID, h == nil)
+	a.register(eventTypeID, registration{h: h})
+}
+
+// HandleEvent registers h for eventTypeID as Handle does, with the domain
+// event decoded into a T before h runs: h receives it as payload. An event
+// that does not decode fails permanently with Event.Decode's error (which
+// quotes no payload value), and h does not run. It panics as Handle does.
+//
+// A method cannot have type parameters, so HandleEvent is a function
+// taking the App:
+//
+//	nimbus.HandleEvent(app, "OrderPlaced", func(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (nimbus.Result, error) {
+//		...
+//	})
+func HandleEvent[T any](a *App, eventTypeID string, h func(ctx context.Context, ev *Event, payload T) (Result, error)) {
+	checkRegistration("HandleEvent", eventTypeID, h == nil)
+	a.register(eventTypeID, registration{h: func(ctx context.Context, ev *Event) (Result, error) {
+		payload, err := decode[T](ev)
+		if err != nil {
+			return Result{}, err
+		}
+		return h(ctx, ev, payload)
+	}})
+}
+
+// decode decodes ev's domain event into a new T.
+func decode[T any](ev *Event) (T, error) {
+	var v T
+	err := ev.Decode(&v)
+	return v, err
+}
+
+// checkRegistration panics, naming fn, on an empty event type id or a nil
+// handler.
+func checkRegistration(fn, eventTypeID string, nilHandler bool) {
 	switch {
 	case eventTypeID == "":
-		panic("nimbus: Handle with an empty event type id")
-	case h == nil:
-		panic("nimbus: Handle with a nil handler for " + eventTypeID)
+		panic("nimbus: " + fn + " with an empty event type id")
+	case nilHandler:
+		panic("nimbus: " + fn + " with a nil handler for " + eventTypeID)
 	}
-	a.register(eventTypeID, registration{h: h})
 }
 
 func (a *App) register(eventTypeID string, reg registration) {
@@ -67,7 +103,9 @@ func (a *App) settingNames() []string {
 }
 
 // registry freezes the registrations and returns them as the pipeline's
-// registry; setting returns an app setting's value ("" when unset).
+// registry; setting returns an app setting's value ("" when unset). The
+// registrations must have passed registrationProblems under the same
+// settings.
 func (a *App) registry(setting func(string) string) *subscriber.Registry {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -77,7 +77,7 @@ func BenchmarkInvocationTx(b *testing.B) {
 			if err := tx.Create(doc{ID: "payment-" + ev.MessageID, CustomerID: c, MessageID: ev.MessageID}); err != nil {
 				return Result{}, err
 			}
-			return Completed(), tx.Upsert(doc{ID: "balance-" + c, CustomerID: c, MessageID: ev.MessageID}, "")
+			return Completed(), tx.Upsert(doc{ID: "balance-" + c, CustomerID: c, MessageID: ev.MessageID}, nil)
 		})
 	noSetting := func(string) string { return "" }
 	inbox := map[string]string{config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory"}

@@ -6,9 +6,14 @@
 //
 //	func main() {
 //		app := nimbus.New()
-//		app.Handle("OrderPlaced", handleOrderPlaced)
+//		nimbus.HandleEvent(app, "OrderPlaced", handleOrderPlaced)
 //		app.Main()
 //	}
+//
+//	func handleOrderPlaced(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (nimbus.Result, error) { … }
+//
+// HandleEvent decodes the event into the handler's Go type first; Handle
+// registers a handler of the raw Event, which decodes it itself.
 //
 // The Functions host starts the binary, gives it a port, and POSTs each
 // Service Bus and timer invocation to it. For every delivery the App runs the
@@ -19,9 +24,10 @@
 // its session and later messages are parked behind it until it is resolved.
 //
 // A handler whose state lives in one Cosmos DB container can be registered
-// with HandleTx instead: its writes, queued on a Tx bound to one partition,
-// and the record that the message was handled commit in one transactional
-// batch, so its effect on the container is applied exactly once.
+// with HandleEventTx or HandleTx instead: its writes, queued on a Tx bound
+// to one partition, and the record that the message was handled commit in
+// one transactional batch, so its effect on the container is applied
+// exactly once.
 //
 // A handler returns Completed when it is done, or PendingHandoff when another
 // system settles the outcome later. An error fails the event; Transient,
@@ -32,7 +38,9 @@
 // (OTEL_*) from the environment, serves the host on 127.0.0.1, shuts down
 // gracefully on SIGTERM and exits with a status code: 0 clean, 1 when the
 // server failed or shutdown cut invocations off, 2 when a setting is wrong.
-// Run does the same under a context, for tests and for programs that own
-// their process. With NimBus__App=Resolver the same binary serves the NimBus
-// Resolver instead, and registered handlers are not used.
+// Run does the same under a context and returns an error instead (a
+// *SettingsError listing every problem with the settings), for tests and
+// for programs that own their process. With NimBus__App=Resolver the same
+// binary serves the NimBus Resolver instead, and registered handlers are
+// not used.
 package nimbus

@@ -212,13 +212,14 @@ func toResult(res Result, err error) (subscriber.Result, error) {
 	if !res.pending {
 		return subscriber.Completed(), nil
 	}
-	return subscriber.PendingHandoff(subscriber.Handoff{
-		Reason:        res.handoff.Reason,
-		ExternalJobID: res.handoff.ExternalJobID,
-		ExpectedIn:    res.handoff.ExpectedIn,
-	}), nil
+	// A conversion, not a copy field by field: it compiles only while
+	// Handoff and the pipeline's have the same fields.
+	return subscriber.PendingHandoff(subscriber.Handoff(res.handoff)), nil
 }
 
+// newEvent is the handler's view of the pipeline's event. A test fills
+// every field of the pipeline's event and finds each here, so a field
+// added there and not carried over fails it.
 func newEvent(in *subscriber.Event) *Event {
 	ev := &Event{
 		EventTypeID:   in.EventTypeID,
@@ -233,12 +234,11 @@ func newEvent(in *subscriber.Event) *Event {
 		EnqueuedTime:  in.EnqueuedTime,
 		Attempt:       Attempt(in.Attempt),
 	}
-	if ce := in.CloudEvent; ce != nil {
-		ev.CloudEvent = &CloudEventAttributes{
-			ID: ce.ID, Source: ce.Source, Type: ce.Type, SpecVersion: ce.SpecVersion,
-			Subject: ce.Subject, Time: ce.Time, DataSchema: ce.DataSchema,
-			DataContentType: ce.DataContentType, Extensions: ce.Extensions,
-		}
+	if in.CloudEvent != nil {
+		// A conversion: it compiles only while the two types have the
+		// same fields.
+		ce := CloudEventAttributes(*in.CloudEvent)
+		ev.CloudEvent = &ce
 	}
 	return ev
 }

@@ -59,23 +59,84 @@ func TestAdaptPassesTheEvent(t *testing.T) {
 	}
 }
 
-// Every field of the pipeline's event is carried over: a field added there
-// and not here fails this test.
-func TestEventHasEveryFieldOfThePipelinesEvent(t *testing.T) {
-	in, out := reflect.TypeFor[subscriber.Event](), reflect.TypeFor[Event]()
-	for i := range in.NumField() {
-		f := in.Field(i)
-		if !f.IsExported() {
-			continue
+// Every field of the pipeline's event reaches the handler: the test fills
+// each one (CloudEvent attributes included) with its own value and finds
+// it, by name, in the Event, so a field added to the pipeline's event and
+// not carried over fails it, as does a field of a kind it cannot fill.
+func TestEventCarriesEveryFieldOfThePipelinesEvent(t *testing.T) {
+	var in subscriber.Event
+	n := 0
+	fill(t, reflect.ValueOf(&in).Elem(), &n)
+	same(t, "Event", reflect.ValueOf(in), reflect.ValueOf(*newEvent(&in)))
+}
+
+// fill sets every exported field of v, recursively, to a value no other
+// field has.
+func fill(t *testing.T, v reflect.Value, n *int) {
+	t.Helper()
+	*n++
+	switch {
+	case v.Type() == reflect.TypeFor[time.Time]():
+		v.Set(reflect.ValueOf(time.Unix(int64(*n), 0)))
+		return
+	case v.Kind() == reflect.String:
+		v.SetString(fmt.Sprintf("v%d", *n))
+	case v.CanInt():
+		v.SetInt(int64(*n))
+	case v.Kind() == reflect.Bool:
+		v.SetBool(true)
+	case v.Kind() == reflect.Pointer:
+		v.Set(reflect.New(v.Type().Elem()))
+		fill(t, v.Elem(), n)
+	case v.Kind() == reflect.Map && v.Type().Key().Kind() == reflect.String && v.Type().Elem().Kind() == reflect.String:
+		v.Set(reflect.MakeMap(v.Type()))
+		v.SetMapIndex(reflect.ValueOf(fmt.Sprintf("k%d", *n)).Convert(v.Type().Key()), reflect.ValueOf(fmt.Sprintf("v%d", *n)).Convert(v.Type().Elem()))
+	case v.Kind() == reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				fill(t, v.Field(i), n)
+			}
 		}
-		if _, ok := out.FieldByName(f.Name); !ok {
-			t.Errorf("Event has no field %s", f.Name)
-		}
+	default:
+		t.Fatalf("the test cannot fill a %s (%s): teach it", v.Type(), v.Kind())
 	}
-	ci, co := reflect.TypeFor[subscriber.CloudEventAttributes](), reflect.TypeFor[CloudEventAttributes]()
-	for i := range ci.NumField() {
-		if _, ok := co.FieldByName(ci.Field(i).Name); !ok {
-			t.Errorf("CloudEventAttributes has no field %s", ci.Field(i).Name)
+}
+
+// same fails t unless every exported field of in has a field of the same
+// name in out holding the same value.
+func same(t *testing.T, path string, in, out reflect.Value) {
+	t.Helper()
+	switch {
+	case in.Type() == reflect.TypeFor[time.Time]():
+		if !in.Interface().(time.Time).Equal(out.Interface().(time.Time)) {
+			t.Errorf("%s = %v, want %v", path, out, in)
+		}
+	case in.Kind() == reflect.Pointer:
+		if in.IsNil() != out.IsNil() {
+			t.Errorf("%s is nil: %v, want %v", path, out.IsNil(), in.IsNil())
+		} else if !in.IsNil() {
+			same(t, path, in.Elem(), out.Elem())
+		}
+	case in.Kind() == reflect.Struct:
+		for i := range in.NumField() {
+			f := in.Type().Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			o := out.FieldByName(f.Name)
+			if !o.IsValid() {
+				t.Errorf("%s has no field %s", path, f.Name)
+				continue
+			}
+			same(t, path+"."+f.Name, in.Field(i), o)
+		}
+	case in.Kind() == reflect.Map:
+		if fmt.Sprint(in) != fmt.Sprint(out) {
+			t.Errorf("%s = %v, want %v", path, out, in)
+		}
+	default:
+		if !in.CanConvert(out.Type()) || in.Convert(out.Type()).Interface() != out.Interface() {
+			t.Errorf("%s = %v, want %v", path, out, in)
 		}
 	}
 }

@@ -41,6 +41,26 @@ func ExampleApp_Handle() {
 	// nimbus: a handler for OrderPlaced is already registered
 }
 
+// HandleEvent decodes the event into the handler's Go type before the
+// handler runs: an event that does not decode fails permanently, and the
+// handler does not run. A unit test calls the handler with the value.
+func ExampleHandleEvent() {
+	billOrder := func(ctx context.Context, ev *nimbus.Event, o Order) (nimbus.Result, error) {
+		if o.OrderID == "" {
+			return nimbus.Result{}, nimbus.Permanent(errors.New("OrderPlaced has no OrderId"))
+		}
+		// Bill the order, idempotently keyed by ev.MessageID or o.OrderID.
+		return nimbus.Completed(), nil
+	}
+	app := nimbus.New()
+	nimbus.HandleEvent(app, "OrderPlaced", billOrder)
+
+	_, err := billOrder(context.Background(), &nimbus.Event{EventTypeID: "OrderPlaced"}, Order{OrderID: "O-1", Amount: 10})
+	fmt.Println(err)
+	// Output:
+	// <nil>
+}
+
 // A handler's unit test calls it with an Event and looks at the result.
 func ExampleCompleted() {
 	handle := func(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {
@@ -169,7 +189,7 @@ func ExampleApp_Run() {
 		return
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	exit := make(chan int)
+	exit := make(chan error)
 	go func() {
 		exit <- app.Run(ctx, nimbus.Options{
 			Environ:  settings,
@@ -192,9 +212,29 @@ func ExampleApp_Run() {
 	}
 
 	stop()
-	fmt.Println("exit code", <-exit)
+	fmt.Println("Run:", <-exit)
 	// Output:
 	// billing O-1 (original delivery 1)
 	// status 200
-	// exit code 0
+	// Run: <nil>
+}
+
+// Wrong settings stop Run before it serves: the *SettingsError lists every
+// problem (Main exits with code 2 on it).
+func ExampleSettingsError() {
+	app := nimbus.New()
+	err := app.Run(context.Background(), nimbus.Options{
+		Environ: []string{"NimBus__Resolver__Sink=InMemory", "NimBus__Inbox__PurgeBatchSize=0"},
+		Stdout:  io.Discard,
+		Stderr:  io.Discard,
+	})
+	var settings *nimbus.SettingsError
+	if errors.As(err, &settings) {
+		for _, p := range settings.Problems {
+			fmt.Println(strings.SplitN(p, " ", 2)[0])
+		}
+	}
+	// Output:
+	// NimBus__Endpoint
+	// NimBus__Inbox__PurgeBatchSize="0"
 }

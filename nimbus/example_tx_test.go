@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -31,31 +32,27 @@ type Balance struct {
 // they commit with the record of the message in one batch, so a redelivery
 // of the same message is a duplicate and changes nothing. Here the
 // container is in memory (NimBus__Inbox__Store=InMemory); the example
-// sends one message twice and reads the balance back.
-func ExampleApp_HandleTx() {
+// sends one message twice and reads the balance back. Adding to a number
+// is also a Patch with Increment, which needs no ETag.
+func ExampleHandleEventTx() {
 	app := nimbus.New()
 	ledger := nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"}
-	byCustomer := func(ev *nimbus.Event) (string, error) {
-		var p Payment
-		err := ev.Decode(&p)
-		return p.CustomerID, err
-	}
-	app.HandleTx("PaymentReceived", ledger, byCustomer, func(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx) (nimbus.Result, error) {
-		var p Payment
-		if err := ev.Decode(&p); err != nil {
-			return nimbus.Result{}, err
-		}
-		var b Balance
-		found, etag, err := tx.Read(ctx, "balance-"+p.CustomerID, &b)
-		if err != nil {
-			return nimbus.Result{}, err
-		}
+	byCustomer := func(p Payment) (string, error) { return p.CustomerID, nil }
+	nimbus.HandleEventTx(app, "PaymentReceived", ledger, byCustomer, func(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx, p Payment) (nimbus.Result, error) {
 		fmt.Println("handling", ev.MessageID)
-		if !found {
-			return nimbus.Completed(), tx.Create(Balance{ID: "balance-" + p.CustomerID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents})
+		id := "balance-" + p.CustomerID
+		var b Balance
+		etag, err := tx.Read(ctx, id, &b)
+		switch {
+		case errors.Is(err, nimbus.ErrNotFound):
+			return nimbus.Completed(), tx.Create(Balance{ID: id, CustomerID: p.CustomerID, BalanceCents: p.AmountCents})
+		case err != nil:
+			return nimbus.Result{}, err
 		}
 		b.BalanceCents += p.AmountCents
-		return nimbus.Completed(), tx.Replace(b.ID, b, etag)
+		// Applied only if the balance is still the one read; otherwise
+		// nothing is, and the message is redelivered.
+		return nimbus.Completed(), tx.Replace(b, &nimbus.WriteOptions{IfMatch: etag})
 	})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,7 +61,7 @@ func ExampleApp_HandleTx() {
 		return
 	}
 	ctx, stop := context.WithCancel(context.Background())
-	exit := make(chan int)
+	exit := make(chan error)
 	go func() {
 		exit <- app.Run(ctx, nimbus.Options{
 			Environ: []string{"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory",
@@ -106,12 +103,12 @@ func ExampleApp_HandleTx() {
 		}
 	}
 	stop()
-	fmt.Println("exit code", <-exit)
+	fmt.Println("Run:", <-exit)
 	// Output:
 	// handling m-1
 	// status 200
 	// status 200
 	// inbox marker
 	// balance-c-7 1250
-	// exit code 0
+	// Run: <nil>
 }

@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"reflect"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +27,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry/export"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // Options are what Run reads and writes besides the network. The zero
@@ -48,17 +51,44 @@ type Options struct {
 	// Listener, when set, is where the app serves instead of
 	// 127.0.0.1:FUNCTIONS_CUSTOMHANDLER_PORT. Run closes it.
 	Listener net.Listener
-	// Version is reported in heartbeats, logs and telemetry. "" means the
-	// main module's version from the build information, or "dev".
+	// Version is the version of this library reported in heartbeats (as
+	// NimBus's SdkVersion), logs and telemetry. "" means the version of
+	// module github.com/nimbus-go/functions-subscriber the binary was
+	// built with, from its build information, or "dev" when it was built
+	// from a local directory or without build information.
 	Version string
 }
 
-// Exit codes of Run and Main.
+// SettingsError is the error Run returns when the app cannot start because
+// of its settings or its registrations. It lists every problem found, so
+// all of them can be fixed at once; Main exits with code 2 on it.
+type SettingsError struct {
+	// Problems are the problems, one sentence each, naming the setting.
+	Problems []string
+}
+
+// Error lists the problems, one per line.
+func (e *SettingsError) Error() string { return (&config.Error{Problems: e.Problems}).Error() }
+
+// Exit codes of Main.
 const (
 	exitClean    = 0
 	exitFailed   = 1
 	exitSettings = 2
 )
+
+// exitCode is Main's exit code for Run's error: 0 for nil, 2 for a
+// *SettingsError, 1 for any other.
+func exitCode(err error) int {
+	var se *SettingsError
+	switch {
+	case err == nil:
+		return exitClean
+	case errors.As(err, &se):
+		return exitSettings
+	}
+	return exitFailed
+}
 
 // shutdownGrace bounds how long in-flight invocations may take to finish
 // once shutdown begins. It exceeds the pipeline's settle timeout, so a
@@ -66,9 +96,10 @@ const (
 // response.
 const shutdownGrace = 75 * time.Second
 
-// Main runs the app as the custom handler process and exits with Run's
-// code. The first SIGTERM or interrupt begins a graceful shutdown; a second
-// one cuts off the invocations still running.
+// Main runs the app as the custom handler process, as Run does, and exits
+// with a status code: 0 when Run returned nil, 2 for a *SettingsError, 1
+// for any other error. The first SIGTERM or interrupt begins a graceful
+// shutdown; a second one cuts off the invocations still running.
 func (a *App) Main() {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -78,9 +109,9 @@ func (a *App) Main() {
 		cancel(signalError{<-sigs})
 		second <- <-sigs
 	}()
-	code := a.run(ctx, Options{}, second)
+	err := a.run(ctx, Options{}, second)
 	signal.Stop(sigs)
-	os.Exit(code)
+	os.Exit(exitCode(err))
 }
 
 // signalError is the cause of Main's context: the signal that ended it.
@@ -88,8 +119,8 @@ type signalError struct{ sig os.Signal }
 
 func (e signalError) Error() string { return "received " + e.sig.String() }
 
-// Run serves the app until ctx is done, then shuts down gracefully, and
-// returns the process exit code. It reads the settings through
+// Run serves the app until ctx is done, then shuts down gracefully. It
+// reads the settings through
 // opts.Environ, sets up telemetry from the OTEL_* variables (installing
 // the tracer provider and the W3C propagator globally, so a handler's own
 // OpenTelemetry instrumentation joins the delivery's trace), and serves the
@@ -99,11 +130,13 @@ func (e signalError) Error() string { return "received " + e.sig.String() }
 // cleanup end at once (those invocations answer 503 and the broker
 // redelivers), and in-flight invocations get up to 75 seconds to finish.
 //
-// The code is 0 when every invocation was answered and the clients closed
-// cleanly; 1 when the app could not listen, the server failed, or shutdown
-// cut invocations off; 2 when a setting is wrong (every problem is listed
-// on Stderr and in the log).
-func (a *App) Run(ctx context.Context, opts Options) int {
+// Run returns nil when every invocation was answered and the clients
+// closed cleanly. When a setting is wrong, or the registrations cannot run
+// under the settings, it returns a *SettingsError listing every problem
+// (also written to Stderr and the log) without serving. Otherwise it
+// returns an error when the app could not listen, the server failed, or
+// shutdown cut invocations off.
+func (a *App) Run(ctx context.Context, opts Options) error {
 	return a.run(ctx, opts, nil)
 }
 
@@ -111,7 +144,7 @@ var timeFormatOnce sync.Once
 
 // run is Run; a signal on second cuts off the invocations that a graceful
 // shutdown still waits for.
-func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) int {
+func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) error {
 	if opts.Environ == nil {
 		opts.Environ = os.Environ()
 	}
@@ -130,19 +163,40 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		}
 	}
 
+	setting := environLookup(opts.Environ)
 	cfg, err := config.LoadEnviron(opts.Environ, a.settingNames()...)
-	if err != nil {
+	var problems []string
+	if ce := (*config.Error)(nil); errors.As(err, &ce) {
+		problems = ce.Problems
+	} else if err != nil {
+		problems = []string{err.Error()}
+	}
+	problems = append(problems, a.registrationProblems(cfg, setting, problems)...)
+	if len(problems) > 0 {
 		closeListener()
-		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the app settings")
-		fmt.Fprintln(opts.Stderr, err)
-		return exitSettings
+		serr := &SettingsError{Problems: problems}
+		log.Error().Str("error", serr.Error()).Msg("start-up failed: fix the app settings")
+		fmt.Fprintln(opts.Stderr, serr)
+		return serr
 	}
 	log = log.Level(cfg.LogLevel)
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
 
-	handlers := a.registry(environLookup(opts.Environ))
+	handlers := a.registry(setting)
+	var txnContainers []string
+	txnStore := ""
+	if cfg.App == config.AppEndpoint {
+		txnContainers = targetNames(handlers.Targets())
+	}
+	if len(txnContainers) > 0 {
+		txnStore = string(cfg.Inbox.Store)
+		if cfg.Inbox.Store == config.StoreInMemory {
+			log.Warn().Strs("txnContainers", txnContainers).Msg(config.KeyInboxStore + "=" + string(config.StoreInMemory) +
+				" keeps the transactional handlers' containers in this process only: their documents and markers are lost on restart and not shared between instances; use it for local runs and tests")
+		}
+	}
 	service := cfg.Endpoint
 	if cfg.App == config.AppResolver {
 		service = "Resolver"
@@ -152,7 +206,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		closeListener()
 		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
 		fmt.Fprintln(opts.Stderr, "error: start-up failed:", err)
-		return exitSettings
+		return &SettingsError{Problems: []string{err.Error()}}
 	}
 	metrics := telemetry.NewMetrics(telemetry.MetricsOptions{Readers: tel.MetricReaders, Resource: tel.Resource})
 	defer flushTelemetry(log, tel, metrics)
@@ -162,7 +216,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		closeListener()
 		log.Error().Str("error", err.Error()).Msg("start-up failed")
 		fmt.Fprintln(opts.Stderr, err)
-		return exitSettings
+		return &SettingsError{Problems: []string{err.Error()}}
 	}
 
 	ln := opts.Listener
@@ -172,7 +226,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 			log.Error().Str("error", err.Error()).Str("addr", addr).Msg("start-up failed: cannot listen")
 			fmt.Fprintf(opts.Stderr, "start-up failed: cannot listen on %s: %v\n", addr, err)
 			_ = svc.Close(context.Background())
-			return exitFailed
+			return fmt.Errorf("nimbus: cannot listen on %s: %w", addr, err)
 		}
 	}
 	srv := &http.Server{Handler: svc.Handler(), ReadHeaderTimeout: 30 * time.Second}
@@ -180,6 +234,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
 		Strs("functions", svc.Functions()).Strs("eventTypes", handlers.EventTypes()).
+		Strs("txnContainers", txnContainers).Str("txnStore", txnStore).
 		Str("version", version).Bool("otlpExport", tel.Exporting()).Msg("custom handler listening")
 
 	errc := make(chan error, 1)
@@ -191,7 +246,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 		fmt.Fprintf(opts.Stderr, "server stopped: %v\n", err)
 		svc.BeginShutdown()
 		_ = svc.Close(context.Background())
-		return exitFailed
+		return fmt.Errorf("nimbus: server stopped: %w", err)
 	case <-ctx.Done():
 		ev := log.Info()
 		var sig signalError
@@ -208,42 +263,53 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) in
 // shutdown stops the server: waits, paced failures and a running cleanup
 // end at once (they answer 503 and the broker redelivers), in-flight
 // invocations finish. A signal on second, or the grace period running out,
-// closes the remaining connections at once. It returns the exit code.
-func shutdown(log zerolog.Logger, stderr io.Writer, svc *app.App, srv *http.Server, second <-chan os.Signal) int {
+// closes the remaining connections at once. It returns nil when every
+// invocation was answered and the clients closed cleanly.
+func shutdown(log zerolog.Logger, stderr io.Writer, svc *app.App, srv *http.Server, second <-chan os.Signal) error {
 	svc.BeginShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- srv.Shutdown(ctx) }()
-	code := exitClean
+	var failed error
 	select {
 	case err := <-done:
 		if err != nil {
-			code = exitFailed
+			failed = fmt.Errorf("nimbus: shutdown did not finish within %v: in-flight invocations were cut off: %w", shutdownGrace, err)
 			log.Error().Str("error", err.Error()).Dur("grace", shutdownGrace).
 				Msg("shutdown did not finish cleanly: in-flight invocations were cut off without an answer; the broker redelivers them")
 		}
 	case sig := <-second:
-		code = exitFailed
+		failed = fmt.Errorf("nimbus: %w: in-flight invocations were cut off", signalError{sig})
 		cancel()
 		<-done
 		log.Error().Str("signal", sig.String()).
 			Msg("second signal: in-flight invocations were cut off without an answer; the broker redelivers them")
 	}
-	if code != exitClean {
+	if failed != nil {
 		_ = srv.Close()
 	}
 	cctx, ccancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer ccancel()
 	if err := svc.Close(cctx); err != nil {
-		code = exitFailed
+		failed = errors.Join(failed, fmt.Errorf("nimbus: closing Azure clients failed: %w", err))
 		log.Error().Str("error", logsafe.Bound(err.Error())).Msg("closing Azure clients failed")
 	}
-	if code != exitClean {
+	if failed != nil {
 		fmt.Fprintln(stderr, "shutdown did not finish cleanly; see the log")
 	}
-	log.Info().Int("exitCode", code).Msg("stopped")
-	return code
+	log.Info().Int("exitCode", exitCode(failed)).Msg("stopped")
+	return failed
+}
+
+// targetNames names the containers as database/container.
+func targetNames(ts []txn.Target) []string {
+	out := make([]string, len(ts))
+	for i, t := range ts {
+		out[i] = t.String()
+	}
+	slices.Sort(out)
+	return out
 }
 
 // setupTelemetry reads the standard OTEL_* variables and builds the tracer
@@ -287,13 +353,44 @@ func environLookup(environ []string) func(string) string {
 	}
 }
 
-// buildVersion returns v, else the main module's version, else "dev".
+// buildVersion returns v, else this library's version from the build
+// information (see libraryVersion).
 func buildVersion(v string) string {
 	if v != "" {
 		return v
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
 	}
-	return "dev"
+	return libraryVersion(bi)
+}
+
+// modulePath is this library's module path: the path of package nimbus
+// without its last element.
+var modulePath = strings.TrimSuffix(reflect.TypeFor[App]().PkgPath(), "/nimbus")
+
+// libraryVersion is the version of this library in bi: the main module's
+// when the library is the main module (a binary built from its own
+// checkout, or installed with go install …@version), else the version of
+// the dependency (in a team's app, whose main module is the team's). A
+// module replaced by another version reports that version. "dev" when
+// there is none: a build from a directory (a replace by a local path, or
+// the main module's "(devel)"), or a binary without the library.
+func libraryVersion(bi *debug.BuildInfo) string {
+	m := &bi.Main
+	if m.Path != modulePath {
+		i := slices.IndexFunc(bi.Deps, func(d *debug.Module) bool { return d.Path == modulePath })
+		if i < 0 {
+			return "dev"
+		}
+		m = bi.Deps[i]
+	}
+	if m.Replace != nil {
+		m = m.Replace
+	}
+	if m.Version == "" || m.Version == "(devel)" {
+		return "dev"
+	}
+	return m.Version
 }

@@ -2,9 +2,12 @@ package nimbus_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,28 +19,28 @@ import (
 )
 
 // runApp runs app with settings on a loopback listener until the returned
-// stop function is called; stop returns Run's exit code.
-func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, stderr *testlog.Buffer) (base string, stop func() int) {
+// stop function is called; stop returns Run's error.
+func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, stderr *testlog.Buffer) (base string, stop func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	code := make(chan int, 1)
+	done := make(chan error, 1)
 	go func() {
-		code <- app.Run(ctx, nimbus.Options{Environ: environ(settings), Listener: ln, Stdout: stdout, Stderr: stderr, Version: "1.2.3"})
+		done <- app.Run(ctx, nimbus.Options{Environ: environ(settings), Listener: ln, Stdout: stdout, Stderr: stderr, Version: "1.2.3"})
 	}()
 	stopped := false
-	stop = func() int {
+	stop = func() error {
 		stopped = true
 		cancel()
 		select {
-		case c := <-code:
-			return c
+		case err := <-done:
+			return err
 		case <-time.After(20 * time.Second):
 			t.Fatal("Run did not return within 20 s of its context ending")
-			return -1
+			return nil
 		}
 	}
 	t.Cleanup(func() {
@@ -49,7 +52,7 @@ func runApp(t *testing.T, app *nimbus.App, settings map[string]string, stdout, s
 }
 
 // Run serves invocations on the listener it is given, hands the handler
-// the delivery through the public Event, and returns 0 once its context
+// the delivery through the public Event, and returns nil once its context
 // ends.
 func TestRunServesUntilTheContextEnds(t *testing.T) {
 	var mu sync.Mutex
@@ -71,8 +74,8 @@ func TestRunServesUntilTheContextEnds(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("POST /Subscriber answered %d", resp.StatusCode)
 	}
-	if code := stop(); code != 0 {
-		t.Fatalf("exit code %d, want 0; stderr %q", code, stderr.String())
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v; stderr %q", err, stderr.String())
 	}
 	if len(got) != 1 {
 		t.Fatalf("handler ran %d times, want 1", len(got))
@@ -116,33 +119,40 @@ func TestRunServesTheResolverApp(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("GET / answered %d", resp.StatusCode)
 	}
-	if code := stop(); code != 0 {
-		t.Fatalf("exit code %d; stderr %q\n%s", code, stderr.String(), stdout.String())
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v; stderr %q\n%s", err, stderr.String(), stdout.String())
 	}
 	if !strings.Contains(stdout.String(), `"app":"Resolver"`) {
 		t.Fatalf("the app did not start as the Resolver:\n%s", stdout.String())
 	}
 }
 
-// Wrong settings: exit code 2, every problem on Stderr; the listener is
-// closed.
+// Wrong settings: a *SettingsError with every problem, also on Stderr;
+// the listener is closed.
 func TestRunRefusesWrongSettings(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	var stdout, stderr testlog.Buffer
-	code := nimbus.New().Run(t.Context(), nimbus.Options{
+	err = nimbus.New().Run(t.Context(), nimbus.Options{
 		Environ:  []string{"NimBus__Inbox__Enabled=true", "NimBus__Inbox__PurgeBatchSize=0"},
 		Listener: ln, Stdout: &stdout, Stderr: &stderr,
 	})
-	if code != 2 {
-		t.Fatalf("exit code %d, want 2", code)
+	var se *nimbus.SettingsError
+	if !errors.As(err, &se) {
+		t.Fatalf("Run: %v (%T), want a *nimbus.SettingsError", err, err)
 	}
 	for _, want := range []string{"NimBus__Endpoint", "NimBus__Inbox__Store", "NimBus__Inbox__PurgeBatchSize"} {
+		if !slices.ContainsFunc(se.Problems, func(p string) bool { return strings.HasPrefix(p, want) || strings.Contains(p, " "+want) }) {
+			t.Errorf("no problem names %s: %q", want, se.Problems)
+		}
 		if !strings.Contains(stderr.String(), want) {
 			t.Errorf("stderr does not mention %s: %q", want, stderr.String())
 		}
+	}
+	if got := strings.TrimSpace(stderr.String()); got != se.Error() {
+		t.Errorf("stderr %q, want the error's text %q", got, se.Error())
 	}
 	if _, err := ln.Accept(); err == nil {
 		t.Error("the listener is still open")
@@ -150,7 +160,8 @@ func TestRunRefusesWrongSettings(t *testing.T) {
 }
 
 // Without a listener, Run listens on the port the host gives; a port in use
-// is exit code 1 with the reason on Stderr.
+// is an error (not a settings error: exit code 1) with the reason on
+// Stderr.
 func TestRunCannotListen(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -160,9 +171,11 @@ func TestRunCannotListen(t *testing.T) {
 	var stdout, stderr testlog.Buffer
 	settings := map[string]string{"NimBus__Endpoint": "BillingEndpoint", "NimBus__Resolver__Sink": "InMemory",
 		"FUNCTIONS_CUSTOMHANDLER_PORT": strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)}
-	code := nimbus.New().Run(t.Context(), nimbus.Options{Environ: environ(settings), Stdout: &stdout, Stderr: &stderr})
-	if code != 1 || !strings.Contains(stderr.String(), "cannot listen") {
-		t.Fatalf("exit code %d, stderr %q", code, stderr.String())
+	err = nimbus.New().Run(t.Context(), nimbus.Options{Environ: environ(settings), Stdout: &stdout, Stderr: &stderr})
+	var se *nimbus.SettingsError
+	var op *net.OpError
+	if err == nil || errors.As(err, &se) || !errors.As(err, &op) || !strings.Contains(stderr.String(), "cannot listen") {
+		t.Fatalf("Run: %v, stderr %q", err, stderr.String())
 	}
 }
 
@@ -185,11 +198,12 @@ func TestRunKnowsTheContainerSettings(t *testing.T) {
 		func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) {
 			return nimbus.Completed(), nil
 		})
-	base := []string{"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory", "NimBus__Ledger__Db=Payments"}
+	base := []string{"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory", "NimBus__Ledger__Db=Payments",
+		"NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory"}
 	for _, c := range []struct {
-		extra string
-		code  int
-	}{{"", 0}, {"NimBus__Ledger__Dbx=x", 2}} {
+		extra   string
+		refused bool
+	}{{"", false}, {"NimBus__Ledger__Dbx=x", true}} {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			t.Fatal(err)
@@ -201,8 +215,78 @@ func TestRunKnowsTheContainerSettings(t *testing.T) {
 		var stderr testlog.Buffer
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel() // serve nothing: start up and stop
-		if code := app.Run(ctx, nimbus.Options{Environ: env, Listener: ln, Stdout: io.Discard, Stderr: &stderr}); code != c.code {
-			t.Fatalf("with %q: exit code %d, want %d: %s", c.extra, code, c.code, stderr.String())
+		err = app.Run(ctx, nimbus.Options{Environ: env, Listener: ln, Stdout: io.Discard, Stderr: &stderr})
+		var se *nimbus.SettingsError
+		if refused := errors.As(err, &se); refused != c.refused || (!refused && err != nil) {
+			t.Fatalf("with %q: Run: %v, want refused=%v: %s", c.extra, err, c.refused, stderr.String())
 		}
+	}
+}
+
+// handleLedger registers a transactional handler on the ledger container.
+func handleLedger(app *nimbus.App) {
+	app.HandleTx("PaymentReceived", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"},
+		func(*nimbus.Event) (string, error) { return "k", nil },
+		func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) {
+			return nimbus.Completed(), nil
+		})
+}
+
+// A transactional handler never runs on an in-memory container unless the
+// inbox is explicitly in memory: with the inbox off (its default), even
+// with the Cosmos settings present, start-up fails naming the setting, in
+// the one error with every other problem.
+func TestRunRefusesTransactionalHandlersWithoutTheInbox(t *testing.T) {
+	for name, env := range map[string][]string{
+		"inbox unset": {"NimBus__Resolver__Sink=InMemory"},
+		"inbox off, Cosmos settings present": {"NimBus__Resolver__Sink=InMemory", "NimBus__Inbox__Enabled=false",
+			"NimBus__Inbox__Store=Cosmos", "NimBus__Inbox__Cosmos__AccountEndpoint=https://acct.documents.azure.com:443/"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			app := nimbus.New()
+			handleLedger(app)
+			var stderr testlog.Buffer
+			err := app.Run(t.Context(), nimbus.Options{Environ: env, Stdout: io.Discard, Stderr: &stderr})
+			var se *nimbus.SettingsError
+			if !errors.As(err, &se) {
+				t.Fatalf("Run: %v, want a *nimbus.SettingsError", err)
+			}
+			var endpoint, inbox bool
+			for _, p := range se.Problems {
+				endpoint = endpoint || strings.HasPrefix(p, "NimBus__Endpoint is required")
+				inbox = inbox || strings.HasPrefix(p, "NimBus__Inbox__Enabled is not true") && strings.Contains(p, "PaymentReceived")
+			}
+			if !endpoint || !inbox {
+				t.Fatalf("problems %q: want the missing endpoint and the inbox, naming the handler", se.Problems)
+			}
+			if !strings.Contains(stderr.String(), "NimBus__Inbox__Enabled is not true") {
+				t.Errorf("stderr %q", stderr.String())
+			}
+		})
+	}
+}
+
+// With the inbox in memory, the start-up line says the transactional
+// containers are in memory, and a warning says what that means.
+func TestRunSaysTheTransactionalContainersAreInMemory(t *testing.T) {
+	app := nimbus.New()
+	handleLedger(app)
+	var stdout, stderr testlog.Buffer
+	_, stop := runApp(t, app, memorySettings(), &stdout, &stderr)
+	if err := stop(); err != nil {
+		t.Fatalf("Run: %v; %s", err, stderr.String())
+	}
+	var listening, warned bool
+	for _, l := range testlog.ParseLines(t, stdout.String()) {
+		switch {
+		case l["message"] == "custom handler listening":
+			containers, _ := l["txnContainers"].([]any)
+			listening = l["txnStore"] == "InMemory" && len(containers) == 1 && containers[0] == "Billing/ledger"
+		case l["level"] == "warn" && strings.Contains(fmt.Sprint(l["message"]), "keeps the transactional handlers' containers in this process only"):
+			warned = true
+		}
+	}
+	if !listening || !warned {
+		t.Fatalf("listening line names the in-memory containers: %v; warning: %v\n%s", listening, warned, stdout.String())
 	}
 }

@@ -13,6 +13,9 @@ import (
 // SentResponse is how /_nimbus/resolver shows a response kept by the
 // in-memory sink (local demos only): properties with their AMQP types.
 type SentResponse struct {
+	// MessageID is set for a message sent with its own MessageId (a
+	// published event); the broker assigns the others one.
+	MessageID     string                `json:"messageId,omitempty"`
 	SessionID     string                `json:"sessionId"`
 	CorrelationID *string               `json:"correlationId"`
 	Properties    map[string]TypedValue `json:"applicationProperties"`
@@ -47,7 +50,7 @@ func (a *endpointApp) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 			}
 			props[k] = TypedValue{Type: t, Value: v}
 		}
-		sr := SentResponse{SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)}
+		sr := SentResponse{MessageID: m.MessageID, SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)}
 		if at, ok := a.memory.ScheduledAt(m); ok {
 			sr.ScheduledEnqueueTime = message.FormatRoundTrip(at)
 		}

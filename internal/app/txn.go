@@ -2,6 +2,7 @@ package app
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
@@ -13,15 +14,21 @@ import (
 // buildTxn creates the store of the transactional handlers' containers,
 // nil when no handler is transactional. The containers are in the inbox's
 // Cosmos account with the inbox's credentials, auto-create and consistency
-// settings; with the inbox in memory (or no Cosmos inbox store) they are
-// in memory, one store for the process. No request is sent here.
+// settings; with the inbox in memory they are in memory, one store for the
+// process. Without the inbox there is no store: the markers are the
+// inbox's. No request is sent here.
 func (a *endpointApp) buildTxn(handlers *subscriber.Registry) (txn.Store, error) {
 	if len(handlers.Targets()) == 0 {
 		return nil, nil
 	}
-	if a.cfg.Inbox.Store != config.StoreCosmos {
+	switch {
+	case !a.cfg.Inbox.Enabled:
+		return nil, fmt.Errorf("app: transactional handlers need the inbox (%s=true)", config.KeyInboxEnabled)
+	case a.cfg.Inbox.Store == config.StoreInMemory:
 		a.txnMemory = txn.NewMemory(a.now)
 		return a.txnMemory, nil
+	case a.cfg.Inbox.Store != config.StoreCosmos:
+		return nil, fmt.Errorf("app: inbox store %q is not available to transactional handlers", a.cfg.Inbox.Store)
 	}
 	account, err := a.sharedCosmosAccount(a.cfg.Inbox.Cosmos)
 	if err != nil {

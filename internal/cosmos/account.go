@@ -57,16 +57,15 @@ type Config struct {
 	CredentialOptions *azcore.ClientOptions
 }
 
-// Account is a connection to one Cosmos DB account: the SDK client (hold one
-// per process) and a reader of the account's properties, which the SDK does
-// not expose but the Strong-consistency check needs. Both share the
-// configured credential and transport.
+// Account is a connection to one Cosmos DB account (hold one per process):
+// the SDK client, rebuilt when it is stuck on a failed first read of the
+// account's metadata (see RebuildInterval), and a reader of the account's
+// properties, which the SDK does not expose but the Strong-consistency
+// check needs. Both share the configured credential and transport.
 type Account struct {
-	// Client is the Cosmos SDK client.
-	Client *azcosmos.Client
-
 	endpoint string
 	pipeline runtime.Pipeline
+	clients  *clients
 }
 
 // ErrConfig reports an unusable Config.
@@ -94,14 +93,16 @@ func NewAccount(cfg Config) (*Account, error) {
 	opts.Retry = cfg.Retry
 	// Each invocation's request charge is summed from every try's response.
 	opts.PerRetryPolicies = append(append([]policy.Policy(nil), opts.PerRetryPolicies...), chargePolicy{})
+	// Every partition key header goes out as ASCII-only JSON.
+	opts.PerCallPolicies = append(append([]policy.Policy(nil), opts.PerCallPolicies...), partitionKeyHeader{})
 	var credOpts azcore.ClientOptions
 	if cfg.CredentialOptions != nil {
 		credOpts = *cfg.CredentialOptions
 	}
 
 	var (
-		client *azcosmos.Client
-		auth   policy.Policy
+		build func(*azcosmos.ClientOptions) (*azcosmos.Client, error)
+		auth  policy.Policy
 	)
 	switch {
 	case key != "":
@@ -110,9 +111,8 @@ func NewAccount(cfg Config) (*Account, error) {
 			return nil, fmt.Errorf("%w: account key is not valid base64", ErrConfig)
 		}
 		keyBytes, _ := base64.StdEncoding.DecodeString(key)
-		client, err = azcosmos.NewClientWithKey(endpoint, kc, &opts)
-		if err != nil {
-			return nil, fmt.Errorf("cosmos: creating Cosmos client: %w", err)
+		build = func(o *azcosmos.ClientOptions) (*azcosmos.Client, error) {
+			return azcosmos.NewClientWithKey(endpoint, kc, o)
 		}
 		auth = &keyAuthPolicy{key: keyBytes}
 	default:
@@ -128,15 +128,31 @@ func NewAccount(cfg Config) (*Account, error) {
 		if err != nil {
 			return nil, fmt.Errorf("cosmos: creating Entra ID credential: %w", err)
 		}
-		client, err = azcosmos.NewClient(endpoint, cred, &opts)
-		if err != nil {
-			return nil, fmt.Errorf("cosmos: creating Cosmos client: %w", err)
+		build = func(o *azcosmos.ClientOptions) (*azcosmos.Client, error) {
+			return azcosmos.NewClient(endpoint, cred, o)
 		}
 		auth = &tokenAuthPolicy{cred: cred, scopes: []string{tokenScope(endpoint, &opts)}}
 	}
+	cs, err := newClients(opts, build)
+	if err != nil {
+		return nil, fmt.Errorf("cosmos: creating Cosmos client: %w", err)
+	}
 	pl := runtime.NewPipeline(accountReaderModule, "v1.0.0", runtime.PipelineOptions{PerRetry: []policy.Policy{auth}}, &opts.ClientOptions)
-	return &Account{Client: client, endpoint: endpoint, pipeline: pl}, nil
+	return &Account{endpoint: endpoint, pipeline: pl, clients: cs}, nil
 }
+
+// Client returns the SDK client to use now. Take it for each operation
+// rather than keeping it: after a failed first read of the account's
+// metadata, a later call returns a fresh client (see RebuildInterval).
+func (a *Account) Client() *azcosmos.Client { return a.clients.current().client }
+
+// Rebuilds returns how many times the account replaced a client stuck on a
+// failed metadata read.
+func (a *Account) Rebuilds() int64 { return a.clients.rebuilds.Load() }
+
+// Close releases the current client's share of the SDK's caches. The
+// account must not be used afterwards.
+func (a *Account) Close() { a.clients.cur.Load().client.Close() }
 
 // Endpoint returns the account endpoint.
 func (a *Account) Endpoint() string { return a.endpoint }

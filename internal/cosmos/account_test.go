@@ -98,7 +98,7 @@ func recordedAccount(t *testing.T, cfg cosmos.Config) (*cosmos.Account, *cosmost
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
+	t.Cleanup(acct.Close)
 	return acct, rec
 }
 
@@ -236,7 +236,7 @@ func TestClientConfigValidation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer acct.Client.Close()
+			defer acct.Close()
 			if acct.Endpoint() != tc.endpoint {
 				t.Fatalf("endpoint %q", acct.Endpoint())
 			}

@@ -28,20 +28,20 @@ func TestRequestChargeIsSummedOnTheContext(t *testing.T) {
 	before := len(e.Rec.Sent())
 	ctx, charge := telemetry.WithCharge(context.Background())
 	pk := azcosmos.NewPartitionKeyString("doc")
-	if _, err := c.Client.CreateItem(ctx, pk, []byte(`{"id":"doc"}`), nil); err != nil {
+	if _, err := c.Client().CreateItem(ctx, pk, []byte(`{"id":"doc"}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.CreateItem(ctx, pk, []byte(`{"id":"doc"}`), nil); cosmos.StatusCode(err) != 409 {
+	if _, err := c.Client().CreateItem(ctx, pk, []byte(`{"id":"doc"}`), nil); cosmos.StatusCode(err) != 409 {
 		t.Fatalf("second create: %v", err)
 	}
-	if _, err := c.Client.ReadItem(ctx, azcosmos.NewPartitionKeyString("missing"), "missing", nil); !cosmos.IsNotFound(err) {
+	if _, err := c.Client().ReadItem(ctx, azcosmos.NewPartitionKeyString("missing"), "missing", nil); !cosmos.IsNotFound(err) {
 		t.Fatalf("read of a missing item: %v", err)
 	}
 	sent := len(e.Rec.Sent()) - before
 	if sent < 3 || charge.Requests() != int64(sent) || charge.RequestUnits() != float64(sent) {
 		t.Fatalf("charge %v RU over %d requests; %d requests were sent", charge.RequestUnits(), charge.Requests(), sent)
 	}
-	if _, err := c.Client.ReadItem(context.Background(), pk, "doc", nil); err != nil {
+	if _, err := c.Client().ReadItem(context.Background(), pk, "doc", nil); err != nil {
 		t.Fatal(err)
 	}
 	if charge.Requests() != int64(sent) {

@@ -62,8 +62,11 @@ type ContainerSpec struct {
 	// DefaultTTL is used when the container is created. When it is not
 	// TTLOff, an existing container without TTL is refused (items' ttl
 	// fields would never take effect); an existing container with another
-	// TTL value is accepted.
+	// TTL value is accepted unless ExactTTL.
 	DefaultTTL TTL
+	// ExactTTL refuses an existing container whose default TTL is not
+	// DefaultTTL.
+	ExactTTL bool
 	// AutoCreate creates the database and container when missing. Off, a
 	// missing container is an operator error (Entra ID data-plane roles
 	// cannot create them).
@@ -97,7 +100,8 @@ func (a *Account) EnsureContainer(ctx context.Context, spec ContainerSpec) error
 	if errs := spec.validate(); len(errs) > 0 {
 		return fmt.Errorf("%w: %w", ErrInvalidSpec, errors.Join(errs...))
 	}
-	db, err := a.Client.NewDatabase(spec.DatabaseID)
+	client := a.Client()
+	db, err := client.NewDatabase(spec.DatabaseID)
 	if err != nil {
 		return fmt.Errorf("cosmos: %w", err)
 	}
@@ -120,14 +124,17 @@ func (a *Account) EnsureContainer(ctx context.Context, spec ContainerSpec) error
 		if attempt > 0 {
 			return fmt.Errorf("%w: container %q missing after a create conflict", ErrContainer, spec.ContainerID)
 		}
-		if _, err := a.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: spec.DatabaseID}, nil); err != nil && StatusCode(err) != http.StatusConflict {
+		if _, err := client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: spec.DatabaseID}, nil); err != nil && StatusCode(err) != http.StatusConflict {
 			return fmt.Errorf("cosmos: creating database %q: %w", spec.DatabaseID, err)
 		}
 		props := azcosmos.ContainerProperties{
 			ID: spec.ContainerID,
+			// Hash version 2 (large partition keys) takes partition
+			// key values up to 2,048 bytes; version 1 only up to 101.
 			PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{
-				Paths: []string{spec.PartitionKeyPath},
-				Kind:  azcosmos.PartitionKeyKindHash,
+				Paths:   []string{spec.PartitionKeyPath},
+				Kind:    azcosmos.PartitionKeyKindHash,
+				Version: 2,
 			},
 			IndexingPolicy: spec.IndexingPolicy,
 		}
@@ -155,10 +162,35 @@ func (s ContainerSpec) check(p *azcosmos.ContainerProperties) error {
 	if len(paths) != 1 || paths[0] != s.PartitionKeyPath {
 		return OperatorErrorf("%w: container %q has partition key paths %v, want [%s]", ErrContainer, s.ContainerID, paths, s.PartitionKeyPath)
 	}
-	if s.DefaultTTL != TTLOff && (p == nil || p.DefaultTimeToLive == nil) {
-		return OperatorErrorf("%w: container %q has TTL off, want %s (its items would never expire)", ErrContainer, s.ContainerID, s.DefaultTTL)
+	var have *int32
+	if p != nil {
+		have = p.DefaultTimeToLive
+	}
+	switch {
+	case s.DefaultTTL != TTLOff && have == nil:
+		return OperatorErrorf("%w: %w", ErrContainer, &TTLError{DatabaseID: s.DatabaseID, ContainerID: s.ContainerID, Want: s.DefaultTTL})
+	case s.ExactTTL && s.DefaultTTL != TTLOff && TTL(*have) != s.DefaultTTL:
+		h := TTL(*have)
+		return OperatorErrorf("%w: %w", ErrContainer, &TTLError{DatabaseID: s.DatabaseID, ContainerID: s.ContainerID, Have: &h, Want: s.DefaultTTL})
 	}
 	return nil
+}
+
+// TTLError reports an existing container whose default time to live is
+// not the one its ContainerSpec asks for: off (Have nil) where the spec
+// wants time to live on, or another value where the spec is ExactTTL.
+type TTLError struct {
+	DatabaseID, ContainerID string
+	// Have is the container's default TTL; nil means time to live off.
+	Have *TTL
+	Want TTL
+}
+
+func (e *TTLError) Error() string {
+	if e.Have == nil {
+		return fmt.Sprintf("container %q has TTL off, want %s (its items would never expire)", e.ContainerID, e.Want)
+	}
+	return fmt.Sprintf("container %q has %s, want %s", e.ContainerID, *e.Have, e.Want)
 }
 
 // describe says how to provision the container, for operator errors.
@@ -187,9 +219,6 @@ type ContainerOptions struct {
 // once through a Lazy. Its Client can be used at once; call Ready before
 // each operation.
 type Container struct {
-	// Client addresses the container's items.
-	Client *azcosmos.ContainerClient
-
 	account *Account
 	opts    ContainerOptions
 	init    Lazy
@@ -197,7 +226,7 @@ type Container struct {
 
 // Container validates o and returns the container. It does no I/O.
 func (a *Account) Container(o ContainerOptions) (*Container, error) {
-	if a == nil || a.Client == nil {
+	if a == nil || a.clients == nil {
 		return nil, errors.New("cosmos: account is required")
 	}
 	errs := o.Spec.validate()
@@ -207,11 +236,22 @@ func (a *Account) Container(o ContainerOptions) (*Container, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidSpec, errors.Join(errs...))
 	}
-	c, err := a.Client.NewContainer(o.Spec.DatabaseID, o.Spec.ContainerID)
-	if err != nil {
+	if _, err := a.clients.current().container(o.Spec.DatabaseID, o.Spec.ContainerID); err != nil {
 		return nil, fmt.Errorf("cosmos: %w", err)
 	}
-	return &Container{Client: c, account: a, opts: o, init: Lazy{Timeout: o.InitTimeout}}, nil
+	return &Container{account: a, opts: o, init: Lazy{Timeout: o.InitTimeout}}, nil
+}
+
+// Client returns the SDK client of the container's items, on the
+// account's current client: take it for each operation (see
+// Account.Client).
+func (c *Container) Client() *azcosmos.ContainerClient {
+	cc, err := c.account.clients.current().container(c.opts.Spec.DatabaseID, c.opts.Spec.ContainerID)
+	if err != nil {
+		// Container checked the ids; the SDK refuses only empty ones.
+		panic(err)
+	}
+	return cc
 }
 
 // Spec returns the container's specification.
@@ -222,13 +262,15 @@ func (c *Container) Spec() ContainerSpec { return c.opts.Spec }
 // request), then EnsureContainer. Concurrent first uses share one attempt;
 // a failed attempt is retried by the next call; afterwards Ready costs one
 // atomic load and sends nothing.
+//
+// A refused request comes back explained (Explain).
 func (c *Container) Ready(ctx context.Context) error {
 	return c.init.Do(ctx, func(ctx context.Context) error {
 		if !c.opts.AllowRelaxedConsistency {
 			if err := c.account.RequireStrong(ctx, c.opts.Strong); err != nil {
-				return err
+				return Explain(err)
 			}
 		}
-		return c.account.EnsureContainer(ctx, c.opts.Spec)
+		return Explain(c.account.EnsureContainer(ctx, c.opts.Spec))
 	})
 }

@@ -19,7 +19,7 @@ import (
 
 func readProps(t *testing.T, acct *cosmos.Account, db, container string) *azcosmos.ContainerProperties {
 	t.Helper()
-	c, err := acct.Client.NewContainer(db, container)
+	c, err := acct.Client().NewContainer(db, container)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,10 +97,10 @@ func TestEnsureContainerRefusals(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, "Session")
 	ctx := context.Background()
-	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
+	if _, err := e.Account.Client().CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.Account.Client.NewDatabase(e.DB)
+	db, _ := e.Account.Client().NewDatabase(e.DB)
 	for id, path := range map[string]string{"byendpoint": "/endpointId", "byid": "/id"} {
 		if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: id, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{path}}}, nil); err != nil {
 			t.Fatal(err)
@@ -148,7 +148,7 @@ func TestContainerSpecValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer acct.Client.Close()
+	defer acct.Close()
 	good := cosmos.ContainerSpec{DatabaseID: "db", ContainerID: "c", PartitionKeyPath: "/id"}
 	cases := []struct {
 		name  string

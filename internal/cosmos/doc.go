@@ -7,6 +7,11 @@
 //     HTTP to anything but this machine), explicit SDK retries
 //     (DefaultRetry), and a reader of the account's properties
 //     (DefaultConsistency), which the SDK does not expose;
+//   - what the SDK gets wrong: every request's partition key header is
+//     sent as ASCII-only JSON (azcosmos v1.5.0 writes Go escapes Cosmos DB
+//     refuses), and a client stuck on a failed first read of the account's
+//     metadata is replaced on the next use (Account.Client, RebuildInterval)
+//     instead of failing every request for five minutes;
 //   - the Strong-consistency check (RequireStrong), which fails with an
 //     *OperatorError naming the level found and the fix;
 //   - container get-or-create from a ContainerSpec (partition key path,
@@ -15,8 +20,10 @@
 //   - once-only first-use initialization shared by concurrent callers and
 //     retried after a failure (Lazy), and Container, which runs the Strong
 //     check and EnsureContainer through it;
-//   - error classification (Classify, IsNotFound, StatusCode) and the
-//     operator-error type (OperatorError);
+//   - error classification (Classify, IsNotFound, StatusCode), the
+//     operator-error type (OperatorError), and Explain, which words a
+//     refused request (401, 403 with the role to assign, 400, …) for an
+//     operator;
 //   - the resource-id rule (CheckID), which configuration validation also
 //     uses;
 //   - the options every store shares (StoreOptions: database, auto-create,
@@ -40,6 +47,6 @@
 //	if err := c.Ready(ctx); err != nil { // first use: Strong check, container
 //		return err
 //	}
-//	_, err = c.Client.ReadItem(ctx, pk, id, nil)
+//	_, err = c.Client().ReadItem(ctx, pk, id, nil) // the current client, per operation
 //	if cosmos.IsNotFound(err) { … }
 package cosmos

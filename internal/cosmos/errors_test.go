@@ -151,3 +151,55 @@ func TestOperatorError(t *testing.T) {
 		t.Fatalf("store error class %q", se.Class)
 	}
 }
+
+// Explain words refusals for an operator, keeps the answer for Classify
+// and errors.As, and leaves everything else as it is.
+func TestExplain(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name     string
+		err      error
+		sentinel error  // nil: returned unchanged
+		want     string // in the operator message
+	}{
+		{"401", respErr(401), cosmos.ErrAccessDenied, "401 Unauthorized"},
+		{"403 RBAC", respErr(403, "x-ms-substatus", "5301"), cosmos.ErrAccessDenied, cosmos.DataContributorRole},
+		{"403 read-only key", respErr(403), cosmos.ErrAccessDenied, "read-only"},
+		{"400", respErr(400), cosmos.ErrRefused, "400 Bad Request"},
+		{"413", respErr(413), cosmos.ErrRefused, "413 Request Entity Too Large"},
+		{"404/1003", respErr(404, "x-ms-substatus", "1003"), cosmos.ErrRefused, "does not exist"},
+		{"403/3 write forbidden: the SDK's regional retry", respErr(403, "x-ms-substatus", "3"), nil, ""},
+		{"403/1008", respErr(403, "x-ms-substatus", "1008"), nil, ""},
+		{"404", respErr(404), nil, ""},
+		{"409", respErr(409), nil, ""},
+		{"429", respErr(429), nil, ""},
+		{"503", respErr(503), nil, ""},
+		{"transport", &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED}, nil, ""},
+		{"nil", nil, nil, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := cosmos.Explain(tc.err)
+			if tc.sentinel == nil {
+				if got != tc.err {
+					t.Fatalf("Explain changed %v into %v", tc.err, got)
+				}
+				return
+			}
+			var oe subscriber.OperatorError
+			if !errors.Is(got, tc.sentinel) || !errors.As(got, &oe) {
+				t.Fatalf("Explain(%v) = %v, want an operator error wrapping %v", tc.err, got, tc.sentinel)
+			}
+			if msg := oe.OperatorMessage(); !strings.Contains(msg, tc.want) || strings.Contains(msg, "127.0.0.1") || strings.Contains(msg, `"message"`) {
+				t.Errorf("message %q: want %q in it and nothing of the answer", msg, tc.want)
+			}
+			if c, want := cosmos.Classify(got), cosmos.Classify(tc.err); c != want {
+				t.Errorf("Classify = %+v, want %+v as before", c, want)
+			}
+			var re *azcore.ResponseError
+			if !errors.As(got, &re) {
+				t.Error("the answer is no longer in the chain")
+			}
+		})
+	}
+}

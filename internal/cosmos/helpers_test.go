@@ -31,13 +31,13 @@ func exercise(t *testing.T, acct *cosmos.Account, databaseID, containerID string
 		t.Fatal(err)
 	}
 	pk := azcosmos.NewPartitionKeyString("doc")
-	if _, err := c.Client.CreateItem(ctx, pk, []byte(`{"id":"doc","v":1}`), nil); err != nil {
+	if _, err := c.Client().CreateItem(ctx, pk, []byte(`{"id":"doc","v":1}`), nil); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Client.ReadItem(ctx, pk, "doc", nil); err != nil {
+	if _, err := c.Client().ReadItem(ctx, pk, "doc", nil); err != nil {
 		t.Fatal(err)
 	}
-	pager := c.Client.NewQueryItemsPager("SELECT c.id FROM c WHERE c.v = 1", azcosmos.NewPartitionKey(), nil)
+	pager := c.Client().NewQueryItemsPager("SELECT c.id FROM c WHERE c.v = 1", azcosmos.NewPartitionKey(), nil)
 	n := 0
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -49,7 +49,7 @@ func exercise(t *testing.T, acct *cosmos.Account, databaseID, containerID string
 	if n != 1 {
 		t.Fatalf("query found %d items", n)
 	}
-	if _, err := c.Client.DeleteItem(ctx, pk, "doc", nil); err != nil {
+	if _, err := c.Client().DeleteItem(ctx, pk, "doc", nil); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -101,12 +101,12 @@ func TestSDKRetriesAsDocumented(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer acct.Client.Close()
+			defer acct.Close()
 			ctx := context.Background()
 			if tc.account {
 				_, err = acct.DefaultConsistency(ctx)
 			} else {
-				c, cerr := acct.Client.NewContainer("d", "c")
+				c, cerr := acct.Client().NewContainer("d", "c")
 				if cerr != nil {
 					t.Fatal(cerr)
 				}
@@ -146,8 +146,8 @@ func TestTryTimeoutEndsTheOperation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer acct.Client.Close()
-	c, _ := acct.Client.NewContainer("d", "c")
+	defer acct.Close()
+	c, _ := acct.Client().NewContainer("d", "c")
 	_, err = c.ReadItem(context.Background(), azcosmos.NewPartitionKeyString("x"), "x", nil)
 	if !errors.Is(err, context.DeadlineExceeded) || cosmos.Classify(err).Kind != cosmos.KindTransient {
 		t.Fatalf("err %v (%v)", err, cosmos.Classify(err))
@@ -170,8 +170,8 @@ func TestTryTimeoutBoundsTheWriteForbiddenLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer acct.Client.Close()
-	c, _ := acct.Client.NewContainer("d", "c")
+	defer acct.Close()
+	c, _ := acct.Client().NewContainer("d", "c")
 	start := time.Now()
 	_, err = c.ReadItem(context.Background(), azcosmos.NewPartitionKeyString("x"), "x", nil)
 	elapsed := time.Since(start)

@@ -46,7 +46,7 @@ func bicepFiles(t *testing.T) []bicepFile {
 	t.Helper()
 	dir := filepath.Join(repoRoot(t), "infra", "bicep")
 	var files []bicepFile
-	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep", "modules/resolver-app.bicep", "modules/cloudevents-ingress.bicep", "modules/sample-ledger.bicep"} {
+	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep", "modules/servicebus-access.bicep", "modules/resolver-app.bicep", "modules/cloudevents-ingress.bicep", "modules/sample-ledger.bicep", "modules/event-forwarding.bicep"} {
 		files = append(files, bicepFile{Name: rel, Text: string(readFile(t, filepath.Join(dir, rel)))})
 	}
 	return files

@@ -1,6 +1,8 @@
 package logsafe
 
 import (
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"unicode/utf16"
@@ -97,5 +99,38 @@ func TestRedact(t *testing.T) {
 	}
 	if got := Redact("no credentials here: dial tcp 127.0.0.1:4318: connect: connection refused"); got != "no credentials here: dial tcp 127.0.0.1:4318: connect: connection refused" {
 		t.Fatalf("Redact changed a harmless text: %q", got)
+	}
+}
+
+// JSONError names the offset, or the field, the JSON kind and the Go type,
+// and never a value from the input.
+func TestJSONError(t *testing.T) {
+	var v struct {
+		Amount int64
+		Inner  struct{ Code bool }
+	}
+	cases := []struct{ in, want string }{
+		{`{"Amount": 12x}`, "the document is not valid JSON (at byte offset 14)"},
+		{`{"Amount": 98765.5}`, "field Amount holds a JSON number, which does not fit int64"},
+		{`{"Inner": {"Code": "secret-value"}}`, "field Inner.Code holds a JSON string, which does not fit bool"},
+		{`[7777]`, "field (top level) holds a JSON array, which does not fit struct { Amount int64; Inner struct { Code bool } }"},
+	}
+	for _, c := range cases {
+		err := json.Unmarshal([]byte(c.in), &v)
+		if err == nil {
+			t.Fatalf("%s decoded", c.in)
+		}
+		got := JSONError("the document", err)
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.in, got, c.want)
+		}
+		for _, secret := range []string{"98765", "secret-value", "7777"} {
+			if strings.Contains(got, secret) {
+				t.Errorf("%s: %q quotes %s", c.in, got, secret)
+			}
+		}
+	}
+	if got := JSONError("the event", errors.New("other")); got != "the event JSON could not be decoded" {
+		t.Errorf("other error: %q", got)
 	}
 }

@@ -5,8 +5,12 @@ import "time"
 // Outgoing is a message the subscriber sends to its own endpoint topic.
 // ApplicationProperties values are string, int32, int64 or nil (an AMQP
 // null), exactly the AMQP types NimBus writes; a sender passes them on
-// unchanged. MessageID is never set: the broker assigns one.
+// unchanged.
 type Outgoing struct {
+	// MessageID is the broker MessageId. Responses and control messages
+	// leave it "" and the broker (or, in a batch, the SDK) assigns one; a
+	// published event carries its deterministic id.
+	MessageID string
 	SessionID string
 	// CorrelationID is nil when the inbound message had no MessageId.
 	CorrelationID         *string

@@ -1,9 +1,11 @@
 // Package resolver is the endpoint's outgoing port: Publisher, through
 // which the subscriber pipeline sends every message it addresses to its
 // own topic (the responses the Resolver tracks, parked copies, replay
-// requests, and, through Schedule, RetryRequests), Memory, an in-process
-// Publisher for tests and local demos, and Traced, which adds the trace
-// context to every message before any Publisher sees it.
+// requests, and, through Schedule, RetryRequests), BatchPublisher, which
+// also sends several messages in one send (the events a handler
+// publishes), Memory, an in-process Publisher for tests and local demos,
+// and Traced, which adds the trace context to every message before any
+// Publisher sees it.
 //
 // A response goes to the endpoint's own topic with To=Resolver; the
 // topology's Resolver fan-out subscription stamps From and forwards it to
@@ -15,6 +17,8 @@ package resolver
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -28,6 +32,39 @@ type Publisher interface {
 	Publish(ctx context.Context, m *message.Outgoing) error
 }
 
+// BatchPublisher is a Publisher that also sends several messages to the
+// endpoint topic in one send (a published event's outbox, with the
+// delivery's response).
+type BatchPublisher interface {
+	Publisher
+	// PublishBatch sends ms in their order. Messages that fit in one
+	// broker batch go in one round trip, accepted or refused together;
+	// more than fit are sent as consecutive batches, in order, each after
+	// the previous one was accepted. An error means that none, or only
+	// the batches before the failing one, were sent: the caller sends
+	// them all again (an event keeps its MessageId, so the copies are
+	// recognisable). Sending no message does nothing.
+	PublishBatch(ctx context.Context, ms []*message.Outgoing) error
+}
+
+// PublishAll sends ms through p in their order: in one PublishBatch when p
+// is a BatchPublisher, otherwise one Publish per message (one round trip
+// each), stopping at the first failure.
+func PublishAll(ctx context.Context, p Publisher, ms []*message.Outgoing) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	if b, ok := p.(BatchPublisher); ok {
+		return b.PublishBatch(ctx, ms)
+	}
+	for i, m := range ms {
+		if err := p.Publish(ctx, m); err != nil {
+			return fmt.Errorf("resolver: message %d of %d: %w", i+1, len(ms), err)
+		}
+	}
+	return nil
+}
+
 // Memory is an in-process Publisher that keeps what it is given, for tests
 // and the local demo. It never fails unless Fail is set.
 type Memory struct {
@@ -39,7 +76,7 @@ type Memory struct {
 	Fail func(m *message.Outgoing) error
 }
 
-var _ Publisher = (*Memory)(nil)
+var _ BatchPublisher = (*Memory)(nil)
 
 // Publish implements Publisher.
 func (p *Memory) Publish(ctx context.Context, m *message.Outgoing) error {
@@ -53,6 +90,32 @@ func (p *Memory) Publish(ctx context.Context, m *message.Outgoing) error {
 	}
 	p.mu.Lock()
 	p.sent = append(p.sent, m)
+	p.mu.Unlock()
+	return nil
+}
+
+// PublishBatch implements BatchPublisher: it keeps every message of ms, in
+// order and together, as Publish keeps one. Fail, when set, is called for
+// each message first; if it refuses one, nothing of the batch is kept, as
+// the broker accepts or refuses a batch whole.
+func (p *Memory) PublishBatch(ctx context.Context, ms []*message.Outgoing) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, m := range ms {
+		if m == nil {
+			return errors.New("resolver: a batch holds a nil message")
+		}
+	}
+	if p.Fail != nil {
+		for _, m := range ms {
+			if err := p.Fail(m); err != nil {
+				return err
+			}
+		}
+	}
+	p.mu.Lock()
+	p.sent = append(p.sent, ms...)
 	p.mu.Unlock()
 	return nil
 }

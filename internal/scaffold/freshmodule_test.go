@@ -87,7 +87,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	mod := newTeamModule(t)
 	tool := filepath.Join(t.TempDir(), "nimbus-func")
 	goCmd(t, mod, "build", "-o", tool, libraryModule+"/cmd/nimbus-func")
-	nimbusFunc(t, mod, tool, 0, "init: 16 files written, 0 skipped", "init", "--endpoint", teamEndpoint)
+	nimbusFunc(t, mod, tool, 0, "init: 17 files written, 0 skipped", "init", "--endpoint", teamEndpoint)
 	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(teamMain), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestInitWritesTheApp(t *testing.T) {
 		".funcignore", "functions/CloudEventsIngress/function.json", "functions/DeferredProcessor/function.json",
 		"functions/InboxCleanup/function.json", "functions/Subscriber/function.json", "host.json",
 		"infra/bicep/README.md", "infra/bicep/main.bicep", "infra/bicep/main.bicepparam",
-		"infra/bicep/modules/cloudevents-ingress.bicep", "infra/bicep/modules/resolver-app.bicep",
+		"infra/bicep/modules/cloudevents-ingress.bicep", "infra/bicep/modules/event-forwarding.bicep", "infra/bicep/modules/resolver-app.bicep",
 		"infra/bicep/modules/sample-ledger.bicep", "infra/bicep/modules/servicebus-access.bicep", "infra/bicep/modules/servicebus-topology.bicep",
 		"local.settings.sample.json", "main.go",
 	}
@@ -94,8 +94,8 @@ func TestInitWritesTheApp(t *testing.T) {
 }
 
 // checkMainGo asserts the sample handler is a main package written against
-// the public API: nimbus.New, app.Handle with a handler that decodes the
-// event and completes it, and app.Main.
+// the public API: nimbus.New, nimbus.HandleEvent with a handler of the
+// decoded event that completes it, and app.Main.
 func checkMainGo(t *testing.T, src []byte) {
 	t.Helper()
 	f, err := parser.ParseFile(token.NewFileSet(), "main.go", src, parser.ParseComments)
@@ -112,8 +112,8 @@ func checkMainGo(t *testing.T, src []byte) {
 	if !imports[`"github.com/nimbus-go/functions-subscriber/nimbus"`] || !imports[`"context"`] {
 		t.Errorf("main.go imports %v, want context and the nimbus package", imports)
 	}
-	for _, call := range []string{"nimbus.New()", `app.Handle("OrderPlaced", func(ctx context.Context, ev *nimbus.Event) (nimbus.Result, error) {`,
-		"ev.Decode(&o)", "return nimbus.Result{}, err", "return nimbus.Completed(), nil", "app.Main()"} {
+	for _, call := range []string{"nimbus.New()", `nimbus.HandleEvent(app, "OrderPlaced", func(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (nimbus.Result, error) {`,
+		"return nimbus.Completed(), nil", "app.Main()"} {
 		if !bytes.Contains(src, []byte(call)) {
 			t.Errorf("main.go does not contain %s", call)
 		}
@@ -148,7 +148,7 @@ func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
 		"wrote   main.go\n",
 		"wrote   apps/resolver/host.json\n",
 		"wrote   apps/resolver/functions/Resolver/function.json\n",
-		"3 files written, 15 skipped",
+		"3 files written, 16 skipped",
 	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("the output lacks %q:\n%s", line, out)
@@ -164,7 +164,7 @@ func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
 	if !bytes.Equal(readFile(t, host), tmpl) {
 		t.Error("init --force did not overwrite host.json with the template")
 	}
-	if !strings.Contains(out, "18 files written, 0 skipped") {
+	if !strings.Contains(out, "19 files written, 0 skipped") {
 		t.Errorf("init --force did not write every file:\n%s", out)
 	}
 }

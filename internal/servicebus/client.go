@@ -58,6 +58,9 @@ type Client struct {
 	// sendersCreated counts sender creations (tests check that concurrent
 	// first uses share one).
 	sendersCreated atomic.Int32
+	// batchMaxBytes, when not 0, caps every batch of SendBatch below the
+	// link's size (tests split batches with it).
+	batchMaxBytes uint64
 
 	mu     sync.Mutex // guards creation and Close
 	client *azservicebus.Client

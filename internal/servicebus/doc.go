@@ -12,12 +12,15 @@
 //
 //   - [Client.Send] and [Client.Schedule] send a [Message] to a topic or
 //     queue through one sender per entity, created on first use and reused;
+//     [Client.SendBatch] sends several in order in one AMQP batch transfer
+//     (consecutive batches when they do not fit in one);
 //   - [Client.AcceptSession] and [Client.AcceptNextSession] lock a session
 //     on a topic subscription and return a [SessionReceiver] to receive,
 //     complete and abandon its messages one at a time (the parked-copy
 //     replay reads the Deferred subscription this way);
 //   - [ResolverPublisher] implements the Resolver port
-//     (resolver.Publisher) by sending each response to the endpoint topic.
+//     (resolver.Publisher, resolver.BatchPublisher) by sending each response
+//     to the endpoint topic.
 //
 // Application properties keep their exact AMQP types: NimBus readers expect
 // string, int (Go int32) and long (Go int64) values, so [Message] accepts

@@ -43,9 +43,9 @@ func NewResolverPublisher(c *Client, topic string) (*ResolverPublisher, error) {
 
 // Publish sends m to the endpoint topic: application properties with their
 // exact Go types (string → AMQP string, int32 → int, int64 → long, nil →
-// null), SessionID, CorrelationID when set, the body, and no MessageID (the
-// broker assigns one). A non-nil error means the response may not have
-// been sent.
+// null), SessionID, CorrelationID when set, the body, and MessageID when
+// set (else the broker assigns one). A non-nil error means the response
+// may not have been sent.
 func (p *ResolverPublisher) Publish(ctx context.Context, m *message.Outgoing) error {
 	if m == nil {
 		return errors.New("servicebus: publish of a nil response")
@@ -115,13 +115,15 @@ func (p *ResolverPublisher) Schedule(ctx context.Context, m *message.Outgoing, a
 }
 
 // fromOutgoing is the Service Bus message of m: its properties with their
-// exact Go types, SessionID, CorrelationID when set, the body, and no
-// MessageID (the broker assigns one).
+// exact Go types, SessionID, CorrelationID when set, the body, and
+// MessageID when set (a published event's; responses and control messages
+// leave it to the broker).
 func fromOutgoing(m *message.Outgoing) *Message {
 	return &Message{
 		Body:                  m.Body,
 		ApplicationProperties: m.ApplicationProperties,
 		SessionID:             m.SessionID,
 		CorrelationID:         m.CorrelationID,
+		MessageID:             m.MessageID,
 	}
 }

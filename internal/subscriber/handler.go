@@ -10,9 +10,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
@@ -97,22 +97,7 @@ type DecodeError struct {
 }
 
 func (e *DecodeError) Error() string {
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	what := "the event JSON could not be decoded"
-	switch {
-	case errors.As(e.cause, &syn):
-		what = fmt.Sprintf("the event is not valid JSON (at byte offset %d)", syn.Offset)
-	case errors.As(e.cause, &typ):
-		// Value is "number 12", "string", ...: keep only its kind.
-		kind, _, _ := strings.Cut(typ.Value, " ")
-		field := typ.Field
-		if field == "" {
-			field = "(top level)"
-		}
-		what = fmt.Sprintf("field %s holds a JSON %s, which does not fit %s", field, kind, typ.Type)
-	}
-	return fmt.Sprintf("decode %s event into %s: %s", e.EventTypeID, e.Target, what)
+	return fmt.Sprintf("decode %s event into %s: %s", e.EventTypeID, e.Target, logsafe.JSONError("the event", e.cause))
 }
 
 // Unwrap returns the encoding/json error (which may quote payload values:

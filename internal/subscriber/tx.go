@@ -78,7 +78,7 @@ func partitionKey(b *TxBinding, ev *Event) (pk string, err error) {
 	case pk == "":
 		return "", fmt.Errorf("the partition key of %s is empty", b.Target.ContainerID)
 	}
-	return pk, nil
+	return pk, txn.CheckPartitionKey(pk)
 }
 
 // readsMarkers reports whether the lookup reads markers.
@@ -106,8 +106,10 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 // runTx runs the transactional handler in a new transaction on the
 // delivery's partition and, when it succeeded without a handoff, commits
 // its queued writes with one marker per key (nil keys are skipped) as one
-// batch. A batch another copy's marker beat is a duplicate; one that was
-// not committed otherwise is the error, a *commitError.
+// batch. The unit is sealed when the handler returns (or panics), so
+// nothing its goroutines queue later is committed. A batch another copy's
+// marker beat is a duplicate; one that was not committed otherwise is the
+// error, a *commitError.
 func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 	j.prepareTx()
 	if j.tx.pkErr != nil {
@@ -115,7 +117,10 @@ func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 		return answer{}, &handlerStop{err: Permanent(j.tx.pkErr)}
 	}
 	t := txn.Begin(j.p.o.Txn, j.h.tx.Target, j.tx.pk, j.p.o.Now)
-	a, err := j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) { return j.h.txh(ctx, ev, t.Unit()) })
+	a, err := j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
+		defer t.Seal()
+		return j.h.txh(ctx, ev, t.Unit())
+	})
 	if err != nil || a.kind != answerCompleted {
 		return a, err
 	}

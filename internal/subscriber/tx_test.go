@@ -391,7 +391,7 @@ func TestTxConcurrentCopiesApplyOnce(t *testing.T) {
 			if !found {
 				return u.Create(doc)
 			}
-			return u.Replace("balance", doc, etag)
+			return u.Replace(doc, etag)
 		}
 		var wg sync.WaitGroup
 		outcomes := make(chan Outcome, copies)

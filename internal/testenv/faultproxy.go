@@ -33,6 +33,10 @@ const (
 	// connection instead of answering: the upstream applied the request but
 	// the client cannot tell.
 	FaultDropAfterForward
+	// FaultForbidden answers 403 Forbidden with sub-status 5301 without
+	// forwarding, as Cosmos DB answers an identity whose data-plane role
+	// does not allow the request (a read-only role writing).
+	FaultForbidden
 )
 
 func (k FaultKind) String() string {
@@ -45,6 +49,8 @@ func (k FaultKind) String() string {
 		return "drop"
 	case FaultDropAfterForward:
 		return "drop-after-forward"
+	case FaultForbidden:
+		return "forbidden"
 	}
 	return "none"
 }
@@ -107,11 +113,12 @@ type FaultCounts struct {
 	Throttled           int64 // 429s injected
 	Dropped             int64 // connections closed before forwarding
 	DroppedAfterForward int64 // connections closed after forwarding
+	Forbidden           int64 // 403s injected
 }
 
 // Injected is the number of faults injected.
 func (c FaultCounts) Injected() int64 {
-	return c.Unavailable + c.Throttled + c.Dropped + c.DroppedAfterForward
+	return c.Unavailable + c.Throttled + c.Dropped + c.DroppedAfterForward + c.Forbidden
 }
 
 // FaultProxy is an HTTP reverse proxy on 127.0.0.1 that injects faults into
@@ -136,7 +143,7 @@ type FaultProxy struct {
 	rate    float64
 	enabled bool
 
-	requests, forwarded, unavailable, throttled, dropped, droppedAfter atomic.Int64
+	requests, forwarded, unavailable, throttled, dropped, droppedAfter, forbidden atomic.Int64
 }
 
 // NewFaultProxy starts a proxy in front of target (e.g.
@@ -154,7 +161,7 @@ func NewFaultProxy(target string, opts FaultProxyOptions) (*FaultProxy, error) {
 		kinds = []FaultKind{FaultUnavailable, FaultThrottle, FaultDrop}
 	}
 	for _, k := range kinds {
-		if k < FaultUnavailable || k > FaultDropAfterForward {
+		if k < FaultUnavailable || k > FaultForbidden {
 			return nil, fmt.Errorf("fault proxy: unknown fault kind %d", k)
 		}
 	}
@@ -226,6 +233,7 @@ func (p *FaultProxy) Counts() FaultCounts {
 		Throttled:           p.throttled.Load(),
 		Dropped:             p.dropped.Load(),
 		DroppedAfterForward: p.droppedAfter.Load(),
+		Forbidden:           p.forbidden.Load(),
 	}
 }
 
@@ -277,6 +285,10 @@ func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		p.droppedAfter.Add(1)
 		p.rp.ServeHTTP(&discardWriter{h: http.Header{}}, r)
 		hangUp(w)
+	case FaultForbidden:
+		p.forbidden.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		writeFault(w, http.StatusForbidden, "Forbidden", map[string]string{"x-ms-substatus": "5301"})
 	default:
 		if p.hooks != nil && (p.match == nil || p.match(r)) {
 			p.serveHooked(w, r)

@@ -46,6 +46,7 @@ func TestFaultProxyKinds(t *testing.T) {
 		{"throttle", FaultThrottle, http.StatusTooManyRequests, 0, func(c FaultCounts) int64 { return c.Throttled }},
 		{"drop", FaultDrop, 0, 0, func(c FaultCounts) int64 { return c.Dropped }},
 		{"drop after forward", FaultDropAfterForward, 0, 1, func(c FaultCounts) int64 { return c.DroppedAfterForward }},
+		{"forbidden", FaultForbidden, http.StatusForbidden, 0, func(c FaultCounts) int64 { return c.Forbidden }},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,6 +65,9 @@ func TestFaultProxyKinds(t *testing.T) {
 				defer resp.Body.Close()
 				if resp.StatusCode != tc.wantStatus {
 					t.Fatalf("status %d, want %d", resp.StatusCode, tc.wantStatus)
+				}
+				if tc.kind == FaultForbidden && resp.Header.Get("x-ms-substatus") != "5301" {
+					t.Fatalf("x-ms-substatus = %q, want 5301", resp.Header.Get("x-ms-substatus"))
 				}
 				if tc.kind == FaultThrottle && resp.Header.Get("x-ms-retry-after-ms") != "25" {
 					t.Fatalf("x-ms-retry-after-ms = %q, want 25", resp.Header.Get("x-ms-retry-after-ms"))

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 )
 
 // Sentinels for errors.Is. Each typed error below matches its sentinel;
@@ -33,6 +35,16 @@ var (
 	// never expire; nothing is written until an operator turns it on.
 	// Commits fail with a *TransientError wrapping it.
 	ErrTTLOff = errors.New("txn: container time to live is off")
+	// ErrTTLDefault: the container has a default time to live, so the
+	// handler's documents would expire while their markers live on;
+	// nothing is written until an operator sets it to -1. Commits fail
+	// with a *TransientError wrapping it.
+	ErrTTLDefault = errors.New("txn: container has a default time to live")
+	// ErrNotMarker: a document holds the id of a delivery's inbox marker
+	// but is not that marker. The delivery cannot be processed until an
+	// operator moves it; HasMarker fails with an operator error wrapping
+	// it.
+	ErrNotMarker = errors.New("txn: a document that is not the inbox marker holds its id")
 	// ErrDone: the unit of work was already committed or abandoned.
 	ErrDone = errors.New("txn: unit of work is finished")
 )
@@ -90,14 +102,16 @@ func (e *RejectedError) Is(target error) bool { return target == ErrRejected }
 
 // TransientError reports a batch that was not applied and may succeed
 // later: a throttled or unavailable service (Status set), or an operator
-// problem such as ErrTTLOff (Err set).
+// problem (Err set to an error with an OperatorMessage) such as ErrTTLOff,
+// ErrTTLDefault or an identity the service refused (401, 403).
 type TransientError struct {
 	Status int
 	Err    error
 }
 
 func (e *TransientError) Error() string {
-	if e.Err != nil && e.Status == 0 {
+	var oe interface{ OperatorMessage() string }
+	if e.Err != nil && (e.Status == 0 || errors.As(e.Err, &oe)) {
 		return "txn: transient failure: " + e.Err.Error()
 	}
 	return fmt.Sprintf("txn: transient failure (%d %s); nothing applied", e.Status, reason(e.Status))
@@ -140,12 +154,13 @@ func (e *operatorError) OperatorMessage() string { return e.err.Error() }
 
 // Limits a LimitError names.
 const (
-	LimitOperations   = "operations"    // more than MaxHandlerOps, or MaxOps with markers
-	LimitRequestBytes = "request_bytes" // estimated request over MaxRequestBytes
-	LimitID           = "id"            // empty, over MaxIDBytes, or a forbidden character
-	LimitPartitionKey = "partition_key" // a document without the bound partition key value
-	LimitDocument     = "document"      // not a JSON object with a string id
-	LimitPatch        = "patch"         // an unusable patch
+	LimitOperations        = "operations"          // more than MaxHandlerOps, or MaxOps with markers
+	LimitRequestBytes      = "request_bytes"       // estimated request over MaxRequestBytes
+	LimitID                = "id"                  // empty, over MaxIDBytes, or a forbidden character
+	LimitPartitionKey      = "partition_key"       // a document without the bound partition key value
+	LimitDocument          = "document"            // not a JSON object with a string id
+	LimitPatch             = "patch"               // an unusable patch
+	LimitPartitionKeyValue = "partition_key_value" // a value Cosmos DB cannot take (CheckPartitionKey)
 )
 
 // LimitError reports a batch that breaks a limit; it was not sent. Index
@@ -242,3 +257,20 @@ func bounded(s string, n int) string {
 	}
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
+
+// DecodeError reports a document that Read could not decode into the
+// handler's value. Its text says where the JSON did not fit (a field name
+// and the Go type, or a byte offset) and never quotes the document.
+type DecodeError struct {
+	// Target is the Go type decoded into.
+	Target string
+	cause  error
+}
+
+func (e *DecodeError) Error() string {
+	return fmt.Sprintf("decode document into %s: %s", e.Target, logsafe.JSONError("the document", e.cause))
+}
+
+// Unwrap returns the encoding/json error (whose text may quote document
+// values: do not log it).
+func (e *DecodeError) Unwrap() error { return e.cause }

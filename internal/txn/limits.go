@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 )
 
 // Limits of a Cosmos DB transactional batch, checked before sending.
@@ -18,7 +19,29 @@ const (
 	MaxRequestBytes = 2 << 20
 	// MaxIDBytes bounds a document id.
 	MaxIDBytes = 255
+	// MaxPartitionKeyBytes bounds a partition key value: Cosmos DB takes
+	// values of at most 2,048 bytes (UTF-8) in a container with large
+	// partition keys (hash version 2), the containers this module creates
+	// and its Bicep provisions (101 bytes in one created without them).
+	MaxPartitionKeyBytes = 2048
 )
+
+// CheckPartitionKey reports a partition key value Cosmos DB cannot take:
+// over MaxPartitionKeyBytes bytes, or not valid UTF-8 (which no JSON
+// document can hold, so no document could carry the value). Every other
+// string is a value, whatever characters it holds. The error is a
+// *LimitError naming LimitPartitionKeyValue, with Index -1; its text
+// never holds the value.
+func CheckPartitionKey(pk string) error {
+	if len(pk) > MaxPartitionKeyBytes {
+		return &LimitError{Limit: LimitPartitionKeyValue, Index: -1,
+			Detail: fmt.Sprintf("the partition key value has %d bytes, over Cosmos DB's limit of %d bytes", len(pk), MaxPartitionKeyBytes)}
+	}
+	if !utf8.ValidString(pk) {
+		return &LimitError{Limit: LimitPartitionKeyValue, Index: -1, Detail: "the partition key value is not valid UTF-8"}
+	}
+	return nil
+}
 
 // CheckID reports an id Cosmos DB refuses or the SDK's batch encoding
 // breaks: empty, over MaxIDBytes bytes, or holding / \ ? # " or a control

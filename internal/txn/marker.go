@@ -98,17 +98,38 @@ func setPath(doc map[string]any, segs []string, v any) {
 
 // HasMarker reports whether the marker of (endpointID, messageID) exists
 // in partition pk of target: the duplicate check before the handler runs.
-// Only a clean "not found" answers false; any failure is an error.
+// Only a clean "not found" answers false; any failure is an error. A
+// partition key value Cosmos DB cannot take fails before any request
+// (CheckPartitionKey). A document with the marker's id that is not that
+// marker (its type, endpointId or messageId differ) is an error an
+// operator must resolve, never a duplicate: the delivery's effects are not
+// there, and its commit could never create the marker.
 func HasMarker(ctx context.Context, s Store, target Target, pk, endpointID, messageID string) (bool, error) {
 	if err := target.Validate(); err != nil {
+		return false, err
+	}
+	if err := CheckPartitionKey(pk); err != nil {
 		return false, err
 	}
 	if err := checkMarkerKey(endpointID, messageID); err != nil {
 		return false, err
 	}
-	_, _, found, err := s.Read(ctx, target, pk, MarkerID(endpointID, messageID))
+	id := MarkerID(endpointID, messageID)
+	body, _, found, err := s.Read(ctx, target, pk, id)
 	if err != nil {
 		return false, fmt.Errorf("txn: reading the inbox marker: %w", err)
 	}
-	return found, nil
+	if !found {
+		return false, nil
+	}
+	var m struct {
+		Type       string `json:"type"`
+		EndpointID string `json:"endpointId"`
+		MessageID  string `json:"messageId"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Type != MarkerType || m.EndpointID != endpointID || m.MessageID != messageID {
+		return false, &operatorError{err: fmt.Errorf("%w: document %q in container %s, in the delivery's partition, has the id of the delivery's inbox marker but is not that marker (type %s with this endpoint and MessageId); move or delete it so the delivery can be processed",
+			ErrNotMarker, id, target, MarkerType)}
+	}
+	return true, nil
 }

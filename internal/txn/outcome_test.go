@@ -60,6 +60,24 @@ func TestCommitOutcomes(t *testing.T) {
 			}
 		}},
 		{"207 all 424", stubStore{res: failed(3, 0, 424)}, Transient, nil},
+		// An operation that succeeded before the failing one (the batch
+		// was rolled back) is not the cause: the first operation that
+		// neither succeeded nor answered 424 is.
+		{"207, 2xx before a handler 412", stubStore{res: Result{Status: StatusMultiStatus, Ops: []OpResult{{Status: 201}, {Status: 201}, {Status: 412}}}}, Conflict, func(t *testing.T, err error) {
+			var ce *ConflictError
+			if !errors.As(err, &ce) || ce.Index != 1 || ce.Status != 412 {
+				t.Errorf("%v: want handler operation 1 412", err)
+			}
+		}},
+		{"207, the marker's 201 before a handler 409", stubStore{res: Result{Status: StatusMultiStatus, Ops: []OpResult{{Status: 201}, {Status: 409}, {Status: 424}}}}, Conflict, func(t *testing.T, err error) {
+			var ce *ConflictError
+			if !errors.As(err, &ce) || ce.Index != 0 || ce.Kind != OpCreate {
+				t.Errorf("%v: want handler operation 0 (create) 409", err)
+			}
+		}},
+		{"207, 2xx then 424 then 429", stubStore{res: Result{Status: StatusMultiStatus, Ops: []OpResult{{Status: 201}, {Status: 424}, {Status: 429}}}}, Transient, nil},
+		{"207, 200 and 204 before a handler 404", stubStore{res: Result{Status: StatusMultiStatus, Ops: []OpResult{{Status: 201}, {Status: 200}, {Status: 404}}}}, Conflict, nil},
+		{"207, every operation 2xx", stubStore{res: Result{Status: StatusMultiStatus, Ops: []OpResult{{Status: 201}, {Status: 201}, {Status: 200}}}}, Transient, nil},
 		{"results missing", stubStore{res: Result{Status: 200}}, Ambiguous, nil},
 		{"200 with a failed operation", stubStore{res: Result{Status: 200, Ops: []OpResult{{Status: 201}, {Status: 409}, {Status: 200}}}}, Ambiguous, nil},
 		{"transient", stubStore{err: &TransientError{Status: 429}}, Transient, nil},
@@ -72,7 +90,7 @@ func TestCommitOutcomes(t *testing.T) {
 			if err := tx.Unit().Create(map[string]any{"id": "a", "pk": "p"}); err != nil {
 				t.Fatal(err)
 			}
-			if err := tx.Unit().Replace("b", map[string]any{"id": "b", "pk": "p"}, "e"); err != nil {
+			if err := tx.Unit().Replace(map[string]any{"id": "b", "pk": "p"}, "e"); err != nil {
 				t.Fatal(err)
 			}
 			rc, err := tx.Commit(context.Background(), Marker{EndpointID: "e", MessageID: "m", Retention: time.Hour})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -22,8 +23,9 @@ type Txn struct {
 }
 
 // Begin starts a transaction on partition pk of target. now is the clock
-// of the markers' createdAtUtc (nil means time.Now). A bad target makes
-// every later call fail with the reason.
+// of the markers' createdAtUtc (nil means time.Now). A bad target, or a
+// partition key value Cosmos DB cannot take (CheckPartitionKey), makes
+// every later call fail with the reason, before any request.
 func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
 	if now == nil {
 		now = time.Now
@@ -34,6 +36,8 @@ func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
 		t.unit.err = err
 	} else if pk == "" {
 		t.unit.err = fmt.Errorf("%w: the partition key value is empty", ErrInvalid)
+	} else if err := CheckPartitionKey(pk); err != nil {
+		t.unit.err = err
 	}
 	return t
 }
@@ -100,7 +104,8 @@ func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
 }
 
 // verdict turns a batch's answer into a Receipt or a typed error. The
-// cause of a failed batch is its first operation that did not answer 424.
+// cause of a failed batch is its first operation that neither answered
+// 424 nor succeeded.
 func verdict(res Result, markers int, ops []Op) (Receipt, error) {
 	if len(res.Ops) != len(ops) {
 		return Receipt{}, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for %d operations", len(res.Ops), len(ops))}
@@ -118,7 +123,10 @@ func verdict(res Result, markers int, ops []Op) (Receipt, error) {
 		return rc, nil
 	}
 	for i, r := range res.Ops {
-		if r.Status == StatusFailedDependency {
+		if r.Status == StatusFailedDependency || (r.Status >= 200 && r.Status < 300) {
+			// Not the cause: an operation that failed only because
+			// another did, or one that succeeded before the batch was
+			// rolled back.
 			continue
 		}
 		isMarker, idx := i < markers, i-markers
@@ -149,6 +157,20 @@ type Unit struct {
 	ops  []Op
 	err  error // the first failed queueing: the commit fails with it
 	done bool
+	// sealed: the handler has returned; every call fails with ErrDone,
+	// and only the pipeline's Commit still runs.
+	sealed bool
+}
+
+// Seal ends the handler's use of the unit: from now on every Read and
+// every queuing call fails with ErrDone and does no I/O, so nothing a
+// goroutine of the handler queues after the handler returned is ever
+// committed. Commit still runs. The pipeline seals the unit as soon as
+// the handler returns, whatever it returned. Sealing twice is harmless.
+func (t *Txn) Seal() {
+	t.unit.mu.Lock()
+	t.unit.sealed = true
+	t.unit.mu.Unlock()
 }
 
 // PartitionKey returns the partition key value the unit is bound to.
@@ -160,17 +182,25 @@ func (u *Unit) Target() Target { return u.tx.target }
 // Read point-reads document id in the unit's partition and, when found,
 // decodes it into into (unless nil). It returns the document's ETag, for
 // a condition on a later write.
+//
+// into must be nil or a non-nil pointer (an ErrInvalid error otherwise).
+// A unit that is sealed, committed, or whose batch already failed (a
+// broken limit, a bad target) answers with that failure and sends
+// nothing. A document that does not decode into into is a *DecodeError.
 func (u *Unit) Read(ctx context.Context, id string, into any) (found bool, etag string, err error) {
 	u.mu.Lock()
-	uerr, done := u.err, u.done
+	uerr, done := u.err, u.done || u.sealed
 	u.mu.Unlock()
 	switch {
 	case done:
 		return false, "", ErrDone
-	case uerr != nil && !isOpError(uerr):
+	case uerr != nil:
 		return false, "", uerr
 	}
 	if err := CheckID(id); err != nil {
+		return false, "", err
+	}
+	if err := checkTarget(into); err != nil {
 		return false, "", err
 	}
 	body, etag, found, err := u.tx.store.Read(ctx, u.tx.target, u.tx.pk, id)
@@ -179,27 +209,37 @@ func (u *Unit) Read(ctx context.Context, id string, into any) (found bool, etag 
 	}
 	if into != nil {
 		if err := json.Unmarshal(body, into); err != nil {
-			return true, etag, fmt.Errorf("txn: decoding document: %w", err)
+			return true, etag, &DecodeError{Target: fmt.Sprintf("%T", into), cause: err}
 		}
 	}
 	return true, etag, nil
 }
 
+// checkTarget refuses a decoding target that json.Unmarshal cannot fill:
+// anything but nil or a non-nil pointer.
+func checkTarget(into any) error {
+	if into == nil {
+		return nil
+	}
+	if v := reflect.ValueOf(into); v.Kind() != reflect.Pointer || v.IsNil() {
+		return fmt.Errorf("%w: Read into %T: a document decodes only into a non-nil pointer", ErrInvalid, into)
+	}
+	return nil
+}
+
 // Create queues the creation of doc (any JSON object with a string "id"
 // and the partition key value at the partition key path). It fails with
 // 409 at commit if the id exists.
-func (u *Unit) Create(doc any) error { return u.queueDoc(OpCreate, "", doc, "") }
+func (u *Unit) Create(doc any) error { return u.queueDoc(OpCreate, doc, "") }
 
 // Upsert queues the creation or replacement of doc; ifMatch (when not
 // empty) must be the current ETag of an existing document.
-func (u *Unit) Upsert(doc any, ifMatch string) error { return u.queueDoc(OpUpsert, "", doc, ifMatch) }
+func (u *Unit) Upsert(doc any, ifMatch string) error { return u.queueDoc(OpUpsert, doc, ifMatch) }
 
-// Replace queues the replacement of document id by doc (whose id must be
-// id); ifMatch (when not empty) must be its current ETag. It fails with
-// 404 at commit if the document does not exist.
-func (u *Unit) Replace(id string, doc any, ifMatch string) error {
-	return u.queueDoc(OpReplace, id, doc, ifMatch)
-}
+// Replace queues the replacement of the document with doc's id by doc;
+// ifMatch (when not empty) must be its current ETag. It fails with 404 at
+// commit if the document does not exist.
+func (u *Unit) Replace(doc any, ifMatch string) error { return u.queueDoc(OpReplace, doc, ifMatch) }
 
 // Delete queues the deletion of document id; ifMatch (when not empty)
 // must be its current ETag.
@@ -236,16 +276,13 @@ func (u *Unit) Patch(id string, p Patch, ifMatch string) error {
 }
 
 // queueDoc queues a Create, Upsert or Replace of doc.
-func (u *Unit) queueDoc(kind OpKind, id string, doc any, ifMatch string) error {
+func (u *Unit) queueDoc(kind OpKind, doc any, ifMatch string) error {
 	return u.queue(func(index int) (Op, error) {
-		body, docID, err := u.encode(doc, index)
+		body, id, err := u.encode(doc, index)
 		if err != nil {
 			return Op{}, err
 		}
-		if kind == OpReplace && docID != id {
-			return Op{}, &LimitError{Limit: LimitDocument, Index: index, Detail: "the document's id differs from the id replaced"}
-		}
-		return Op{Kind: kind, ID: docID, Body: body, IfMatch: ifMatch}, nil
+		return Op{Kind: kind, ID: id, Body: body, IfMatch: ifMatch}, nil
 	})
 }
 
@@ -253,7 +290,7 @@ func (u *Unit) queueDoc(kind OpKind, id string, doc any, ifMatch string) error {
 func (u *Unit) queue(build func(index int) (Op, error)) error {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	if u.done {
+	if u.done || u.sealed {
 		return ErrDone
 	}
 	if u.err != nil {
@@ -331,11 +368,6 @@ func at(err error, index int) error {
 		return &c
 	}
 	return err
-}
-
-func isOpError(err error) bool {
-	_, ok := err.(*LimitError)
-	return ok
 }
 
 // MaxPatchOps is the most operations one patch may hold.

@@ -545,7 +545,7 @@ func toOutgoing(r app.SentResponse) *message.Outgoing {
 		}
 		props[k] = val
 	}
-	return &message.Outgoing{SessionID: r.SessionID, CorrelationID: r.CorrelationID, ApplicationProperties: props, Body: []byte(r.Body)}
+	return &message.Outgoing{MessageID: r.MessageID, SessionID: r.SessionID, CorrelationID: r.CorrelationID, ApplicationProperties: props, Body: []byte(r.Body)}
 }
 
 // errorResponseOf is what the Resolver stores of an ErrorResponse the

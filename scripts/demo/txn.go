@@ -31,7 +31,7 @@ func payment(paymentID, customer string, cents int, extra string) string {
 // each leave the balance exact.
 func (s *script) exactlyOnce(d *proc) error {
 	s.section("Exactly-once effects: the transactional PaymentReceived handler (ledger in memory; session customer-C-12)")
-	s.println("The handler reads customer C-12's balance and queues the payment document and the new balance; when it")
+	s.println("The handler reads customer C-12's balance and queues the payment document and an increment of the balance; when it")
 	s.println("succeeds, the pipeline commits them with the delivery's inbox marker as ONE transactional batch in partition")
 	s.println("C-12 of the ledger container: all or nothing. A copy whose marker already exists commits nothing.")
 	const sid, cust = "customer-C-12", "C-12"
@@ -53,7 +53,7 @@ func (s *script) exactlyOnce(d *proc) error {
 	d.copies("16 copies of one payment of 10.00 delivered at once (as when a session lock is lost while the first copy runs)",
 		pay("PaymentReceived-0002", "PAY-2", 1000, 1, ""), 16)
 	d.balance(cust, 3500, 2)
-	d.event(`A payment of 5.00 with "FailFirstAttempts":1: the handler queues the payment and the balance, then fails on its first delivery, before the batch: its queued writes are dropped, nothing is committed`,
+	d.event(`A payment of 5.00 with "FailFirstAttempts":1: the handler queues the payment and the balance's increment, then fails on its first delivery, before the batch: its queued writes are dropped, nothing is committed`,
 		pay("PaymentReceived-0003", "PAY-3", 500, 1, `,"FailFirstAttempts":1`), expect{status: 503, outcome: "handler_failed"})
 	d.balance(cust, 3500, 2)
 	d.event("The broker redelivers it: the handler runs again on fresh reads and the batch commits once",

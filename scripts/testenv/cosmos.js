@@ -24,7 +24,17 @@
 //     400; patch operations are supported;
 //   - in a container with time to live on (defaultTtl set), a document whose
 //     ttl has run out (counted from its _ts) reads as missing: point reads
-//     and batches drop expired documents first.
+//     and batches drop expired documents first;
+//   - the front end refuses, before any route, what Cosmos DB's refuses: a
+//     request header holding a byte that is not printable ASCII answers
+//     400 with no body and closes the connection (the service's HTTP
+//     front end refuses such headers), and an
+//     x-ms-documentdb-partitionkey header that is not a JSON array of
+//     values (such as the Go escapes "\U0001f642", "\x00", "\a" and
+//     "\x7f", which JSON does not have) answers 400 BadRequest. Values
+//     beyond ASCII arrive as JSON's \uXXXX escapes (surrogate pairs
+//     beyond the Basic Multilingual Plane) and name the same partition as
+//     the document's own value.
 "use strict";
 
 const lib = "@vercel/cosmosdb-server/lib";
@@ -37,6 +47,7 @@ const readJSON = require(`${lib}/json`).default;
 const getValue = require(`${lib}/utils/get-value`).default;
 const { parsePartitionKey } = require(`${lib}/utils/get-partition-from-header`);
 
+const { randomUUID } = require("crypto");
 const { runHost, closer } = require("./host.js");
 
 const host = "127.0.0.1";
@@ -215,11 +226,71 @@ readMeta.default = (account, req, res, params) => {
 
 const { createHttpServer } = require(lib);
 
+// headerRefusal returns why the front end refuses req, or undefined: a
+// header byte outside printable ASCII (and tab), or a partition key header
+// that is not a JSON array of strings, numbers, booleans, null or {}.
+function headerRefusal(req) {
+  const raw = req.rawHeaders;
+  for (let i = 1; i < raw.length; i += 2) {
+    // Node reads header bytes as Latin-1: one character per byte.
+    if (/[^\t\x20-\x7e]/.test(raw[i])) {
+      return { raw: true };
+    }
+  }
+  const header = req.headers["x-ms-documentdb-partitionkey"];
+  if (header === undefined) {
+    return undefined;
+  }
+  let values;
+  try {
+    values = JSON.parse(Array.isArray(header) ? header[0] : header);
+  } catch (err) {
+    values = undefined;
+  }
+  const isValue = (v) =>
+    v === null ||
+    ["string", "number", "boolean"].includes(typeof v) ||
+    (typeof v === "object" && !Array.isArray(v) && Object.keys(v).length === 0);
+  if (!Array.isArray(values) || !values.every(isValue)) {
+    return { message: "The partition key supplied in x-ms-documentdb-partitionkey header is not a JSON array of values." };
+  }
+  return undefined;
+}
+
+// frontEnd puts headerRefusal in front of the server's routes.
+function frontEnd(server) {
+  const routes = server.listeners("request");
+  server.removeAllListeners("request");
+  server.on("request", (req, res) => {
+    const refusal = headerRefusal(req);
+    if (!refusal) {
+      routes.forEach((route) => route.call(server, req, res));
+      return;
+    }
+    req.resume();
+    if (refusal.raw) {
+      res.shouldKeepAlive = false;
+      res.writeHead(400, { "content-length": "0", connection: "close" });
+      res.end();
+      return;
+    }
+    const body = JSON.stringify({ code: "BadRequest", message: refusal.message });
+    res.writeHead(400, {
+      "content-type": "application/json",
+      "content-length": Buffer.byteLength(body),
+      "x-ms-activity-id": randomUUID(),
+      "x-ms-request-charge": "0",
+    });
+    res.end(body);
+  });
+}
+
 // startServer starts one account, configured by env (the variables above),
 // and returns { close }; io receives its port once it listens (listening)
 // and a failure to listen (failed).
 function startServer(env, io) {
   const server = createHttpServer({ keepAlive: true });
+  frontEnd(server);
   server.nimbusConsistency = env.COSMOS_CONSISTENCY || "Session";
   const close = closer(server);
   server.on("error", (err) => io.failed(err));

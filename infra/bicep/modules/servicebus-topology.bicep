@@ -9,6 +9,13 @@
 // deletes it everywhere except on the Resolver topic's own subscription. A template
 // cannot delete a rule, so each filtered subscription here overwrites `$Default` with
 // a filter that matches nothing (1=0); the effect on routing is the same.
+//
+// The endpoint topic requires duplicate detection unless asked not to: the broker drops a
+// message whose MessageId it saw within the window, so a published event sent again (same
+// deterministic MessageId) after a failure or a crash reaches no consumer twice. Responses and
+// control messages carry a fresh MessageId each. Service Bus fixes the setting when the topic is
+// created: it cannot be switched on or off later. The Resolver topic must not require it: the
+// Resolver re-sends with the same MessageId.
 
 @description('Azure region.')
 param location string
@@ -26,6 +33,12 @@ param endpointName string
 @description('Tags applied to the namespace.')
 param tags object = {}
 
+@description('Create the endpoint topic with duplicate detection (requiresDuplicateDetection). Fixed at creation: Service Bus refuses to change it on an existing topic.')
+param duplicateDetection bool = true
+
+@description('Duplicate detection window of the endpoint topic (ISO 8601 duration, 20 seconds to 7 days).')
+param duplicateDetectionWindow string = 'PT10M'
+
 var resolverId = 'Resolver'
 
 var topicProperties = {
@@ -33,6 +46,12 @@ var topicProperties = {
   enableBatchedOperations: true
   maxSizeInMegabytes: 5120
 }
+
+var endpointTopicProperties = union(topicProperties, {
+  requiresDuplicateDetection: duplicateDetection
+}, duplicateDetection ? {
+  duplicateDetectionHistoryTimeWindow: duplicateDetectionWindow
+} : {})
 
 var subscriptionDefaults = {
   maxDeliveryCount: 10
@@ -135,6 +154,7 @@ resource namespace 'Microsoft.ServiceBus/namespaces@2024-01-01' = {
   }
 }
 
+// No duplicate detection: the Resolver's re-sends keep their MessageId.
 resource resolverTopic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
   parent: namespace
   name: resolverId
@@ -151,7 +171,7 @@ resource resolverSubscription 'Microsoft.ServiceBus/namespaces/topics/subscripti
 resource endpointTopic 'Microsoft.ServiceBus/namespaces/topics@2024-01-01' = {
   parent: namespace
   name: endpointName
-  properties: topicProperties
+  properties: endpointTopicProperties
 }
 
 resource endpointSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2024-01-01' = {

@@ -229,7 +229,7 @@ func NewEnv(t testing.TB, consistency string) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
+	t.Cleanup(acct.Close)
 	return &Env{Srv: srv, DB: srv.Database(t), Rec: rec, Account: acct}
 }
 
@@ -241,8 +241,8 @@ func (e *Env) Raw(t testing.TB, db, container string) *azcosmos.ContainerClient 
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
-	c, err := acct.Client.NewContainer(db, container)
+	t.Cleanup(acct.Close)
+	c, err := acct.Client().NewContainer(db, container)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -48,7 +49,7 @@ func newFaultEnv(t *testing.T, opts testenv.FaultProxyOptions) *faultEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
+	t.Cleanup(acct.Close)
 	clock := inboxtest.NewClock(inboxtest.Epoch)
 	s, err := cosmosstore.New(acct, cosmosstore.Options{StoreOptions: cosmos.StoreOptions{DatabaseID: srv.Database(t), Now: clock.Now}})
 	if err != nil {
@@ -276,4 +277,44 @@ func TestTimeoutsAndFailedDeletesAreErrors(t *testing.T) {
 			t.Fatalf("%d deletes attempted; the failure should stop the rest", deletes)
 		}
 	})
+}
+
+// A store error is reported by the pipeline with a class: a 401 or 403
+// names the data-plane role to assign, a 400 says it was refused; neither
+// is "unavailable", and neither carries the service's own text.
+func TestRefusalsAreWordedForOperators(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, "Strong")
+	s := e.store(t, cosmosstore.Options{})
+	ctx := context.Background()
+	if _, err := s.HasProcessed(ctx, inbox.NewKey("billing", "warm")); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		status int
+		sub    string
+		want   string
+	}{
+		{http.StatusForbidden, "5301", cosmos.DataContributorRole},
+		{http.StatusUnauthorized, "", "401 Unauthorized"},
+		{http.StatusBadRequest, "", "refused the request with 400 Bad Request"},
+	} {
+		t.Run(fmt.Sprint(tc.status), func(t *testing.T) {
+			e.Rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+				if strings.Contains(req.URL.Path, "/docs") {
+					return cosmostest.Synth(req, tc.status, map[string]string{"x-ms-substatus": tc.sub}, `{"code":"x","message":"the service's own words"}`), nil
+				}
+				return nil, nil
+			}, nil)
+			defer e.Rec.SetHooks(nil, nil)
+			_, cerr := s.HasProcessed(ctx, inbox.NewKey("billing", "m"))
+			rerr := s.RecordProcessed(ctx, inbox.NewKey("billing", "m"))
+			for op, err := range map[string]error{inbox.OpCheck: cerr, inbox.OpRecord: rerr} {
+				line := subscriber.NewStoreError(op, err).Error()
+				if !strings.Contains(line, "misconfigured") || !strings.Contains(line, tc.want) || strings.Contains(line, "own words") || strings.Contains(line, "unavailable") {
+					t.Errorf("%s: the pipeline reports %q", op, line)
+				}
+			}
+		})
+	}
 }

@@ -18,7 +18,7 @@ func TestOptionsValidation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer acct.Client.Close()
+	defer acct.Close()
 	cases := []struct {
 		name  string
 		opts  cosmosstore.Options

@@ -42,9 +42,8 @@ var (
 
 // Store is the Cosmos DB inbox. It is safe for concurrent use.
 type Store struct {
-	box       *cosmos.Container
-	container *azcosmos.ContainerClient
-	opts      Options
+	box  *cosmos.Container
+	opts Options
 }
 
 // strongReason words the operator error of a relaxed account.
@@ -67,7 +66,7 @@ type document struct {
 // every operation with cosmos.ErrRelaxedConsistency, a missing or wrongly
 // partitioned container with cosmos.ErrContainer.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
-	if account == nil || account.Client == nil {
+	if account == nil {
 		return nil, errors.New("cosmosstore: account is required")
 	}
 	o, err := opts.withDefaults()
@@ -83,7 +82,7 @@ func New(account *cosmos.Account, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cosmosstore: %w", err)
 	}
-	return &Store{box: box, container: box.Client, opts: o}, nil
+	return &Store{box: box, opts: o}, nil
 }
 
 // HasProcessed implements inbox.Store with a point read. Only a clean 404
@@ -92,14 +91,14 @@ func (s *Store) HasProcessed(ctx context.Context, key inbox.Key) (bool, error) {
 	if err := s.begin(ctx, key); err != nil {
 		return false, err
 	}
-	_, err := s.container.ReadItem(ctx, azcosmos.NewPartitionKeyString(key.ID), key.ID, nil)
+	_, err := s.box.Client().ReadItem(ctx, azcosmos.NewPartitionKeyString(key.ID), key.ID, nil)
 	switch {
 	case err == nil:
 		return true, nil
 	case cosmos.IsNotFound(err):
 		return false, nil
 	}
-	return false, fmt.Errorf("cosmosstore: %s: %w", inbox.OpCheck, err)
+	return false, fmt.Errorf("cosmosstore: %s: %w", inbox.OpCheck, cosmos.Explain(err))
 }
 
 // RecordProcessed implements inbox.Store with a create; a 409 (already
@@ -117,11 +116,11 @@ func (s *Store) RecordProcessed(ctx context.Context, key inbox.Key) error {
 	if err != nil {
 		return fmt.Errorf("cosmosstore: %s: %w", inbox.OpRecord, err)
 	}
-	_, err = s.container.CreateItem(ctx, azcosmos.NewPartitionKeyString(key.ID), body, nil)
+	_, err = s.box.Client().CreateItem(ctx, azcosmos.NewPartitionKeyString(key.ID), body, nil)
 	if err == nil || cosmos.Classify(err).Kind == cosmos.KindConflict {
 		return nil
 	}
-	return fmt.Errorf("cosmosstore: %s: %w", inbox.OpRecord, err)
+	return fmt.Errorf("cosmosstore: %s: %w", inbox.OpRecord, cosmos.Explain(err))
 }
 
 // purgeRow is one row of the purge query.
@@ -198,7 +197,7 @@ func (s *Store) deleteRows(parent context.Context, rows []purgeRow, cutoff time.
 			defer wg.Done()
 			defer func() { <-sem }()
 			etag := azcore.ETag(r.ETag)
-			_, err := s.container.DeleteItem(ctx, azcosmos.NewPartitionKeyString(r.ID), r.ID, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+			_, err := s.box.Client().DeleteItem(ctx, azcosmos.NewPartitionKeyString(r.ID), r.ID, &azcosmos.ItemOptions{IfMatchEtag: &etag})
 			switch {
 			case err == nil:
 				deleted.Add(1)
@@ -308,7 +307,7 @@ func (s *Store) OldestExpired(ctx context.Context, endpointID string, olderThan 
 // firstPage runs a cross-partition query and hands the first non-empty page
 // (at most pageSize items) to fn; fn is not called if no page has items.
 func (s *Store) firstPage(ctx context.Context, query string, params []azcosmos.QueryParameter, pageSize int, fn func(items [][]byte) error) error {
-	pager := s.container.NewQueryItemsPager(query, azcosmos.NewPartitionKey(), &azcosmos.QueryOptions{
+	pager := s.box.Client().NewQueryItemsPager(query, azcosmos.NewPartitionKey(), &azcosmos.QueryOptions{
 		QueryParameters: params,
 		PageSizeHint:    int32(pageSize),
 	})

@@ -271,10 +271,10 @@ func TestContainerProvisioning(t *testing.T) {
 		t.Fatalf("%d creates with AutoCreateContainer off", n)
 	}
 	// ...until it is provisioned, then the next use succeeds.
-	if _, err := e.Account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
+	if _, err := e.Account.Client().CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: e.DB}, nil); err != nil {
 		t.Fatal(err)
 	}
-	db, _ := e.Account.Client.NewDatabase(e.DB)
+	db, _ := e.Account.Client().NewDatabase(e.DB)
 	if _, err := db.CreateContainer(ctx, azcosmos.ContainerProperties{ID: "provisioned", PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{"/id"}}}, nil); err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,10 @@
 // Package nimbustest builds the messages NimBus's own components send to a
 // subscriber endpoint, exactly as they put them on the wire: an EventRequest
 // as a publisher and the forwarder rule produce it, the Manager's
-// ResubmissionRequest and SkipRequest (ManagerClient), and the handoff
+// ResubmissionRequest and SkipRequest (ManagerClient), the handoff
 // settlements HandoffCompletedRequest and HandoffFailedRequest
-// (HandoffControlMessageFactory). Each is a [Message]: application
+// (HandoffControlMessageFactory), and the events a NimBus handler publishes
+// onward (PublisherClient.PublishFromContext). Each is a [Message]: application
 // properties with NimBus's AMQP types (string, int32, int64, nil), the
 // broker fields and the body, usable with the Service Bus SDK (send it
 // through the local Service Bus) and with funchosttest envelopes
@@ -20,6 +21,7 @@ package nimbustest
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cespare/xxhash/v2"
@@ -98,10 +100,12 @@ func (m Message) Delivery(function, brokerMessageID string, deliveryCount int, e
 	return d
 }
 
-// FromOutgoing returns what a subscriber's sender puts on the wire for o
-// (no MessageId: the broker assigns one).
+// FromOutgoing returns what a subscriber's sender puts on the wire for o:
+// its MessageId ("" for a response or control message: the broker assigns
+// one), session, correlation id, properties and body.
 func FromOutgoing(o *message.Outgoing) Message {
-	return Message{ApplicationProperties: o.ApplicationProperties, SessionID: o.SessionID, CorrelationID: o.CorrelationID, Body: o.Body}
+	return Message{ApplicationProperties: o.ApplicationProperties, MessageID: o.MessageID, SessionID: o.SessionID,
+		CorrelationID: o.CorrelationID, Body: o.Body}
 }
 
 // Routed returns m as the endpoint subscription delivers it after a
@@ -242,6 +246,57 @@ func Published(e Event) Message {
 	c := message.Content{EventContent: &message.EventContent{EventTypeID: ptrOrNil(e.EventTypeID), EventJSON: &e.EventJSON}}
 	return Message{ApplicationProperties: p, MessageID: e.MessageID, SessionID: e.SessionID,
 		CorrelationID: &e.CorrelationID, Body: c.AppendJSON(nil)}
+}
+
+// HandlerContext is what a NimBus handler knows of the delivery it handles
+// (IEventHandlerContext), as PublishFromContext reads it, and the trace
+// context current when it publishes. An empty string is null.
+type HandlerContext struct {
+	MessageID            string
+	SessionID            string
+	CorrelationID        string
+	OriginatingMessageID string
+	// TraceParent and TraceState are those of the current activity ("":
+	// none, and the property is not written).
+	TraceParent string
+	TraceState  string
+}
+
+// PublishedFromContext returns e as NimBus's
+// PublisherClient.PublishFromContext(e, ctx, e.MessageID) sends it to the
+// publisher's own topic: the message of a publish (To = EventTypeId,
+// MessageType EventRequest, EventId null, RetryCount 0, OriginatingFrom =
+// e.Publisher or "self", EventTypeId, no From) in ctx's session with ctx's
+// correlation id, and the lineage of the delivery: ParentMessageId =
+// ctx.MessageID, OriginatingMessageId = ctx.OriginatingMessageID unless it
+// is blank or "self" in any case, then ctx.MessageID. traceparent and
+// tracestate are written when set. e.SessionID, e.CorrelationID,
+// e.Endpoint and e.EventID are not used; e.MessageID is required, as
+// PublishFromContext requires it.
+func PublishedFromContext(e Event, ctx HandlerContext) Message {
+	origin := ctx.OriginatingMessageID
+	if strings.TrimSpace(origin) == "" || strings.EqualFold(origin, message.Self) {
+		origin = ctx.MessageID
+	}
+	p := map[string]any{
+		"To":                   e.EventTypeID,
+		"MessageType":          "EventRequest",
+		"EventId":              nil,
+		"OriginatingMessageId": origin,
+		"ParentMessageId":      ctx.MessageID,
+		"RetryCount":           int32(0),
+		"OriginatingFrom":      orSelf(e.Publisher),
+		"EventTypeId":          e.EventTypeID,
+	}
+	if ctx.TraceParent != "" {
+		p["traceparent"] = ctx.TraceParent
+	}
+	if ctx.TraceState != "" {
+		p["tracestate"] = ctx.TraceState
+	}
+	c := message.Content{EventContent: &message.EventContent{EventTypeID: &e.EventTypeID, EventJSON: &e.EventJSON}}
+	return Message{ApplicationProperties: p, MessageID: e.MessageID, SessionID: ctx.SessionID,
+		CorrelationID: ptrOrNil(ctx.CorrelationID), Body: c.AppendJSON(nil)}
 }
 
 // ErrorResponse is what the Manager knows of a failed event's

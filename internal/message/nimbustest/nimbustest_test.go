@@ -231,3 +231,33 @@ func TestDeliveryKeepsWireOrderAndTypes(t *testing.T) {
 		t.Fatalf("delivery %+v", d)
 	}
 }
+
+// PublishedFromContext follows PublishFromContext: the publish's
+// properties, the handler context's session and correlation, and its
+// lineage.
+func TestPublishedFromContext(t *testing.T) {
+	e := Event{Publisher: "Billing", EventTypeID: "InvoiceRequested", EventJSON: `{"OrderId":"O-1"}`, MessageID: "InvoiceRequested-O-1",
+		SessionID: "ignored", CorrelationID: "ignored", Endpoint: "ignored", EventID: "ignored"}
+	ctx := HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self",
+		TraceParent: "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	m := PublishedFromContext(e, ctx)
+	checkProps(t, m.ApplicationProperties, map[string]any{
+		"To": "InvoiceRequested", "MessageType": "EventRequest", "EventId": nil, "OriginatingMessageId": "in-1",
+		"ParentMessageId": "in-1", "RetryCount": int32(0), "OriginatingFrom": "Billing", "EventTypeId": "InvoiceRequested",
+		"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+	})
+	if string(m.Body) != `{"EventContent":{"EventTypeId":"InvoiceRequested","EventJson":"{\"OrderId\":\"O-1\"}"},"ErrorContent":null}` ||
+		m.MessageID != "InvoiceRequested-O-1" || m.SessionID != "customer-1" || str(m.CorrelationID) != "corr-1" {
+		t.Fatalf("body %s id %s session %s correlation %s", m.Body, m.MessageID, m.SessionID, str(m.CorrelationID))
+	}
+	for origin, want := range map[string]string{"o-0": "o-0", "SELF": "in-1", "": "in-1", "  ": "in-1"} {
+		ctx.OriginatingMessageID = origin
+		if got := PublishedFromContext(e, ctx).ApplicationProperties["OriginatingMessageId"]; got != want {
+			t.Errorf("origin %q: OriginatingMessageId %v, want %s", origin, got, want)
+		}
+	}
+	e.Publisher, ctx.TraceState = "", "k=v"
+	if p := PublishedFromContext(e, ctx).ApplicationProperties; p["OriginatingFrom"] != "self" || p["tracestate"] != "k=v" {
+		t.Errorf("no publisher: %v", p)
+	}
+}

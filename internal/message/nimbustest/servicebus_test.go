@@ -124,3 +124,64 @@ func TestBuildersThroughServiceBus(t *testing.T) {
 	}
 	same(t, "ProcessDeferredRequest", ms[0], pd)
 }
+
+// The events a handler publishes cross the real SDK and the broker as
+// NimBus's PublishFromContext sends them: on the publisher's topic exactly
+// (every property with its AMQP type, MessageId, session, correlation,
+// body), and at each consumer after the forwarder stamped From, EventId
+// and To.
+func TestPublishedEventsThroughServiceBus(t *testing.T) {
+	topo := testenv.NimBusTopology("Billing", "Invoicing").WithForwarder("Billing", "Invoicing", "InvoiceRequested", "OrderAccepted")
+	for i := range topo.Topics {
+		if topo.Topics[i].Name == "Billing" {
+			// A catch-all tap shows what the publisher's topic received.
+			topo.Topics[i].Subscriptions = append(topo.Topics[i].Subscriptions, testenv.Subscription{Name: "tap", RequiresSession: true})
+		}
+	}
+	sb := testenv.StartServiceBus(t, topo)
+	c, err := servicebus.New(servicebus.Options{ConnectionString: sb.ConnectionString, Retry: azservicebus.RetryOptions{MaxRetries: 2, RetryDelay: 50 * time.Millisecond, MaxRetryDelay: 200 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close(context.Background()) })
+	rc := sb.Client(t)
+
+	delivery := order()
+	delivery.Endpoint = "Billing"
+	in := read(t, EventRequest(delivery), "")
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	ctx := HandlerContext{MessageID: "msg-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self", TraceParent: tp, TraceState: "k=v"}
+	events := []Event{
+		{Publisher: "Billing", EventTypeID: "InvoiceRequested", EventJSON: `{"OrderId":"O-1","CustomerId":"C-1","Amount":12.5}`, MessageID: "InvoiceRequested-O-1"},
+		{Publisher: "Billing", EventTypeID: "OrderAccepted", EventJSON: `{"OrderId":"O-1","Note":"é \u2028"}`, MessageID: "OrderAccepted-O-1"},
+	}
+	var sent []Message
+	for _, e := range events {
+		out, err := message.NewPublishedEvent(in, message.Publication{Endpoint: "Billing", EventTypeID: e.EventTypeID, EventJSON: e.EventJSON,
+			MessageID: e.MessageID, TraceParent: tp, TraceState: "k=v"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sent = append(sent, FromOutgoing(out))
+	}
+	sendAll(t, c, "Billing", sent...)
+
+	for i, got := range testenv.ReceiveSession(t, rc, "Billing", "tap", "customer-1", len(events), 20*time.Second) {
+		want := PublishedFromContext(events[i], ctx)
+		same(t, "published "+events[i].EventTypeID, got, want)
+		if got.MessageID != events[i].MessageID {
+			t.Errorf("MessageId %s, want %s", got.MessageID, events[i].MessageID)
+		}
+	}
+	for i, got := range testenv.ReceiveSession(t, rc, "Invoicing", "Invoicing", "customer-1", len(events), 20*time.Second) {
+		want := PublishedFromContext(events[i], ctx)
+		id := got.ApplicationProperties["EventId"]
+		if id == nil || fmt.Sprint(id) == "" {
+			t.Fatalf("the forwarder must stamp an EventId: %#v", id)
+		}
+		want.ApplicationProperties["From"] = "Billing"
+		want.ApplicationProperties["EventId"] = id
+		want.ApplicationProperties["To"] = "Invoicing"
+		same(t, "forwarded "+events[i].EventTypeID, got, want)
+	}
+}

@@ -64,7 +64,7 @@ var strongReason = cosmos.StrongReason{
 // (unless AllowRelaxedConsistency) and ensures the container, once, shared
 // by concurrent first uses and retried after a failure.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
-	if account == nil || account.Client == nil {
+	if account == nil {
 		return nil, errors.New("cosmossession: account is required")
 	}
 	o, err := opts.withDefaults()
@@ -219,13 +219,13 @@ func (s *Store) Read(ctx context.Context, key session.Key) (session.State, error
 	if err := s.box.Ready(ctx); err != nil {
 		return session.State{}, &session.StoreError{Op: session.OpRead, Err: err}
 	}
-	resp, err := s.box.Client.ReadItem(ctx, azcosmos.NewPartitionKeyString(key.ID), key.ID, nil)
+	resp, err := s.box.Client().ReadItem(ctx, azcosmos.NewPartitionKeyString(key.ID), key.ID, nil)
 	switch {
 	case err == nil:
 	case cosmos.IsNotFound(err):
 		return session.State{}, nil
 	default:
-		return session.State{}, &session.StoreError{Op: session.OpRead, Err: err}
+		return session.State{}, &session.StoreError{Op: session.OpRead, Err: cosmos.Explain(err)}
 	}
 	st, err := decode(key, resp.Value, resp.ETag)
 	if err != nil {
@@ -254,17 +254,17 @@ func (s *Store) Write(ctx context.Context, key session.Key, next session.State) 
 	pk := azcosmos.NewPartitionKeyString(key.ID)
 	var resp azcosmos.ItemResponse
 	if next.Version == "" {
-		resp, err = s.box.Client.CreateItem(ctx, pk, body, nil)
+		resp, err = s.box.Client().CreateItem(ctx, pk, body, nil)
 	} else {
 		etag := azcore.ETag(next.Version)
-		resp, err = s.box.Client.ReplaceItem(ctx, pk, key.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
+		resp, err = s.box.Client().ReplaceItem(ctx, pk, key.ID, body, &azcosmos.ItemOptions{IfMatchEtag: &etag})
 	}
 	if err != nil {
 		switch c := cosmos.Classify(err); {
 		case c.Kind == cosmos.KindConflict, c.Kind == cosmos.KindPreconditionFailed, c.Kind == cosmos.KindNotFound && next.Version != "":
 			return session.State{}, fmt.Errorf("cosmossession: write: %w (%d)", session.ErrConflict, c.Status)
 		}
-		return session.State{}, &session.StoreError{Op: session.OpWrite, Err: err}
+		return session.State{}, &session.StoreError{Op: session.OpWrite, Err: cosmos.Explain(err)}
 	}
 	if resp.ETag == "" {
 		return session.State{}, &session.StoreError{Op: session.OpWrite, Err: errors.New("the write answered no ETag")}

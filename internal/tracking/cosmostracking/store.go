@@ -75,7 +75,7 @@ var strongReason = cosmos.StrongReason{
 // on first use, after a once-per-store Strong check unless
 // AllowRelaxedConsistency.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
-	if account == nil || account.Client == nil {
+	if account == nil {
 		return nil, errors.New("cosmostracking: account is required")
 	}
 	o, err := opts.withDefaults()
@@ -150,7 +150,7 @@ func (s *Store) endpoint(ctx context.Context, op, endpointID string) (*azcosmos.
 	if err := s.ready(ctx, c); err != nil {
 		return nil, s.fail(op, err)
 	}
-	return c.Client, nil
+	return c.Client(), nil
 }
 
 func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*azcosmos.ContainerClient, error) {
@@ -160,11 +160,12 @@ func (s *Store) shared(ctx context.Context, op string, c *cosmos.Container) (*az
 	if err := s.ready(ctx, c); err != nil {
 		return nil, s.fail(op, err)
 	}
-	return c.Client, nil
+	return c.Client(), nil
 }
 
 // fail wraps a provider error as a *tracking.StoreError classified by
-// cosmos.Classify; cancellation stays recognizable with errors.Is.
+// cosmos.Classify, a refused request worded by cosmos.Explain (a 403 names
+// the role to assign); cancellation stays recognizable with errors.Is.
 func (s *Store) fail(op string, err error) error {
 	c := cosmos.Classify(err)
 	kind := tracking.FailurePermanent
@@ -177,7 +178,7 @@ func (s *Store) fail(op string, err error) error {
 	if errors.Is(err, tracking.ErrConcurrentUpdate) {
 		kind = tracking.FailureTransient
 	}
-	return &tracking.StoreError{Op: op, Kind: kind, RetryAfter: c.RetryAfter, Err: err}
+	return &tracking.StoreError{Op: op, Kind: kind, RetryAfter: c.RetryAfter, Err: cosmos.Explain(err)}
 }
 
 // rowDoc is the tracking document as written.

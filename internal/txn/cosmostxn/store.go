@@ -6,19 +6,24 @@
 // AllowRelaxedConsistency), then the container: created when missing (with
 // AutoCreateContainer) with the target's partition key path and time to
 // live on without a default (-1), so that markers' item ttl takes effect;
-// an existing container must have the target's partition key path and time
-// to live on. A container with time to live off is refused: every commit
-// fails transiently with an operator error (wrapping txn.ErrTTLOff) that
-// names the database and container and how to turn it on, and nothing is
-// written, because a marker there would live for ever. A failed
-// initialization is retried by the next use, so the operator's fix is
-// picked up without a restart.
+// an existing container must have the target's partition key path and
+// time to live on without a default. A container with time to live off
+// (a marker there would live for ever) or with a default time to live (the
+// handler's documents would expire while their markers live on) is
+// refused: every read and commit fails transiently with an operator error
+// (wrapping txn.ErrTTLOff or txn.ErrTTLDefault) that names the database,
+// the container, its time to live and the setting to make, and nothing is
+// written. A failed initialization is retried by the next use, so the
+// operator's fix is picked up without a restart.
 //
 // A batch the service answered is a txn.Result (a 207 is not an error in
 // azcosmos: the per-operation results say which one failed). A 408, 429,
-// 449 or 5xx answer is a *txn.TransientError; a transport failure, a
-// timeout or an unreadable answer after the request was sent is a
-// *txn.AmbiguousError, since the batch may have committed.
+// 449 or 5xx answer is a *txn.TransientError; so is a 401 or 403, whose
+// error is an operator error naming the role the identity lacks
+// (cosmos.Explain). A transport failure, a timeout or an unreadable answer
+// after the request was sent is a *txn.AmbiguousError, since the batch may
+// have committed. The account's client sends the partition key value as
+// ASCII-only JSON, whatever characters it holds (internal/cosmos).
 package cosmostxn
 
 import (
@@ -63,7 +68,7 @@ type Store struct {
 
 // New returns a store on account's client. It does no I/O.
 func New(account *cosmos.Account, opts Options) (*Store, error) {
-	if account == nil || account.Client == nil {
+	if account == nil {
 		return nil, errors.New("cosmostxn: account is required")
 	}
 	if errs := opts.ApplyDefaults("MessageDatabase"); len(errs) > 0 {
@@ -90,6 +95,7 @@ func (s *Store) container(ctx context.Context, t txn.Target) (*cosmos.Container,
 			ContainerID:      t.ContainerID,
 			PartitionKeyPath: t.PartitionKeyPath,
 			DefaultTTL:       cosmos.TTLOnNoDefault,
+			ExactTTL:         true,
 		}, strongReason))
 		if err != nil {
 			s.mu.Unlock()
@@ -102,31 +108,36 @@ func (s *Store) container(ctx context.Context, t txn.Target) (*cosmos.Container,
 		return nil, fmt.Errorf("%w: container %s is used with partition key paths %s and %s", txn.ErrInvalid, t, box.Spec().PartitionKeyPath, t.PartitionKeyPath)
 	}
 	if err := box.Ready(ctx); err != nil {
-		return nil, s.initError(ctx, box, t, err)
+		return nil, s.initError(ctx, t, err)
 	}
 	return box, nil
 }
 
-// initError explains a failed initialization. A container refused for
-// having time to live off gets its own operator error; every other
-// failure (transport, a relaxed account, a missing or wrongly partitioned
-// container) is transient: nothing was written, and a later use retries.
-func (s *Store) initError(ctx context.Context, box *cosmos.Container, t txn.Target, err error) error {
+// initError explains a failed initialization. A container whose time to
+// live is off, or on with a default, gets its own operator error; every
+// other failure (transport, a relaxed account, a missing or wrongly
+// partitioned container, a refused request) is transient: nothing was
+// written, and a later use retries.
+func (s *Store) initError(ctx context.Context, t txn.Target, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	if errors.Is(err, cosmos.ErrContainer) {
-		if props, rerr := box.Client.Read(ctx, nil); rerr == nil && props.ContainerProperties != nil &&
-			props.ContainerProperties.DefaultTimeToLive == nil &&
-			len(props.ContainerProperties.PartitionKeyDefinition.Paths) == 1 &&
-			props.ContainerProperties.PartitionKeyDefinition.Paths[0] == t.PartitionKeyPath {
+	var te *cosmos.TTLError
+	if errors.As(err, &te) {
+		if te.Have == nil {
 			return &txn.TransientError{Err: cosmos.OperatorErrorf(
-				"%w: container %q in database %q: inbox markers there would never expire; turn time to live on without a default (DefaultTimeToLive -1: az cosmosdb sql container update --ttl -1, or defaultTtl: -1 in Bicep); items without a ttl property keep living for ever",
-				txn.ErrTTLOff, t.ContainerID, t.DatabaseID)}
+				"%w: container %q in database %q: inbox markers there would never expire; turn time to live on without a default (%s)",
+				txn.ErrTTLOff, t.ContainerID, t.DatabaseID, ttlFix)}
 		}
+		return &txn.TransientError{Err: cosmos.OperatorErrorf(
+			"%w: container %q in database %q has a default time to live of %d s: the handler's documents without a ttl property would expire after it while their inbox markers live on, and a redelivery would find a marker for effects that are gone; set time to live on without a default (%s)",
+			txn.ErrTTLDefault, t.ContainerID, t.DatabaseID, int32(*te.Have), ttlFix)}
 	}
 	return &txn.TransientError{Err: err}
 }
+
+// ttlFix says how to set a container's time to live on without a default.
+const ttlFix = "DefaultTimeToLive -1: az cosmosdb sql container update --ttl -1, or defaultTtl: -1 in Bicep; items without a ttl property then live for ever, markers expire by their own ttl"
 
 // Read implements txn.Store with a point read.
 func (s *Store) Read(ctx context.Context, t txn.Target, pk, id string) ([]byte, string, bool, error) {
@@ -134,19 +145,22 @@ func (s *Store) Read(ctx context.Context, t txn.Target, pk, id string) ([]byte, 
 	if err != nil {
 		return nil, "", false, err
 	}
-	resp, err := box.Client.ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
+	resp, err := box.Client().ReadItem(ctx, azcosmos.NewPartitionKeyString(pk), id, nil)
 	switch {
 	case err == nil:
 		return resp.Value, string(resp.ETag), true, nil
 	case cosmos.IsNotFound(err):
 		return nil, "", false, nil
 	}
-	if c := cosmos.Classify(err); c.Kind == cosmos.KindCanceled {
+	switch c := cosmos.Classify(err); {
+	case c.Kind == cosmos.KindCanceled:
 		return nil, "", false, err
-	} else if c.Transient() {
+	case c.Transient():
 		return nil, "", false, &txn.TransientError{Status: c.Status, Err: err}
+	case errors.Is(cosmos.Explain(err), cosmos.ErrAccessDenied):
+		return nil, "", false, &txn.TransientError{Status: c.Status, Err: cosmos.Explain(err)}
 	}
-	return nil, "", false, fmt.Errorf("cosmostxn: read: %w", err)
+	return nil, "", false, fmt.Errorf("cosmostxn: read: %w", cosmos.Explain(err))
 }
 
 // Execute implements txn.Store with one transactional batch.
@@ -155,7 +169,7 @@ func (s *Store) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.
 	if err != nil {
 		return txn.Result{}, err
 	}
-	b := box.Client.NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
+	b := box.Client().NewTransactionalBatch(azcosmos.NewPartitionKeyString(pk))
 	for _, op := range ops {
 		var o *azcosmos.TransactionalBatchItemOptions
 		if op.IfMatch != "" {
@@ -177,7 +191,7 @@ func (s *Store) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.
 			return txn.Result{}, fmt.Errorf("%w: operation kind %v", txn.ErrInvalid, op.Kind)
 		}
 	}
-	resp, err := box.Client.ExecuteTransactionalBatch(ctx, b, nil)
+	resp, err := box.Client().ExecuteTransactionalBatch(ctx, b, nil)
 	if err != nil {
 		return txn.Result{}, batchError(err)
 	}
@@ -199,6 +213,11 @@ func batchError(err error) error {
 	case txn.TransientStatus(status) || status == http.StatusNotFound:
 		// Throttled, unavailable, or the container vanished: not applied.
 		return &txn.TransientError{Status: status, Err: err}
+	}
+	if e := cosmos.Explain(err); errors.Is(e, cosmos.ErrAccessDenied) {
+		// The identity may not write (a read-only role or key): an
+		// operator's fix, not the message's fault.
+		return &txn.TransientError{Status: status, Err: e}
 	}
 	return &txn.RejectedError{Index: -1, Status: status}
 }

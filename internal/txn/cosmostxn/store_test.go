@@ -2,16 +2,20 @@ package cosmostxn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
@@ -55,7 +59,7 @@ func newEnv(t *testing.T) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(acct.Client.Close)
+	t.Cleanup(acct.Close)
 	s, err := cosmostxn.New(acct, cosmostxn.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -77,10 +81,10 @@ func TestConformance(t *testing.T) {
 			e := newEnv(t)
 			tg := newTarget("/tenant")
 			ctx := context.Background()
-			if _, err := e.account.Client.CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: tg.DatabaseID}, nil); err != nil {
+			if _, err := e.account.Client().CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: tg.DatabaseID}, nil); err != nil {
 				t.Fatal(err)
 			}
-			db, _ := e.account.Client.NewDatabase(tg.DatabaseID)
+			db, _ := e.account.Client().NewDatabase(tg.DatabaseID)
 			props := azcosmos.ContainerProperties{ID: tg.ContainerID, PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{tg.PartitionKeyPath}}}
 			if _, err := db.CreateContainer(ctx, props, nil); err != nil {
 				t.Fatal(err)
@@ -100,7 +104,7 @@ func TestCreatesContainerWithTTL(t *testing.T) {
 	if _, err := txn.HasMarker(context.Background(), e.store, tg, "pk", "e", "m"); err != nil {
 		t.Fatal(err)
 	}
-	c, _ := e.account.Client.NewContainer(tg.DatabaseID, tg.ContainerID)
+	c, _ := e.account.Client().NewContainer(tg.DatabaseID, tg.ContainerID)
 	props, err := c.Read(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +141,7 @@ func TestOneCommitIsOneRequest(t *testing.T) {
 	if err := u.Unit().Create(map[string]any{"id": "order-1", "tenant": "t", "total": 12.5}); err != nil {
 		t.Fatal(err)
 	}
-	if err := u.Unit().Replace("balance", doc, etag); err != nil {
+	if err := u.Unit().Replace(doc, etag); err != nil {
 		t.Fatal(err)
 	}
 	e.rec.Reset()
@@ -168,5 +172,178 @@ func TestOneCommitIsOneRequest(t *testing.T) {
 		t.Fatalf("estimate %d bytes is below the %d bytes the SDK sent", est, body)
 	} else {
 		t.Logf("request body %d bytes, estimate %d", body, est)
+	}
+}
+
+// createContainer creates tg's container with time to live ttl (nil: off).
+func createContainer(t *testing.T, e *env, tg txn.Target, ttl *int32) *azcosmos.ContainerClient {
+	t.Helper()
+	ctx := context.Background()
+	if _, err := e.account.Client().CreateDatabase(ctx, azcosmos.DatabaseProperties{ID: tg.DatabaseID}, nil); err != nil {
+		t.Fatal(err)
+	}
+	db, _ := e.account.Client().NewDatabase(tg.DatabaseID)
+	props := azcosmos.ContainerProperties{ID: tg.ContainerID, DefaultTimeToLive: ttl,
+		PartitionKeyDefinition: azcosmos.PartitionKeyDefinition{Paths: []string{tg.PartitionKeyPath}}}
+	if _, err := db.CreateContainer(ctx, props, nil); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := e.account.Client().NewContainer(tg.DatabaseID, tg.ContainerID)
+	return c
+}
+
+// A container whose default time to live is a number of seconds is
+// refused like one with time to live off: every marker check and commit
+// fails transiently (an operator error naming the container, its time to
+// live and the setting to make), nothing is written, and once the
+// operator sets -1 the next use goes through without a restart.
+func TestDefaultTTLRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	tg := newTarget("/tenant")
+	hour := int32(3600)
+	c := createContainer(t, e, tg, &hour)
+	ctx := context.Background()
+	check := func(err error) {
+		t.Helper()
+		var oe interface{ OperatorMessage() string }
+		if !errors.Is(err, txn.ErrTTLDefault) || txn.Classify(err) != txn.Transient || !errors.As(err, &oe) {
+			t.Fatalf("got %v, want a transient operator error wrapping ErrTTLDefault", err)
+		}
+		msg := oe.OperatorMessage()
+		for _, want := range []string{tg.ContainerID, tg.DatabaseID, "3600 s", "-1"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("%q does not name %q", msg, want)
+			}
+		}
+	}
+	for range 2 { // every use, not only the first
+		_, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m")
+		check(err)
+		tx := txn.Begin(e.store, tg, "t", nil)
+		must(t, tx.Unit().Create(map[string]any{"id": "balance", "tenant": "t"}))
+		_, err = tx.Commit(ctx, txn.Marker{EndpointID: "billing", MessageID: "m", Retention: time.Hour})
+		check(err)
+	}
+	if _, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString("t"), "balance", nil); !cosmos.IsNotFound(err) {
+		t.Fatalf("a refused commit wrote: %v", err)
+	}
+	props, err := c.Read(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off := int32(-1)
+	p := *props.ContainerProperties
+	p.DefaultTimeToLive = &off
+	if _, err := c.Replace(ctx, p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m"); err != nil {
+		t.Fatalf("after the fix: %v", err)
+	}
+}
+
+// A 401 or 403 on the batch (a read-only data role: reads and the marker
+// check succeed) or on a read is an operator error with pauses, as on the
+// plain inbox: transient, naming the role to assign, never "rejected".
+func TestAccessDeniedIsAnOperatorError(t *testing.T) {
+	t.Parallel()
+	e, tg := newReadyEnv(t)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		status int
+		sub    string
+		batch  bool
+		want   string
+	}{
+		{http.StatusForbidden, "5301", true, cosmos.DataContributorRole},
+		{http.StatusForbidden, "", false, cosmos.DataContributorRole},
+		{http.StatusUnauthorized, "", true, "401 Unauthorized"},
+		{http.StatusUnauthorized, "", false, "401 Unauthorized"},
+	} {
+		t.Run(fmt.Sprint(tc.status, "/", tc.sub, " batch ", tc.batch), func(t *testing.T) {
+			e.rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+				if testenv.IsBatchRequest(req) == tc.batch && strings.Contains(req.URL.Path, "/docs") {
+					return cosmostest.Synth(req, tc.status, map[string]string{"x-ms-substatus": tc.sub}, `{"code":"Forbidden","message":"secret detail"}`), nil
+				}
+				return nil, nil
+			}, nil)
+			defer e.rec.SetHooks(nil, nil)
+			var err error
+			if tc.batch {
+				tx := txn.Begin(e.store, tg, "t", nil)
+				must(t, tx.Unit().Create(map[string]any{"id": "a", "tenant": "t"}))
+				_, err = tx.Commit(ctx, txn.Marker{EndpointID: "billing", MessageID: "m", Retention: time.Hour})
+			} else {
+				_, err = txn.HasMarker(ctx, e.store, tg, "t", "billing", "m")
+			}
+			if txn.Classify(err) != txn.Transient || !errors.Is(err, cosmos.ErrAccessDenied) {
+				t.Fatalf("got %v (%v), want a transient access error", err, txn.Classify(err))
+			}
+			line := subscriber.NewStoreError("txn_commit", err).Error()
+			if !strings.Contains(line, "misconfigured") || !strings.Contains(line, tc.want) || strings.Contains(line, "secret detail") || strings.Contains(line, "127.0.0.1") {
+				t.Fatalf("the pipeline reports %q", line)
+			}
+		})
+	}
+}
+
+// A 400 from Cosmos DB on a read is reported as refused, never as the
+// service being unavailable.
+func TestBadRequestIsNotUnavailable(t *testing.T) {
+	t.Parallel()
+	e, tg := newReadyEnv(t)
+	ctx := context.Background()
+	e.rec.SetHooks(func(req *http.Request) (*http.Response, error) {
+		if strings.Contains(req.URL.Path, "/docs") {
+			return cosmostest.Synth(req, http.StatusBadRequest, nil, `{"code":"BadRequest"}`), nil
+		}
+		return nil, nil
+	}, nil)
+	_, err := txn.HasMarker(ctx, e.store, tg, "t", "billing", "m")
+	line := subscriber.NewStoreError("marker_check", err).Error()
+	if !errors.Is(err, cosmos.ErrRefused) || strings.Contains(line, "unavailable") || !strings.Contains(line, "400") {
+		t.Fatalf("error %v reported as %q", err, line)
+	}
+}
+
+// No partition key value Cosmos DB cannot take reaches it: the marker
+// check, a read and a commit fail before any request.
+func TestPartitionKeyLimitSendsNothing(t *testing.T) {
+	t.Parallel()
+	e, tg := newReadyEnv(t)
+	ctx := context.Background()
+	e.rec.Reset()
+	pk := strings.Repeat("\U0001F642", txn.MaxPartitionKeyBytes/4) + "x"
+	_, err := txn.HasMarker(ctx, e.store, tg, pk, "billing", "m")
+	tx := txn.Begin(e.store, tg, pk, nil)
+	_, _, rerr := tx.Unit().Read(ctx, "a", nil)
+	_, cerr := tx.Commit(ctx, txn.Marker{EndpointID: "billing", MessageID: "m", Retention: time.Hour})
+	for _, err := range []error{err, rerr, cerr} {
+		if txn.Classify(err) != txn.Permanent || !strings.Contains(fmt.Sprint(err), "2048") {
+			t.Errorf("got %v, want a permanent failure naming the limit", err)
+		}
+	}
+	if n := len(e.rec.Sent()); n != 0 {
+		t.Fatalf("%d requests sent", n)
+	}
+}
+
+// newReadyEnv is newEnv and a target whose container is initialized, so
+// that what a test records or injects concerns its own requests.
+func newReadyEnv(t *testing.T) (*env, txn.Target) {
+	t.Helper()
+	e := newEnv(t)
+	tg := newTarget("/tenant")
+	if _, err := txn.HasMarker(context.Background(), e.store, tg, "t", "billing", "m"); err != nil {
+		t.Fatal(err)
+	}
+	return e, tg
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }

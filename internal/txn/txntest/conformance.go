@@ -67,6 +67,9 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Patch", func(t *testing.T) { testPatch(t, h) })
 	t.Run("MarkerMakesDuplicate", func(t *testing.T) { testDuplicate(t, h) })
 	t.Run("Limits", func(t *testing.T) { testLimits(t, h) })
+	t.Run("PartitionKeyValues", func(t *testing.T) { testPartitionKeyValues(t, h) })
+	t.Run("PartitionKeyValueLimit", func(t *testing.T) { testPartitionKeyValueLimit(t, h) })
+	t.Run("NotAMarker", func(t *testing.T) { testNotAMarker(t, h) })
 	t.Run("LargestBatchCommits", func(t *testing.T) { testLargest(t, h) })
 	t.Run("TTLOffRefused", func(t *testing.T) { testTTLOff(t, h) })
 	t.Run("ConcurrentCopiesApplyOnce", func(t *testing.T) { testConcurrent(t, h) })
@@ -216,7 +219,7 @@ func testAtomic(t *testing.T, h Harness) {
 	tx := txn.Begin(s, tg, "t", nil)
 	u := tx.Unit()
 	must(t, u.Create(account{ID: "y", Tenant: "t"}))
-	must(t, u.Replace("x", account{ID: "x", Tenant: "t", Balance: 2}, etag))
+	must(t, u.Replace(account{ID: "x", Tenant: "t", Balance: 2}, etag))
 	must(t, u.Create(account{ID: "x", Tenant: "t"})) // 409
 	must(t, u.Create(account{ID: "z", Tenant: "t"}))
 	_, err := tx.Commit(context.Background(), marker("atomic"))
@@ -262,8 +265,8 @@ func testStatuses(t *testing.T, h Harness) {
 		status int
 	}{
 		{"create existing", func(u *txn.Unit) error { return u.Create(account{ID: "d", Tenant: "t"}) }, txn.OpCreate, 409},
-		{"replace missing", func(u *txn.Unit) error { return u.Replace("nope", account{ID: "nope", Tenant: "t"}, "") }, txn.OpReplace, 404},
-		{"replace stale", func(u *txn.Unit) error { return u.Replace("d", account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpReplace, 412},
+		{"replace missing", func(u *txn.Unit) error { return u.Replace(account{ID: "nope", Tenant: "t"}, "") }, txn.OpReplace, 404},
+		{"replace stale", func(u *txn.Unit) error { return u.Replace(account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpReplace, 412},
 		{"upsert stale", func(u *txn.Unit) error { return u.Upsert(account{ID: "d", Tenant: "t"}, staleETag) }, txn.OpUpsert, 412},
 		{"patch missing", func(u *txn.Unit) error { return u.Patch("nope", inc, "") }, txn.OpPatch, 404},
 		{"patch stale", func(u *txn.Unit) error { return u.Patch("d", inc, staleETag) }, txn.OpPatch, 412},
@@ -302,7 +305,7 @@ func testETagsHold(t *testing.T, h Harness) {
 	inc.Increment("/balance", 3)
 	tx := txn.Begin(s, tg, "t", nil)
 	u := tx.Unit()
-	must(t, u.Replace("r", account{ID: "r", Tenant: "t", Balance: 2}, etags["r"]))
+	must(t, u.Replace(account{ID: "r", Tenant: "t", Balance: 2}, etags["r"]))
 	must(t, u.Upsert(account{ID: "u", Tenant: "t", Balance: 4}, etags["u"]))
 	must(t, u.Patch("p", inc, etags["p"]))
 	must(t, u.Delete("d", etags["d"]))
@@ -475,9 +478,132 @@ func testLimits(t *testing.T, h Harness) {
 		_, err := tx.Commit(ctx, marker("pk"))
 		limit(t, err, txn.LimitPartitionKey)
 		limit(t, txn.Begin(s, tg, "t", nil).Unit().Upsert(map[string]any{"id": "nokey"}, ""), txn.LimitPartitionKey)
-		limit(t, txn.Begin(s, tg, "t", nil).Unit().Replace("other", account{ID: "else", Tenant: "t"}, ""), txn.LimitDocument)
 		limit(t, txn.Begin(s, tg, "t", nil).Unit().Create([]int{1}), txn.LimitDocument)
 	})
+}
+
+// PartitionKeyValues are partition key values from user data that a
+// store must take as they are: characters beyond the Basic Multilingual
+// Plane (an emoji, CJK Extension B), every control character, DEL,
+// quotes and backslashes, and the longest value Cosmos DB takes
+// (MaxPartitionKeyBytes bytes of emoji).
+func PartitionKeyValues() map[string]string {
+	keys := map[string]string{
+		"emoji":           "customer-\U0001F642",
+		"cjk-ext-b":       "\U00020000\U0002A6A5",
+		"del":             "\x7f",
+		"quote-backslash": `a"b\c`,
+		"mixed":           "\x00é\u2028\U0001F600\x7f",
+		"longest":         strings.Repeat("\U0001F4B8", txn.MaxPartitionKeyBytes/4),
+	}
+	for c := rune(0); c < 0x20; c++ {
+		keys[fmt.Sprintf("control-%02x", c)] = "k" + string(c)
+	}
+	return keys
+}
+
+// testPartitionKeyValues: in every partition PartitionKeyValues names,
+// the marker check, a read, a commit with its marker and the duplicate
+// check work.
+func testPartitionKeyValues(t *testing.T, h Harness) {
+	s, tg := h.New(t, "/tenant")
+	ctx := context.Background()
+	for name, pk := range PartitionKeyValues() {
+		t.Run(name, func(t *testing.T) {
+			if hasMarker(t, s, tg, pk, "m") {
+				t.Fatal("marker before any commit")
+			}
+			tx := txn.Begin(s, tg, pk, nil)
+			must(t, tx.Unit().Create(account{ID: "a", Tenant: pk, Balance: 1}))
+			if _, err := tx.Commit(ctx, marker("m")); err != nil {
+				t.Fatalf("Commit: %v", err)
+			}
+			a, etag, found := read(t, s, tg, pk, "a")
+			if !found || a.Tenant != pk || a.Balance != 1 {
+				t.Fatalf("a = %+v found=%v", a, found)
+			}
+			if !hasMarker(t, s, tg, pk, "m") {
+				t.Fatal("no marker after the commit")
+			}
+			var inc txn.Patch
+			inc.Increment("/balance", 2)
+			again := txn.Begin(s, tg, pk, nil)
+			must(t, again.Unit().Patch("a", inc, etag))
+			_, err := again.Commit(ctx, marker("m"))
+			if txn.Classify(err) != txn.Duplicate {
+				t.Fatalf("second copy: %v, want a duplicate", err)
+			}
+			if a, _, _ := read(t, s, tg, pk, "a"); a.Balance != 1 {
+				t.Fatalf("a duplicate applied its patch: balance %d", a.Balance)
+			}
+		})
+	}
+}
+
+// testPartitionKeyValueLimit: a partition key value Cosmos DB cannot take
+// (over MaxPartitionKeyBytes bytes, or not UTF-8) fails the marker check,
+// reads and the commit with a Permanent limit error naming it.
+func testPartitionKeyValueLimit(t *testing.T, h Harness) {
+	s, tg := h.New(t, "/tenant")
+	ctx := context.Background()
+	for name, pk := range map[string]string{
+		"one byte over": strings.Repeat("k", txn.MaxPartitionKeyBytes+1),
+		"emoji over":    strings.Repeat("\U0001F4B8", txn.MaxPartitionKeyBytes/4) + "k",
+		"not UTF-8":     "k\xff",
+	} {
+		t.Run(name, func(t *testing.T) {
+			limit := func(err error) {
+				t.Helper()
+				var le *txn.LimitError
+				if !errors.As(err, &le) || le.Limit != txn.LimitPartitionKeyValue || txn.Classify(err) != txn.Permanent {
+					t.Fatalf("got %v, want limit %s (permanent)", err, txn.LimitPartitionKeyValue)
+				}
+				if strings.Contains(err.Error(), "kkkk") || strings.Contains(err.Error(), "\U0001F4B8") {
+					t.Fatalf("the error holds the value: %.80s", err)
+				}
+			}
+			_, err := txn.HasMarker(ctx, s, tg, pk, endpoint, "m")
+			limit(err)
+			tx := txn.Begin(s, tg, pk, nil)
+			_, _, err = tx.Unit().Read(ctx, "a", nil)
+			limit(err)
+			_, err = tx.Commit(ctx, marker("m"))
+			limit(err)
+		})
+	}
+	if err := txn.CheckPartitionKey(strings.Repeat("k", txn.MaxPartitionKeyBytes)); err != nil {
+		t.Errorf("a value of exactly %d bytes: %v", txn.MaxPartitionKeyBytes, err)
+	}
+	if !strings.Contains(txn.CheckPartitionKey(strings.Repeat("k", txn.MaxPartitionKeyBytes+1)).Error(), "2048") {
+		t.Error("the limit error does not name the limit")
+	}
+}
+
+// testNotAMarker: a document that holds a marker's id but is not that
+// marker is not taken for it: the marker check fails instead of telling a
+// new delivery it is a duplicate.
+func testNotAMarker(t *testing.T, h Harness) {
+	s, tg := h.New(t, "/tenant")
+	id := txn.MarkerID(endpoint, "m")
+	for name, doc := range map[string]map[string]any{
+		"no type":        {"id": id, "tenant": "t", "endpointId": endpoint, "messageId": "m"},
+		"another type":   {"id": id, "tenant": "t", "type": "balance", "endpointId": endpoint, "messageId": "m"},
+		"other delivery": {"id": id, "tenant": "t", "type": txn.MarkerType, "endpointId": endpoint, "messageId": "n"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pk := "t-" + strings.ReplaceAll(name, " ", "-")
+			doc["tenant"] = pk
+			seed(t, s, tg, pk, doc)
+			found, err := txn.HasMarker(context.Background(), s, tg, pk, endpoint, "m")
+			if !errors.Is(err, txn.ErrNotMarker) || found {
+				t.Fatalf("HasMarker = %v, %v; want an error wrapping ErrNotMarker", found, err)
+			}
+			var oe interface{ OperatorMessage() string }
+			if !errors.As(err, &oe) {
+				t.Errorf("%v is not worded for an operator", err)
+			}
+		})
+	}
 }
 
 // testLargest commits the largest batch: 99 handler operations and a marker.
@@ -582,7 +708,7 @@ func creditOnce(s txn.Store, tg txn.Target, id, msg string, check bool) error {
 		return fmt.Errorf("read: found=%v err=%w", found, err)
 	}
 	a.Balance += 10
-	if err := tx.Unit().Replace(id, a, etag); err != nil {
+	if err := tx.Unit().Replace(a, etag); err != nil {
 		return err
 	}
 	_, err = tx.Commit(ctx, marker(msg))

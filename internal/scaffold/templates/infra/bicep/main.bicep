@@ -5,8 +5,9 @@
 // deployment container; Log Analytics and Application Insights (Entra auth only); a
 // Flex Consumption (FC1) plan and Linux function app with runtime `custom` 1.0; a
 // Cosmos DB account with Strong consistency and the inbox and session-state containers; the NimBus
-// Service Bus topology for the endpoint on a new Standard namespace, unless an
-// existing namespace is named. Every connection is identity based. With
+// Service Bus topology for the endpoint on a new Standard namespace (its topic with duplicate
+// detection), unless an existing namespace is named, and the forwarding subscriptions of the
+// events it publishes (publishedEvents). Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
 // (modules/resolver-app.bicep). With deploySampleLedger, also the ledger container of the
 // sample endpoint's transactional handler (modules/sample-ledger.bicep).
@@ -26,11 +27,20 @@ param endpointName string
 @maxLength(60)
 param functionAppName string = 'func-${uniqueString(subscription().id, resourceGroup().id, endpointName)}'
 
-@description('Name of an existing Service Bus namespace that already has the NimBus topology for this endpoint. Empty (default): create a Standard namespace with the topology. When set, nothing is created in Service Bus; only role assignments are added on the endpoint topic.')
+@description('Name of an existing Service Bus namespace that already has the NimBus topology for this endpoint. Empty (default): create a Standard namespace with the topology. When set, the topology is not created; role assignments are added on the endpoint topic, and the forwarding subscriptions of publishedEvents and the CloudEvents ingress when asked for.')
 param existingServiceBusNamespaceName string = ''
 
 @description('Resource group of the existing Service Bus namespace. Defaults to this deployment\'s resource group.')
 param existingServiceBusResourceGroupName string = resourceGroup().name
+
+@description('Create the endpoint topic with Service Bus duplicate detection: a message whose MessageId the topic saw within duplicateDetectionWindow is dropped, so an event the endpoint publishes again after a failure reaches no consumer twice. Applies to a new namespace only, and is fixed when the topic is created: Service Bus refuses to switch it on or off later, so set false when redeploying over a topic created without it.')
+param endpointTopicDuplicateDetection bool = true
+
+@description('Duplicate detection window of the endpoint topic, ISO 8601 (20 seconds to 7 days). A larger window costs topic throughput.')
+param duplicateDetectionWindow string = 'PT10M'
+
+@description('Events this endpoint publishes, for the forwarding subscriptions on its topic: each event type id mapped to the ids of the endpoints that consume it, e.g. { PaymentRecorded: [ \'Ledger\' ] }. Each consumer gets a subscription named after it that forwards to its topic with NimBus\'s rules (one per event type). Created in a new or an existing namespace; every consumer\'s topic must exist there. Empty (default): none.')
+param publishedEvents object = {}
 
 @description('NimBus__Inbox__RetentionPeriod: how long inbox records are kept (.NET TimeSpan d.hh:mm:ss). Must exceed the longest plausible redelivery, replay and recovery window.')
 param inboxRetentionPeriod string = '7.00:00:00'
@@ -243,7 +253,22 @@ module serviceBusTopology 'modules/servicebus-topology.bicep' = if (createServic
     namespaceName: serviceBusNamespaceName
     endpointName: endpointName
     tags: tags
+    duplicateDetection: endpointTopicDuplicateDetection
+    duplicateDetectionWindow: duplicateDetectionWindow
   }
+}
+
+module eventForwarding 'modules/event-forwarding.bicep' = if (!empty(publishedEvents)) {
+  name: 'event-forwarding'
+  scope: resourceGroup(serviceBusResourceGroupName)
+  params: {
+    namespaceName: serviceBusNamespaceName
+    endpointName: endpointName
+    publishedEvents: publishedEvents
+  }
+  dependsOn: [
+    serviceBusTopology
+  ]
 }
 
 module serviceBusAccess 'modules/servicebus-access.bicep' = {
@@ -617,7 +642,8 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
       ] : [])
     }
   }
-  // Start the host only once its identity can reach storage, telemetry and the inbox.
+  // Start the host only once its identity can reach storage, telemetry and the inbox, and
+  // once the events it publishes are forwarded.
   dependsOn: [
     storageRoles
     appInsightsPublisher
@@ -627,6 +653,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     sampleLedger
     cosmosDataAccess
     cloudEventsIngressTopology
+    eventForwarding
   ]
 }
 

@@ -7,6 +7,20 @@ param endpointName = '{{endpoint}}'
 // param existingServiceBusNamespaceName = 'sb-nimbus-prod'
 // param existingServiceBusResourceGroupName = 'rg-nimbus-platform'
 
+// Forward the events this endpoint publishes to the endpoints that consume them
+// (each consumer's topic must exist in the namespace):
+// param publishedEvents = {
+//   PaymentRecorded: [
+//     'Ledger'
+//     'Notifications'
+//   ]
+// }
+
+// The endpoint topic drops a re-sent MessageId within the window. Fixed when the topic
+// is created: set false to redeploy over a topic created without it.
+param endpointTopicDuplicateDetection = true
+param duplicateDetectionWindow = 'PT10M'
+
 // Let external CloudEvents producers send to an ingress topic:
 // param cloudEventsIngressTopic = 'PartnerInbound'
 // param cloudEventsDeduplication = 'SourceAndId'

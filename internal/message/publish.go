@@ -1,0 +1,161 @@
+package message
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"unicode/utf16"
+)
+
+// Trace context application properties (W3C Trace Context), which NimBus
+// writes on every message it sends.
+const (
+	PropTraceParent = "traceparent"
+	PropTraceState  = "tracestate"
+)
+
+// MaxIDLength is the longest MessageId or SessionId Service Bus accepts,
+// in characters (UTF-16 code units, as .NET counts them); the .NET SDK
+// NimBus sends with refuses a longer one.
+const MaxIDLength = 128
+
+// idLength is the length of s in UTF-16 code units.
+func idLength(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}
+
+// ErrInvalidPublication matches every error NewPublishedEvent returns.
+var ErrInvalidPublication = errors.New("invalid publication")
+
+// Publication is one event a handler publishes while handling a delivery.
+type Publication struct {
+	// Endpoint is the publishing endpoint, written as OriginatingFrom
+	// ("self" when empty, as NimBus writes a publisher without one).
+	Endpoint string
+	// EventTypeID is the event type: the To and EventTypeId properties and
+	// EventContent.EventTypeId. Required.
+	EventTypeID string
+	// EventJSON is the event serialized as JSON, carried as the string
+	// EventContent.EventJson. It must be valid JSON.
+	EventJSON string
+	// MessageID is the broker MessageId. Required and deterministic: every
+	// later copy of the event must carry the same one, so that the broker's
+	// duplicate detection and every downstream inbox recognise it.
+	MessageID string
+	// SessionID, when not "", is the session the event goes out in instead
+	// of the inbound delivery's.
+	SessionID string
+	// TraceParent and TraceState are the W3C trace context of the publish,
+	// written as the traceparent and tracestate properties when not "".
+	// They are fixed when the event is published, so every re-send of it
+	// carries the same context.
+	TraceParent string
+	TraceState  string
+}
+
+// NewPublishedEvent builds the EventRequest a handler publishes onward
+// while handling in, exactly as NimBus's PublisherClient.PublishFromContext
+// sends it to the publishing endpoint's own topic (where NimBus's forwarder
+// subscriptions fan it out to each consuming endpoint):
+//
+//   - To = EventTypeId = p.EventTypeID, MessageType EventRequest;
+//   - EventId present with an AMQP null (the forwarder stamps a fresh one
+//     on each consumer's copy);
+//   - OriginatingMessageId = the inbound one, or the inbound MessageId when
+//     that is blank or "self" (ignoring case); ParentMessageId = the inbound
+//     MessageId;
+//   - RetryCount 0 (AMQP int), OriginatingFrom = p.Endpoint;
+//   - no From: the forwarder rules match From IS NULL, so a From would stop
+//     the event from being forwarded;
+//   - traceparent and tracestate from p;
+//   - broker MessageId = p.MessageID, SessionId = p.SessionID or the inbound
+//     SessionId, CorrelationId = the inbound CorrelationId;
+//   - body {"EventContent":{"EventTypeId":…,"EventJson":…},"ErrorContent":null}
+//     as Newtonsoft.Json writes it.
+//
+// NimBus's MessageHelper also sets ScheduledEnqueueTime to the sender's
+// clock (UtcNow) on every send, which asks the broker to enqueue the
+// message at once; it is not set here. No NimBus reader uses it, the
+// broker's duplicate detection treats scheduled and plain sends alike, a
+// sender clock ahead of the broker's would hold the message back by the
+// difference, and a stored event re-sent later would carry the time of the
+// first attempt.
+//
+// As PublishFromContext does, it refuses a blank message id and a delivery
+// without a MessageId, SessionId or CorrelationId; it also refuses a blank
+// event type, a payload that is not JSON, a MessageId or SessionId longer
+// than Service Bus accepts, and a blank SessionID override. Every error
+// wraps ErrInvalidPublication and names the problem, never a value of the
+// payload.
+func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
+	if err := checkPublication(in, p); err != nil {
+		return nil, err
+	}
+	sid := p.SessionID
+	if sid == "" {
+		sid = *in.SessionID
+	}
+	parent := *in.MessageID
+	origin := in.OriginatingMessageID
+	if strings.TrimSpace(origin) == "" || strings.EqualFold(origin, Self) {
+		origin = parent
+	}
+	from := p.Endpoint
+	if from == "" {
+		from = Self
+	}
+
+	props := make(map[string]any, 10)
+	props[PropTo] = p.EventTypeID
+	props[PropMessageType] = EventRequest.String()
+	props[PropEventID] = nil
+	props[PropOriginatingMessageID] = origin
+	props[PropParentMessageID] = parent
+	props[PropRetryCount] = int32(0)
+	props[PropOriginatingFrom] = from
+	props[PropEventTypeID] = p.EventTypeID
+	if p.TraceParent != "" {
+		props[PropTraceParent] = p.TraceParent
+	}
+	if p.TraceState != "" {
+		props[PropTraceState] = p.TraceState
+	}
+	c := Content{EventContent: &EventContent{EventTypeID: &p.EventTypeID, EventJSON: &p.EventJSON}}
+	body := c.AppendJSON(make([]byte, 0, len(p.EventJSON)+len(p.EventTypeID)+96))
+	corr := *in.CorrelationID
+	return &Outgoing{MessageID: p.MessageID, SessionID: sid, CorrelationID: &corr, ApplicationProperties: props, Body: body}, nil
+}
+
+func checkPublication(in *Inbound, p Publication) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPublication, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case in == nil:
+		return bad("there is no inbound delivery")
+	case strings.TrimSpace(p.MessageID) == "":
+		return bad("the message id is empty; a deterministic message id is required")
+	case idLength(p.MessageID) > MaxIDLength:
+		return bad("the message id has %d characters; Service Bus accepts at most %d", idLength(p.MessageID), MaxIDLength)
+	case strings.TrimSpace(p.EventTypeID) == "":
+		return bad("the event type is empty")
+	case p.SessionID != "" && strings.TrimSpace(p.SessionID) == "":
+		return bad("the session key is blank")
+	case idLength(p.SessionID) > MaxIDLength:
+		return bad("the session key has %d characters; Service Bus accepts at most %d", idLength(p.SessionID), MaxIDLength)
+	case in.MessageID == nil || strings.TrimSpace(*in.MessageID) == "":
+		return bad("the inbound delivery has no MessageId")
+	case p.SessionID == "" && (in.SessionID == nil || strings.TrimSpace(*in.SessionID) == ""):
+		return bad("the inbound delivery has no SessionId")
+	case in.CorrelationID == nil || strings.TrimSpace(*in.CorrelationID) == "":
+		return bad("the inbound delivery has no CorrelationId")
+	case !json.Valid([]byte(p.EventJSON)):
+		return bad("the event payload is not valid JSON (%d bytes)", len(p.EventJSON))
+	}
+	return nil
+}
