@@ -68,8 +68,6 @@ type Deps struct {
 	// Deferred, when set, replaces the Deferred subscription the
 	// DeferredProcessor replays from (tests).
 	Deferred subscriber.Deferred
-	// OnDuplicateDetected is the application's duplicate hook.
-	OnDuplicateDetected func(ctx context.Context, d subscriber.DuplicateInfo) error
 	// Version is reported in heartbeats and logs.
 	Version string
 	// Pause, when set, replaces the wait before a transient failure is
@@ -197,24 +195,22 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 		policies = retryPolicies{set: cfg.RetryPolicies}
 	}
 	a.pipeline, err = subscriber.New(subscriber.Options{
-		EndpointID:          cfg.Endpoint,
-		Inbox:               a.store,
-		Txn:                 txStore,
-		MarkerRetention:     cfg.Inbox.Retention,
-		Publisher:           pub,
-		Scheduler:           scheduler,
-		RetryPolicies:       policies,
-		Sessions:            sessions,
-		Deferred:            deferred,
-		MaxDeliveryCount:    cfg.Session.MaxDeliveryCount,
-		ReplayBudget:        cfg.Session.ReplayBudget,
-		Handlers:            d.Handlers,
-		OnDuplicateDetected: d.OnDuplicateDetected,
-		Metrics:             a.metrics,
-		Tracer:              a.tracer,
-		Log:                 d.Log,
-		Now:                 a.now,
-		Version:             d.Version,
+		EndpointID:       cfg.Endpoint,
+		Inbox:            a.store,
+		Txn:              txStore,
+		MarkerRetention:  cfg.Inbox.Retention,
+		Publisher:        pub,
+		Scheduler:        scheduler,
+		RetryPolicies:    policies,
+		Sessions:         sessions,
+		Deferred:         deferred,
+		MaxDeliveryCount: cfg.Session.MaxDeliveryCount,
+		ReplayBudget:     cfg.Session.ReplayBudget,
+		Handlers:         d.Handlers,
+		Metrics:          a.metrics,
+		Tracer:           a.tracer,
+		Now:              a.now,
+		Version:          d.Version,
 
 		CloudEvents:                    cloudEventOptions(cfg.CloudEvents),
 		DeduplicateCloudEventsBySource: cfg.CloudEvents.Enabled && cfg.CloudEvents.Deduplication == config.DedupSourceAndID,

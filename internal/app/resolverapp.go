@@ -17,7 +17,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
-	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/storeerr"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking/cosmostracking"
@@ -168,24 +168,23 @@ func safeTrackingError(r *resolverapp.Report) error {
 	if r.StoreOp == "" || r.Err == nil {
 		return r.Err
 	}
-	kind := "unclassified"
-	var se *tracking.StoreError
-	var oe subscriber.OperatorError
-	switch {
-	case errors.Is(r.Err, context.Canceled):
-		kind = "canceled"
-	case errors.Is(r.Err, context.DeadlineExceeded):
-		kind = "timeout"
-	case errors.As(r.Err, &oe):
-		kind = "misconfigured: " + oe.OperatorMessage()
-	case errors.As(r.Err, &se):
-		kind = se.Kind.String()
-	}
+	kind := storeerr.Class(r.Err, trackingKind)
 	msg := "tracking store operation " + r.StoreOp + " failed (" + kind + ")"
 	if r.Outcome == resolverapp.OutcomeRescheduleFailed {
 		msg += " and scheduling the re-send failed"
 	}
 	return errors.New(msg)
+}
+
+// trackingKind is the class of a tracking-store failure that is not a
+// cancellation or misconfiguration: the store's failure kind, when it gave
+// one.
+func trackingKind(err error) string {
+	var se *tracking.StoreError
+	if errors.As(err, &se) {
+		return se.Kind.String()
+	}
+	return "unclassified"
 }
 
 // logResolver writes the invocation's one line: bounded strings (the ids

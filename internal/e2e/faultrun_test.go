@@ -160,7 +160,7 @@ func TestFaultRunLosesNothing(t *testing.T) {
 		switch l.Outcome {
 		case "deferred":
 			parks++
-		case "transient_failure":
+		case "transient_failure", "session_write_failed":
 			storeFailures++
 		case "publish_failed":
 			publishFailures++

@@ -17,37 +17,39 @@ import (
 // settled another way: ResolutionResponse); on success record the source
 // MessageId it stands in for and its own, unblock, replay, and resolve; on
 // failure report it, keep the block and schedule the next retry.
-func (j *job) retryRequest(ctx context.Context) result {
+func (j *job) retryRequest(ctx context.Context) (Outcome, error) {
 	j.ownKey()
 	if src := j.in.InboxMessageID; src != nil && *src != "" {
 		j.source = *src
 	}
-	if end, done := j.checkRequest(ctx); done {
-		return end
+	switch dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true); {
+	case err != nil:
+		return "", err
+	case dup:
+		return j.duplicateRequest(ctx)
 	}
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
-		return j.resolved(ctx, OutcomeRetryObsolete)
+		return OutcomeRetryObsolete, j.resolve(ctx)
 	}
-	srcKey := j.retrySourceKey()
-	a, end, done := j.dispatchAndRun(ctx)
-	if done {
-		return end
+	a, err := j.handle(ctx, []*inbox.Key{j.retrySourceKey(), j.own})
+	if err != nil {
+		return "", err
 	}
-	sctx, cancel := j.settleCtx(ctx)
-	defer cancel()
-	switch {
-	case a.err != nil && a.kind == KindDiscard:
-		return j.unblockThen(sctx, func() result { return j.discarded(sctx, a.err) })
-	case a.err != nil:
+	ctx = j.settling(ctx)
+	switch a.kind {
+	case answerUnsupported:
+		return OutcomeUnsupported, nil
+	case answerDuplicate:
+		return j.duplicateRequest(ctx)
+	case answerDiscarded:
+		return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) { return j.discarded(ctx, a.err) })
+	case answerFailed:
 		// Still blocked by this event.
-		return j.failed(sctx, a.err, true)
-	case a.res.handoff != nil:
-		return j.handoff(sctx, a.res.handoff)
+		return j.failed(ctx, a.err, true)
+	case answerHandoff:
+		return j.handoff(ctx, a.handoff)
 	}
-	if end, done := j.save(sctx, []*inbox.Key{srcKey, j.own}, j.duplicateRequest(sctx)); done {
-		return end
-	}
-	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
+	return j.unblockThen(ctx, j.completed)
 }
 
 // retrySourceKey is the inbox key of the source MessageId a RetryRequest
@@ -70,7 +72,7 @@ func (j *job) retrySourceKey() *inbox.Key {
 	if blocker != "" && blocker == *src {
 		return j.sourceKey()
 	}
-	j.r.SourceIgnored = true
+	j.did.sourceIgnored = true
 	j.source = blocker
 	if j.source == "" {
 		j.source = deref(j.in.MessageID)
@@ -83,44 +85,53 @@ func (j *job) retrySourceKey() *inbox.Key {
 // MessageId; the handler runs whatever the session's state; on success it
 // records the MessageId of the delivery that blocked the session (when it
 // resolves that block) and its own, unblocks and replays what waits.
-func (j *job) resubmission(ctx context.Context) result {
-	if end, denied := j.denied(); denied {
-		return end
+func (j *job) resubmission(ctx context.Context) (Outcome, error) {
+	if err := j.denied(); err != nil {
+		return "", err
 	}
 	j.ownKey()
-	if end, done := j.checkRequest(ctx); done {
-		return end
+	switch dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true); {
+	case err != nil:
+		return "", err
+	case dup:
+		return j.duplicateRequest(ctx)
 	}
-	a, end, done := j.dispatchAndRun(ctx)
-	if done {
-		return end
+	a, err := j.handle(ctx, []*inbox.Key{j.blockedKey(), j.own})
+	if err != nil {
+		return "", err
 	}
-	sctx, cancel := j.settleCtx(ctx)
-	defer cancel()
-	switch {
-	case a.err != nil && a.kind == KindDiscard:
-		return j.unblockThen(sctx, func() result { return j.discarded(sctx, a.err) })
-	case a.err != nil:
+	ctx = j.settling(ctx)
+	switch a.kind {
+	case answerUnsupported:
+		return OutcomeUnsupported, nil
+	case answerDuplicate:
+		return j.duplicateRequest(ctx)
+	case answerDiscarded:
+		return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) { return j.discarded(ctx, a.err) })
+	case answerFailed:
 		// NimBus: an ErrorResponse only; no retry, the block unchanged.
-		return j.failed(sctx, a.err, false)
-	case a.res.handoff != nil:
+		return j.failed(ctx, a.err, false)
+	case answerHandoff:
 		if j.hasSession && j.st.Blocked() && !j.st.BlockedBy(j.eventID()) {
 			// The session is owned by another event: leave its block.
-			return j.respond(sctx, j.handoffResponse(a.res.handoff), OutcomePendingHandoff)
+			return OutcomePendingHandoff, j.respond(ctx, j.handoffResponse(a.handoff))
 		}
 		j.source = j.blockedSource()
-		return j.handoff(sctx, a.res.handoff)
+		return j.handoff(ctx, a.handoff)
 	}
-	var blocked *inbox.Key
-	if src := j.blockedSource(); j.own != nil && src != "" && src != j.own.MessageID &&
-		inbox.BypassReason(j.p.o.EndpointID, &src) == inbox.BypassNone {
-		k := inbox.NewKey(j.p.o.EndpointID, src)
-		blocked = &k
+	return j.unblockThen(ctx, j.completed)
+}
+
+// blockedKey is the inbox key of the delivery that blocked the session by
+// this event, which a successful resubmission records besides its own;
+// nil when it is the resubmission's own, or unusable.
+func (j *job) blockedKey() *inbox.Key {
+	src := j.blockedSource()
+	if j.own == nil || src == "" || src == j.own.MessageID || inbox.BypassReason(j.p.o.EndpointID, &src) != inbox.BypassNone {
+		return nil
 	}
-	if end, done := j.save(sctx, []*inbox.Key{blocked, j.own}, j.duplicateRequest(sctx)); done {
-		return end
-	}
-	return j.unblockThen(sctx, func() result { return j.resolved(sctx, OutcomeCompleted) })
+	k := inbox.NewKey(j.p.o.EndpointID, src)
+	return &k
 }
 
 // blockedSource is the session's BlockedByMessageId when this event blocks
@@ -135,15 +146,21 @@ func (j *job) blockedSource() string {
 // skipRequest handles the Manager's SkipRequest: when the session is
 // blocked by this event, unblock it and replay what waits; answer a
 // SkipResponse either way.
-func (j *job) skipRequest(ctx context.Context) result {
-	return j.managerSettlement(ctx, func() result {
+func (j *job) skipRequest(ctx context.Context) (Outcome, error) {
+	if err := j.denied(); err != nil {
+		return "", err
+	}
+	if err := j.readState(ctx); err != nil {
+		return "", err
+	}
+	return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) {
 		o := OutcomeSkipped
-		if !j.r.Unblocked {
+		if !j.did.unblocked {
 			// The event named does not block this session: it is reported
 			// skipped (as NimBus answers), and nothing else changes.
 			o = OutcomeSkippedNotBlocking
 		}
-		return j.respond(ctx, message.NewSkipResponse(j.in, j.timings()), o)
+		return o, j.respond(ctx, message.NewSkipResponse(j.in, j.timings()))
 	})
 }
 
@@ -164,108 +181,71 @@ func (j *job) skipRequest(ctx context.Context) result {
 // one that had lifted the block and then failed to send would find only
 // parked copies and send nothing, and the Resolver would never hear that
 // the event completed.
-func (j *job) handoffCompleted(ctx context.Context) result {
-	if end, denied := j.denied(); denied {
-		return end
+func (j *job) handoffCompleted(ctx context.Context) (Outcome, error) {
+	if err := j.denied(); err != nil {
+		return "", err
 	}
 	if err := j.readState(ctx); err != nil {
-		return failure(err)
+		return "", err
 	}
 	if j.hasSession {
 		blocker := j.st.BlockedBy(j.eventID())
 		switch {
 		case blocker && j.st.BlockKind == session.BlockFailure:
-			return result{outcome: OutcomeHandoffNotPending}
+			return OutcomeHandoffNotPending, nil
 		case !blocker && j.st.DeferredCount > 0:
 			// With nothing blocking the session this may be the redelivery
 			// of a settlement whose replay request was not sent: ask for the
 			// replay again (a replay already running ignores it).
-			if err := j.drainIfWaiting(ctx); err != nil {
-				return failure(err)
-			}
-			return result{outcome: OutcomeHandoffNotPending}
+			return OutcomeHandoffNotPending, j.drainIfWaiting(ctx)
 		}
 	}
-	if r := j.resolved(ctx, OutcomeHandoffCompleted); r.err != nil {
-		return r
+	if err := j.resolve(ctx); err != nil {
+		return "", err
 	}
-	if err := j.unblockAndDrain(ctx); err != nil {
-		return failure(err)
-	}
-	return result{outcome: OutcomeHandoffCompleted}
-}
-
-// managerSettlement lifts this event's block for a Manager request that
-// settles the event without running the handler, and then answers.
-func (j *job) managerSettlement(ctx context.Context, answer func() result) result {
-	if end, denied := j.denied(); denied {
-		return end
-	}
-	if err := j.readState(ctx); err != nil {
-		return failure(err)
-	}
-	return j.unblockThen(ctx, answer)
+	return OutcomeHandoffCompleted, j.unblockAndDrain(ctx)
 }
 
 // handoffFailed handles a HandoffFailedRequest: the handed-off work failed.
 // When this event blocks the session, report an ErrorResponse with the
 // operator's error text; the session stays blocked. Otherwise there is no
 // matching event to fail, and the request is completed without a response.
-func (j *job) handoffFailed(ctx context.Context) result {
-	if end, denied := j.denied(); denied {
-		return end
+func (j *job) handoffFailed(ctx context.Context) (Outcome, error) {
+	if err := j.denied(); err != nil {
+		return "", err
 	}
 	if err := j.readState(ctx); err != nil {
-		return failure(err)
+		return "", err
 	}
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
-		return result{outcome: OutcomeHandoffUnmatched}
+		return OutcomeHandoffUnmatched, nil
 	}
 	text, typ := message.HandoffError(j.in)
-	return j.respond(ctx, message.NewErrorResponse(j.in, text, typ, j.timings()), OutcomeHandoffFailed)
+	return OutcomeHandoffFailed, j.respond(ctx, message.NewErrorResponse(j.in, text, typ, j.timings()))
 }
 
-// checkRequest runs the inbox check of a RetryRequest or resubmission on
-// its own MessageId, with the session-state read. A recorded one (a
-// redelivery after its success) lifts this event's block if it still
-// holds, or replays what waits when nothing blocks the session, and is
-// answered SkipResponse "DuplicateDetected", as NimBus does. done is true
-// when the delivery ends here, with end.
-func (j *job) checkRequest(ctx context.Context) (end result, done bool) {
-	dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true)
-	switch {
-	case err != nil:
-		return failure(err), true
-	case dup != nil:
-		return j.duplicateRequest(ctx)(*dup), true
-	}
-	return result{}, false
-}
-
-// duplicateRequest answers a RetryRequest or resubmission found recorded
-// under k: lift this event's block (or replay what waits), then
-// SkipResponse "DuplicateDetected".
-func (j *job) duplicateRequest(ctx context.Context) func(k inbox.Key) result {
-	return func(k inbox.Key) result {
-		return j.unblockThen(ctx, func() result { return j.duplicate(ctx, k) })
-	}
+// duplicateRequest answers a RetryRequest or resubmission found recorded (a
+// redelivery after its success), as NimBus does: it lifts this event's
+// block if it still holds, or asks for the replay of what waits when
+// nothing blocks the session, and answers SkipResponse "DuplicateDetected".
+func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
+	return j.unblockThen(ctx, j.duplicate)
 }
 
 // unblockThen lifts this event's block and asks for the replay of what
 // waits (see unblockAndDrain), then answers.
-func (j *job) unblockThen(ctx context.Context, answer func() result) result {
+func (j *job) unblockThen(ctx context.Context, answer func(context.Context) (Outcome, error)) (Outcome, error) {
 	if err := j.unblockAndDrain(ctx); err != nil {
-		return failure(err)
+		return "", err
 	}
-	return answer()
+	return answer(ctx)
 }
 
-// denied ends a Manager request that does not come from the Manager
+// denied refuses a Manager request that does not come from the Manager
 // (compared case-insensitively): it takes the dead-letter path.
-func (j *job) denied() (end result, denied bool) {
+func (j *job) denied() error {
 	if strings.EqualFold(j.in.From, message.ManagerID) {
-		return result{}, false
+		return nil
 	}
-	dl := message.NewUnauthorizedDeadLetter(j.in.Type)
-	return result{outcome: OutcomeUnauthorized, err: &UnauthorizedError{Type: j.in.Type.String()}, deadLetter: &dl}, true
+	return &UnauthorizedError{Type: j.in.Type.String()}
 }

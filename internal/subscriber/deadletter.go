@@ -16,71 +16,89 @@ import (
 // call. A transient failure that reaches its last delivery is reported the
 // same way, so no message is dead-lettered without the Resolver knowing.
 
-// lastDeliveryNotice sends the dead-letter ErrorResponse when this is the
-// delivery after which the broker dead-letters the message.
-func (p *Pipeline) lastDeliveryNotice(ctx context.Context, j *job) {
-	r := j.r
-	if r.Outcome == "" || r.Outcome.Completes() || j.d.Broker.DeliveryCount < p.o.MaxDeliveryCount {
+// lastDeliveryNotice sends the dead-letter ErrorResponse when j's delivery,
+// which ended with end, is the one after which the broker dead-letters the
+// message.
+func (p *Pipeline) lastDeliveryNotice(ctx context.Context, j *job, end result) {
+	if end.outcome.Completes() || j.d.Broker.DeliveryCount < p.o.MaxDeliveryCount {
 		return
 	}
 	in := j.in
 	if in == nil {
-		in = message.ReadLenient(j.d.Broker, j.d.Properties, j.d.Body)
+		in = readLenient(j.d)
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
+	sctx, cancel := p.settleCtx(ctx)
 	defer cancel()
-	p.sendNotice(sctx, r, in)
+	p.notice(sctx, &j.did, in, end)
 }
 
-// sendNotice publishes the dead-letter ErrorResponse for r. Its failure is
-// recorded in r.NoticeErr and changes nothing else: the message is
-// dead-lettered either way.
-func (p *Pipeline) sendNotice(ctx context.Context, r *Report, in *message.Inbound) {
-	out := message.NewDeadLetterResponse(in, deadLetterOf(r), message.Timings{QueueTimeMs: -1})
+// notice publishes the dead-letter ErrorResponse of a delivery of in that
+// ended with end. Its failure is recorded in t and changes nothing else:
+// the message is dead-lettered either way.
+func (p *Pipeline) notice(ctx context.Context, t *trail, in *message.Inbound, end result) {
+	out := message.NewDeadLetterResponse(in, deadLetterOf(end), message.Timings{QueueTimeMs: -1})
 	if err := p.o.Publisher.Publish(ctx, out); err != nil {
-		r.NoticeErr = err
+		t.noticeErr = err
 		return
 	}
-	r.DeadLetterNotice = true
+	t.notice = true
+}
+
+// readLenient reads d as far as it can, for a notice about it.
+func readLenient(d *Delivery) *message.Inbound {
+	return message.ReadLenient(d.Broker, d.Properties, d.Body)
 }
 
 // deadLetterTexts are the DeadLetterReason and DeadLetterErrorDescription
 // of r's outcome (the broker's dead-letter call takes the same texts).
 func deadLetterTexts(r *Report) (reason, description string) {
-	dl := deadLetterOf(r)
+	dl := deadLetterOf(result{outcome: r.Outcome, err: r.Err, deadLetter: r.deadLetter})
 	return dl.Reason, dl.Description
 }
 
-// deadLetterOf is what NimBus reports when it dead-letters a message for
-// r's outcome: the case recorded where the delivery failed (an invalid
-// message, an unsupported type, an unauthorized request, an unreadable body
-// or a type mismatch, with NimBus's exception texts), a permanent handler
-// failure ("Permanent failure: {type}: {message}"), and, beyond NimBus, a
-// transient failure on its last delivery with the broker's own reason,
-// MaxDeliveryCountExceeded.
-func deadLetterOf(r *Report) message.DeadLetter {
-	if r.deadLetter != nil {
-		return *r.deadLetter
+// deadLetterOf is what NimBus reports when it dead-letters a message that
+// ended with end: the case the failure named (an invalid message or event,
+// with NimBus's exception texts), an unsupported type or an unauthorized
+// request, a permanent handler failure ("Permanent failure: {type}:
+// {message}"), and, beyond NimBus, a transient failure on its last
+// delivery with the broker's own reason, MaxDeliveryCountExceeded.
+func deadLetterOf(end result) message.DeadLetter {
+	if end.deadLetter != nil {
+		return *end.deadLetter
 	}
 	var ute *UnsupportedTypeError
 	var ue *UnauthorizedError
 	switch {
-	case r.Err == nil:
-		return message.DeadLetter{Reason: "MaxDeliveryCountExceeded", Description: string(r.Outcome)}
-	case errors.As(r.Err, &ute):
-		return message.NewUnexpectedDeadLetter(message.TypeUnsupportedMessageTypeException, r.Err.Error())
-	case errors.As(r.Err, &ue):
-		return message.NewUnexpectedDeadLetter(message.TypeUnauthorizedAccessException, r.Err.Error())
-	case r.Outcome == OutcomeInvalidMessage && !IsPermanent(r.Err):
-		return message.NewInvalidMessageDeadLetter(r.Err.Error())
-	case IsPermanent(r.Err):
-		return message.NewPermanentDeadLetter(ErrorType(r.Err), errorText(r.Err))
+	case end.err == nil:
+		return message.DeadLetter{Reason: "MaxDeliveryCountExceeded", Description: string(end.outcome)}
+	case errors.As(end.err, &ute):
+		return message.NewUnexpectedDeadLetter(message.TypeUnsupportedMessageTypeException, end.err.Error())
+	case errors.As(end.err, &ue):
+		return message.NewUnexpectedDeadLetter(message.TypeUnauthorizedAccessException, end.err.Error())
+	case end.outcome == OutcomeInvalidMessage && !IsPermanent(end.err):
+		return message.NewInvalidMessageDeadLetter(end.err.Error())
+	case IsPermanent(end.err):
+		return message.NewPermanentDeadLetter(ErrorType(end.err), errorText(end.err))
 	}
-	text, typ := errorText(r.Err), ErrorType(r.Err)
+	text, typ := errorText(end.err), ErrorType(end.err)
 	return message.DeadLetter{
 		Reason:      "MaxDeliveryCountExceeded",
-		Description: "the message failed on its last delivery (" + string(r.Outcome) + "): " + message.ExceptionString(typ, text),
+		Description: "the message failed on its last delivery (" + string(end.outcome) + "): " + message.ExceptionString(typ, text),
 		ErrText:     text,
 		ErrType:     typ,
 	}
+}
+
+// invalidDeadLetter is NimBus's dead-letter report for a message its
+// MessageContext cannot read for the reason ime gives; props are the
+// message's application properties.
+func invalidDeadLetter(ime *message.InvalidMessageError, props map[string]any) *message.DeadLetter {
+	text := message.PropertyNotDefinedText(ime.Property)
+	if ime.Property == message.PropMessageType {
+		if raw, ok := message.PropertyString(props, message.PropMessageType); ok {
+			text = message.UnparseableMessageTypeText(raw)
+		}
+	}
+	dl := message.NewInvalidMessageDeadLetter(text)
+	return &dl
 }

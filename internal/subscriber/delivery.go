@@ -7,15 +7,13 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // job is one delivery on its way through the pipeline: what was read of
-// it, the inbox keys and session state it was checked against, and the
-// report of what it did.
+// it, the handler its event type resolved to, the inbox keys and session
+// state it was checked against, and what its steps did.
 type job struct {
 	p     *Pipeline
-	r     *Report
 	d     *Delivery
 	in    *message.Inbound
 	start time.Time
@@ -25,6 +23,10 @@ type job struct {
 	eventTypeID string
 	queueMs     int64
 	attempt     Attempt
+	// h is the handler registered for eventTypeID, resolved once when the
+	// message is read; hasHandler is false when there is none.
+	h          registered
+	hasHandler bool
 
 	// own is the inbox key of the delivery's own identity; nil when the
 	// inbox is off or bypassed.
@@ -44,58 +46,35 @@ type job struct {
 	tx         *txState
 	txPrepared bool
 	// replaying: the delivery is a parked copy being replayed by Drain,
-	// which owns the replay of the copies behind it.
-	replaying bool
+	// which owns the replay of the copies behind it; behindBlock: the copy
+	// waits behind another event's block and was left parked.
+	replaying, behindBlock bool
 	// ingress: the delivery came through the CloudEvents ingress
 	// function, which takes EventRequests only.
 	ingress bool
+
+	// settle is the context of the steps after the handler (see settling),
+	// and endSettle releases it.
+	settle    context.Context
+	endSettle context.CancelFunc
+
+	// did is what the steps did, for the report.
+	did trail
 }
 
-// result is how a delivery ends: its outcome, the error behind it (a
-// failure, or the handler's error of a failed or discarded event), NimBus's
-// dead-letter case when the place that failed knows it, and the store
-// operation that failed.
-type result struct {
-	outcome    Outcome
-	err        error
-	deadLetter *message.DeadLetter
-	storeOp    string
+// newJob starts the job of d at start.
+func (p *Pipeline) newJob(d *Delivery, start time.Time) *job {
+	return &job{p: p, d: d, start: start, endSettle: func() {}, did: trail{sessionID: deref(d.Broker.SessionID)}}
 }
 
-// finish is the one place a delivery's result becomes its report's
-// outcome.
-func (p *Pipeline) finish(r *Report, res result) {
-	r.Outcome, r.Err = res.outcome, res.err
-	if res.deadLetter != nil {
-		r.deadLetter = res.deadLetter
-	}
-	if res.storeOp != "" {
-		p.o.Metrics.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, res.storeOp)
-		r.StoreOp = res.storeOp
-	}
-}
-
-func (j *job) setInbound(in *message.Inbound) {
+// read keeps what the pipeline uses of in, the message read from the
+// delivery, and resolves its event type's handler.
+func (j *job) read(in *message.Inbound) {
 	j.in = in
-	r := j.r
 	j.ce = in.CloudEvent
-	// A structured CloudEvent's attributes were read from the body: payload,
-	// never logged.
-	j.fromBody = j.ce != nil && j.ce.Mode == message.ModeStructured
-	r.MessageType = in.Type.String()
+	j.fromBody = readFromBody(j.ce)
 	j.eventTypeID = deref(in.EventTypeID)
-	if v, ok := in.Property(message.PropEventTypeID); (ok && v != "") || (j.ce != nil && !j.fromBody) {
-		r.EventTypeID = j.eventTypeID
-	} else {
-		// From the body: payload, never logged.
-		r.EventTypeFromBody = j.eventTypeID != ""
-	}
-	if _, ok := in.Property(message.PropEventID); ok || !j.fromBody {
-		r.EventID = deref(in.EventID)
-	}
-	if j.ce != nil {
-		r.CloudEvent = string(j.ce.Mode)
-	}
+	j.h, j.hasHandler = j.p.o.Handlers.lookup(j.eventTypeID)
 	j.queueMs = -1
 	if !in.EnqueuedTime.IsZero() {
 		j.queueMs = max(j.start.Sub(in.EnqueuedTime).Milliseconds(), 0)
@@ -107,14 +86,32 @@ func (j *job) setInbound(in *message.Inbound) {
 	}
 }
 
+// readFromBody reports whether the attributes of ce (nil for a native
+// message) were read from the body, as a structured CloudEvent's are: they
+// are payload, never logged.
+func readFromBody(ce *message.CloudEvent) bool {
+	return ce != nil && ce.Mode == message.ModeStructured
+}
+
 func (j *job) timings() message.Timings {
 	return message.Timings{QueueTimeMs: j.queueMs, ProcessingTimeMs: j.p.o.Now().Sub(j.start).Milliseconds()}
 }
 
 func (j *job) eventID() string { return deref(j.in.EventID) }
 
-// settleCtx is the context of everything after a successful handler: it
-// runs to the end even if the invocation is cancelled meanwhile.
-func (j *job) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), j.p.o.SettleTimeout)
+// settling is the context of everything after the handler returned (the
+// record or batch, the session changes and the responses): one
+// SettleTimeout from its first use, which runs to the end even if the
+// invocation is cancelled meanwhile.
+func (j *job) settling(ctx context.Context) context.Context {
+	if j.settle == nil {
+		j.settle, j.endSettle = j.p.settleCtx(ctx)
+	}
+	return j.settle
+}
+
+// settleCtx is a context of SettleTimeout that ctx's cancellation does not
+// end: for work that must finish once begun.
+func (p *Pipeline) settleCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
 }

@@ -7,81 +7,107 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
-// handlerAnswer is what the handler answered.
-type handlerAnswer struct {
-	res  Result
-	kind FailureKind
-	err  error
-	// canceled: the invocation ended while the handler ran.
-	canceled bool
+// answer is how the handler step left the event, for its entry point to
+// answer.
+type answer struct {
+	kind answerKind
+	// err is the handler's failure (answerFailed, answerDiscarded).
+	err     error
+	handoff *Handoff
 }
 
-// dispatchAndRun finds the handler and runs it. done is true when the
-// delivery ends here, with end: Unsupported, an invalid message, or a
-// handler failure every entry point treats alike (see stops). Otherwise
-// the caller settles the handler's answer.
-func (j *job) dispatchAndRun(ctx context.Context) (a handlerAnswer, end result, done bool) {
-	h, end, done := j.dispatch(ctx)
-	if done {
-		return a, end, true
+type answerKind int
+
+const (
+	// answerCompleted: the handler succeeded, and the delivery is recorded
+	// as processed.
+	answerCompleted answerKind = iota
+	// answerUnsupported: no handler takes the event type; the
+	// UnsupportedResponse is sent.
+	answerUnsupported
+	// answerHandoff: the handler handed the event off (not recorded).
+	answerHandoff
+	// answerFailed: the handler failed with a plain error or a panic.
+	answerFailed
+	// answerDiscarded: the handler discarded the event.
+	answerDiscarded
+	// answerDuplicate: the transactional handler's batch found another
+	// copy's marker; nothing was applied.
+	answerDuplicate
+)
+
+// handle dispatches the event to its handler and runs it. A success
+// without a handoff is then recorded as processed under keys, in order
+// (nil keys are skipped): the inbox records of a plain handler, or one
+// marker per key in a transactional handler's batch. A failure every entry
+// point treats alike is the error: an event that cannot reach its handler,
+// a cancelled, Transient or Permanent handler failure, a failed record or
+// batch.
+func (j *job) handle(ctx context.Context, keys []*inbox.Key) (answer, error) {
+	switch supported, err := j.dispatch(); {
+	case err != nil:
+		return answer{}, err
+	case !supported:
+		return answer{kind: answerUnsupported}, j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil))
 	}
-	a = j.run(ctx, h)
-	end, done = a.stops()
-	return a, end, done
+	if j.h.tx != nil {
+		return j.runTx(ctx, keys)
+	}
+	a, err := j.run(ctx, j.h.h)
+	if err != nil || a.kind != answerCompleted {
+		return a, err
+	}
+	return a, j.record(j.settling(ctx), keys...)
 }
 
-// dispatch finds the handler as NimBus's EventHandlerProvider does: no
-// type or no handler is Unsupported (answered here); an unreadable body or
-// a body that names another type is a permanent failure. A CloudEvent is
-// validated first. done is true when the delivery ends here, with end.
-func (j *job) dispatch(ctx context.Context) (h registered, end result, done bool) {
-	h, ok := j.p.o.Handlers.lookup(j.eventTypeID)
+// dispatch checks the event as NimBus's EventHandlerProvider does before
+// its handler runs: no type or no handler is unsupported (supported is
+// false); an unreadable body or a body that names another type is a
+// permanent failure. A CloudEvent is validated first.
+func (j *job) dispatch() (supported bool, err error) {
 	if j.ce != nil {
 		err := j.ce.Validate(j.fromBody)
-		if err == nil && (j.eventTypeID == "" || !ok) {
+		if err == nil && (j.eventTypeID == "" || !j.hasHandler) {
 			err = j.ce.NoHandlerError(j.fromBody)
 		}
 		if err != nil {
-			return h, result{outcome: OutcomeInvalidCloudEvent, err: Permanent(err)}, true
+			return false, Permanent(err)
 		}
 	}
 	if j.eventTypeID == "" {
-		return h, j.unsupported(ctx), true
+		return false, nil
 	}
 	// A body that is not a MessageContent is unreadable; a readable one
 	// whose EventContent is null reaches the handler (NimBus's dispatch),
 	// with empty JSON.
 	if j.in.Content == nil {
-		dl := message.NewUnreadableBodyDeadLetter()
-		return h, result{outcome: OutcomeInvalidMessage, err: Permanent(errors.New("message body has no readable EventContent")), deadLetter: &dl}, true
+		return false, Permanent(&invalidEventError{text: "message body has no readable EventContent",
+			deadLetter: message.NewUnreadableBodyDeadLetter()})
 	}
 	if ec := j.in.Content.EventContent; ec != nil && ec.EventTypeID != nil && *ec.EventTypeID != "" && *ec.EventTypeID != j.eventTypeID {
 		// The body's value is payload: say only that it differs (the
 		// Resolver's notice carries NimBus's text, which quotes it).
-		dl := message.NewTypeMismatchDeadLetter(j.eventTypeID, *ec.EventTypeID)
-		err := Permanent(errors.New("message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property"))
-		return h, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: &dl}, true
+		return false, Permanent(&invalidEventError{text: "message EventTypeId mismatch: the body's EventContent.EventTypeId differs from the EventTypeId property",
+			deadLetter: message.NewTypeMismatchDeadLetter(j.eventTypeID, *ec.EventTypeID)})
 	}
-	if !ok {
-		return h, j.unsupported(ctx), true
-	}
-	return h, result{}, false
+	return j.hasHandler, nil
 }
 
 // event is the handler's view of the delivery.
 func (j *job) event() *Event {
-	in, r := j.in, j.r
+	in := j.in
 	ev := &Event{
 		EventTypeID:   j.eventTypeID,
 		JSON:          eventJSON(in.Content),
-		MessageID:     r.MessageID,
+		MessageID:     deref(j.d.Broker.MessageID),
 		SessionID:     deref(in.SessionID),
 		CorrelationID: deref(in.CorrelationID),
-		EventID:       r.EventID,
+		EventID:       reportedEventID(in),
 		From:          in.From,
 		DeliveryCount: in.DeliveryCount,
 		EnqueuedTime:  in.EnqueuedTime,
@@ -94,64 +120,48 @@ func (j *job) event() *Event {
 	return ev
 }
 
-// run invokes h for the event (a transactional handler in a new
-// transaction on its partition). A panic is a failed event with the
-// panic's text.
-func (j *job) run(ctx context.Context, h registered) handlerAnswer {
-	r := j.r
+// run invokes call for the event in the handler's span. A panic is a
+// failed event with the panic's text. The answer's kind follows the
+// handler's result; a failure that ends the delivery whatever the entry
+// point (the invocation was cancelled, or the error is Transient or
+// Permanent) is the error, a *handlerStop.
+func (j *job) run(ctx context.Context, call HandlerFunc) (answer, error) {
 	ev := j.event()
-	call := h.h
-	if h.txh != nil {
-		j.prepareTx()
-		if j.tx.pkErr != nil {
-			// The handler cannot run without its partition.
-			return handlerAnswer{err: Permanent(j.tx.pkErr), kind: KindPermanent}
-		}
-		call = j.runTx
-	}
 	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(j.eventTypeID)),
 			attribute.String("nimbus.attempt", string(j.attempt)))
 	}
-	res, err := invoke(hctx, call, ev, r)
+	res, err := j.invoke(hctx, call, ev)
 	endSpan(span, err)
-	r.HandlerRan = true
-	a := handlerAnswer{res: res, err: err}
-	if err != nil {
-		a.kind = KindOf(err)
-		a.canceled = ctx.Err() != nil && errors.Is(err, ctx.Err())
+	j.did.handlerRan = true
+	if err == nil {
+		if res.handoff != nil {
+			return answer{kind: answerHandoff, handoff: res.handoff}, nil
+		}
+		return answer{kind: answerCompleted}, nil
 	}
-	return a
+	switch kind := KindOf(err); {
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return answer{}, &handlerStop{err: err, canceled: true}
+	case kind == KindTransient, kind == KindPermanent:
+		return answer{}, &handlerStop{err: err}
+	case kind == KindDiscard:
+		return answer{kind: answerDiscarded, err: err}, nil
+	}
+	return answer{kind: answerFailed, err: err}, nil
 }
 
 // invoke calls h, turning a panic into a *PanicError (its stack goes to
 // the report).
-func invoke(ctx context.Context, h HandlerFunc, ev *Event, r *Report) (res Result, err error) {
+func (j *job) invoke(ctx context.Context, h HandlerFunc, ev *Event) (res Result, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			r.Stack = debug.Stack()
+			j.did.stack = debug.Stack()
 			err = &PanicError{Value: v}
 		}
 	}()
 	return h(ctx, ev)
-}
-
-// stops reports how the delivery ends when the handler failed in a way
-// every entry point treats alike: cancelled, Transient or Permanent.
-// Success, a plain failure and Discard are for the entry point to settle.
-func (a handlerAnswer) stops() (end result, done bool) {
-	switch {
-	case a.err == nil:
-		return result{}, false
-	case a.canceled:
-		return result{outcome: OutcomeCanceled, err: a.err}, true
-	case a.kind == KindTransient:
-		return result{outcome: OutcomeHandlerFailed, err: a.err}, true
-	case a.kind == KindPermanent:
-		return result{outcome: OutcomePermanentFailure, err: a.err}, true
-	}
-	return result{}, false
 }
 
 // eventJSON is the domain event's JSON: "" when the body's EventContent or

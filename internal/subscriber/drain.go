@@ -83,233 +83,247 @@ const renewEvery = 10 * time.Second
 // session is parked behind it, so nothing overtakes a parked copy; the
 // count drops only after a copy is settled, and a park that loses the race
 // with the last decrement handles its message instead of parking it.
-func (p *Pipeline) Drain(ctx context.Context, d *Delivery) (r Report) {
+func (p *Pipeline) Drain(ctx context.Context, d *Delivery) Report {
 	start := p.o.Now()
-	defer func() { r.Duration = p.o.Now().Sub(start) }()
-	r.Inbox = InboxNotReached
-	r.MessageID = deref(d.Broker.MessageID)
-	r.DeliveryCount = d.Broker.DeliveryCount
-	t, res, ok := replayRequestType(d.Properties)
-	if t != message.Unknown {
-		r.MessageType = t.String()
+	var t trail
+	req, err := readReplayRequest(d.Properties)
+	if err == nil {
+		t.drainStop, err = p.drain(ctx, d, req, &t, start.Add(p.o.ReplayBudget))
 	}
+	// A replay that failed on its way stopped there.
+	var failed *replayError
+	var copyFailed *copyError
+	if errors.As(err, &failed) || errors.As(err, &copyFailed) {
+		t.drainStop = DrainReplayFailure
+	}
+	t.duration = p.o.Now().Sub(start)
+	return p.report(d, req, &t, ending(OutcomeDrained, err, d.Properties))
+}
+
+// readReplayRequest reads a DeferredProcessor delivery as a replay request.
+// A MessageType that is missing or unreadable is an invalid message (req is
+// nil), any type but ProcessDeferredRequest one the function does not
+// take: both take the dead-letter path (the endpoint itself is the only
+// sender on that subscription, and it sends nothing else there).
+func readReplayRequest(props map[string]any) (req *message.Inbound, err error) {
+	raw, ok := message.PropertyString(props, message.PropMessageType)
 	if !ok {
-		p.finish(&r, res)
-		return r
+		return nil, &message.InvalidMessageError{Property: message.PropMessageType, Reason: "is not defined"}
 	}
+	t, ok := message.ParseType(raw)
+	if !ok {
+		return nil, &message.InvalidMessageError{Property: message.PropMessageType, Reason: fmt.Sprintf("cannot be parsed (%d characters)", len(raw))}
+	}
+	if t != message.Unknown {
+		req = &message.Inbound{Type: t}
+	}
+	if t != message.ProcessDeferredRequest {
+		return req, &UnsupportedTypeError{Type: t.String()}
+	}
+	return req, nil
+}
+
+// Why a replay request fails before it replays anything.
+var (
+	errNoReplaySession = errors.New("the replay request has no SessionId")
+	errReplayOff       = errors.New("replay is not configured (no session store or Deferred subscription)")
+)
+
+// replayError is a replay that failed in one of its own steps (step names
+// it; "" for the write of the replay cursor, whose error names itself).
+type replayError struct {
+	step string
+	err  error
+}
+
+func (e *replayError) Error() string {
+	if e.step == "" {
+		return e.err.Error()
+	}
+	return e.step + ": " + e.err.Error()
+}
+
+func (e *replayError) Unwrap() error { return e.err }
+
+// reported is the error the report gives for e.
+func (e *replayError) reported() error {
+	if e.step == "" {
+		return e.err
+	}
+	return e
+}
+
+// copyError is a replay that ended at a parked copy whose replay failed
+// and may succeed later (end is how the copy's replay ended): the copy is
+// given back for the next replay.
+type copyError struct{ end result }
+
+func (e *copyError) Error() string { return e.end.err.Error() }
+func (e *copyError) Unwrap() error { return e.end.err }
+
+// drain replays the parked copies of req's session, until deadline; it
+// returns why it stopped. t receives the session and the replayed copies.
+func (p *Pipeline) drain(ctx context.Context, d *Delivery, req *message.Inbound, t *trail, deadline time.Time) (stop string, err error) {
 	sid := deref(d.Broker.SessionID)
 	if sid == "" {
 		sid, _ = message.PropertyString(d.Properties, message.PropSessionID)
 	}
-	r.SessionID = sid
-	if sid == "" {
-		r.Outcome, r.Err = OutcomeInvalidMessage, errors.New("the replay request has no SessionId")
-		return r
-	}
-	if p.o.Sessions == nil || p.o.Deferred == nil {
-		r.Outcome, r.Err = OutcomeReplayFailed, errors.New("replay is not configured (no session store or Deferred subscription)")
-		return r
+	t.sessionID = sid
+	switch {
+	case sid == "":
+		return "", errNoReplaySession
+	case p.o.Sessions == nil || p.o.Deferred == nil:
+		return "", errReplayOff
 	}
 	key := session.NewKey(p.o.EndpointID, sid)
 	if err := key.Check(); err != nil {
-		r.Outcome, r.Err = OutcomeInvalidMessage, err
-		return r
+		return "", err
 	}
-	trigger := &message.Inbound{Broker: message.Broker{SessionID: &sid}}
-
+	req.SessionID = &sid
 	st, err := p.o.Sessions.Read(ctx, key)
 	if err != nil {
-		p.replayFailed(&r, "read the session state", err)
-		return r
+		return "", &replayError{step: "read the session state", err: err}
 	}
 	switch {
 	case st.Blocked() && (st.DeferredCount == 0 || d.Broker.DeliveryCount <= 1):
 		// A retried replay request goes on while copies wait: the head copy
 		// may be the one that blocked the session in the failed replay
-		// without its answer going out, and is handled again (replayOne
+		// without its answer going out, and is handled again (replayCopy
 		// leaves any other copy parked).
-		r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
-		return r
+		return DrainBlocked, nil
 	case st.DeferredCount == 0:
-		r.Outcome, r.DrainStop = OutcomeDrained, DrainNothingWaits
-		return r
+		return DrainNothingWaits, nil
 	}
 	sess, err := p.o.Deferred.Accept(ctx, sid)
-	if err != nil {
-		if errors.Is(err, ErrSessionLocked) {
-			r.Outcome, r.Err = OutcomeDrainBusy, err
-			return r
-		}
-		p.replayFailed(&r, "lock the parked messages", err)
-		return r
+	switch {
+	case errors.Is(err, ErrSessionLocked):
+		return "", err
+	case err != nil:
+		return "", &replayError{step: "lock the parked messages", err: err}
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-		defer cancel()
-		_ = sess.Close(cctx)
-	}()
-	renewCtx, stopRenew := context.WithCancel(ctx)
-	defer stopRenew()
+	defer p.release(ctx, sess)
+	defer keepLocked(ctx, sess)()
+	return p.replayParked(ctx, sess, key, req, st, deadline, t)
+}
+
+// release closes sess, also when ctx was cancelled: its unsettled copies
+// return to the session.
+func (p *Pipeline) release(ctx context.Context, sess DeferredSession) {
+	cctx, cancel := p.settleCtx(ctx)
+	defer cancel()
+	_ = sess.Close(cctx)
+}
+
+// keepLocked renews sess's lock every renewEvery until stop is called.
+func keepLocked(ctx context.Context, sess DeferredSession) (stop func()) {
+	ctx, stop = context.WithCancel(ctx)
 	go func() {
 		t := time.NewTicker(renewEvery)
 		defer t.Stop()
 		for {
 			select {
-			case <-renewCtx.Done():
+			case <-ctx.Done():
 				return
 			case <-t.C:
-				_ = sess.RenewLock(renewCtx)
+				_ = sess.RenewLock(ctx)
 			}
 		}
 	}()
+	return stop
+}
 
-	deadline := start.Add(p.o.ReplayBudget)
+// replayParked replays the parked copies of session key, locked in sess
+// and last seen in state st, one by one in order, until none is left, the
+// session is blocked again, or deadline passes: then a new replay request
+// for req's session continues the replay. It returns why it stopped; each
+// replayed copy's report goes to t.
+func (p *Pipeline) replayParked(ctx context.Context, sess DeferredSession, key session.Key, req *message.Inbound, st session.State,
+	deadline time.Time, t *trail) (stop string, err error) {
 	for {
 		if !p.o.Now().Before(deadline) {
 			// Hand what is left to a new replay.
-			j := &job{p: p, r: &r, in: trigger, hasSession: true}
-			if err := j.requestReplay(ctx); err != nil {
-				p.finish(&r, failure(err))
-				return r
+			if err := p.requestReplay(ctx, req); err != nil {
+				return "", err
 			}
-			r.Outcome, r.DrainStop = OutcomeDrained, DrainBudgetSpent
-			return r
+			t.replayRequested = true
+			return DrainBudgetSpent, nil
 		}
-		wait := p.o.ReplayWait
-		if st.DeferredCount == 0 {
-			// Caught up: only a last sweep for stale copies (a copy parked
-			// twice, or whose removal was lost) before the replay ends.
-			wait = min(wait, sweepWait)
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		pc, err := sess.Next(wctx)
-		cancel()
-		if err != nil {
-			if ctx.Err() != nil {
-				r.Outcome, r.Err = OutcomeCanceled, ctx.Err()
-				return r
-			}
-			if !errors.Is(err, ErrNoParked) {
-				p.replayFailed(&r, "receive a parked message", err)
-				return r
-			}
+		pc, err := p.nextParked(ctx, sess, st.DeferredCount == 0)
+		switch {
+		case err != nil:
+			return "", err
+		case pc == nil && st.DeferredCount > 0 && !st.Blocked():
 			// Nothing more arrived. A copy whose park is still being sent
 			// is followed by its own replay request. (The state last seen
 			// only names why the replay stopped.)
-			r.Outcome, r.DrainStop = OutcomeDrained, DrainCaughtUp
-			if st.DeferredCount > 0 && !st.Blocked() {
-				r.DrainStop = DrainWaiting
-			}
-			return r
+			return DrainWaiting, nil
+		case pc == nil:
+			return DrainCaughtUp, nil
 		}
-		seq, hasSeq := message.DeferralSequenceOf(pc.Properties)
-		if hasSeq && st.Stale(seq) {
+		if seq, ok := message.DeferralSequenceOf(pc.Properties); ok && st.Stale(seq) {
 			// Behind the cursor: replayed already, its removal failed or
 			// the process died before it. Remove it without a replay.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-			err := sess.Complete(sctx, pc)
-			cancel()
-			if err != nil {
-				p.replayFailed(&r, "complete a stale parked message", err)
-				return r
+			if err := p.complete(ctx, sess, pc); err != nil {
+				return "", &replayError{step: "complete a stale parked message", err: err}
 			}
 			continue
 		}
-		rr := p.replayOne(ctx, sid, pc, &st)
-		if rr.DrainStop == DrainBlocked {
+		c, end := p.replayCopy(ctx, key.SessionID, pc, st)
+		if c.behindBlock {
 			// The copy was parked behind a block that came after this
 			// replay started: it stays parked (unsettled, Close returns it)
 			// until that block is lifted and a new replay is requested.
-			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
-			return r
+			return DrainBlocked, nil
 		}
-		r.Replays = append(r.Replays, rr)
-
-		spec := rr.Outcome.Spec()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.o.SettleTimeout)
-		if !spec.Completes() && (spec.Pause || rr.Outcome == OutcomeCanceled) {
-			// Transient: give the copy back and let the replay request be
-			// redelivered after the pause.
-			if pc.Broker.DeliveryCount >= p.o.MaxDeliveryCount {
-				p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
-			}
-			_ = sess.Abandon(sctx, pc)
-			cancel()
-			r.Outcome, r.Err, r.DrainStop = OutcomeReplayFailed, rr.Err, DrainReplayFailure
-			if rr.Outcome == OutcomeCanceled {
-				r.Outcome = OutcomeCanceled
-			}
-			return r
-		}
-		// The cursor moves past the copy before the copy is removed: once
-		// handled, a copy counts as replayed even if its removal fails (it
-		// comes back stale), so the count never stays above what waits.
-		p.o.Metrics.Inc(telemetry.DeferredReplayed, "", "")
-		j := &job{p: p, r: &r, sk: key, hasSession: true, st: st}
-		err = j.change(sctx, "replayed", func(s session.State) (session.State, bool, error) {
-			n, changed := s.Replayed(seq)
-			return n, changed, nil
-		})
-		if err != nil {
-			cancel()
-			p.finish(&r, failure(err))
-			r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
-			return r
-		}
-		st = j.st
-		if spec.Completes() {
-			if err := sess.Complete(sctx, pc); err != nil {
-				cancel()
-				p.replayFailed(&r, "complete a replayed message", err)
-				return r
-			}
-		} else {
-			// A permanent failure: tell the Resolver, then dead-letter the
-			// copy (the replay holds it, so it can).
-			p.sendNotice(sctx, &rr, replayInbound(p, sid, pc))
-			reason, desc := deadLetterTexts(&rr)
-			if err := sess.DeadLetter(sctx, pc, reason, desc); err != nil {
-				cancel()
-				p.replayFailed(&r, "dead-letter a replayed message", err)
-				return r
-			}
-		}
-		cancel()
-		if st.Blocked() {
-			r.Outcome, r.DrainStop = OutcomeDrained, DrainBlocked
-			return r
+		st, err = p.settleCopy(ctx, sess, key, pc, c, end)
+		t.replays = append(t.replays, p.report(c.d, c.in, &c.did, end))
+		switch {
+		case err != nil:
+			return "", err
+		case st.Blocked():
+			return DrainBlocked, nil
 		}
 	}
 }
 
-// replayRequestType checks that a DeferredProcessor delivery is a replay
-// request: a MessageType that is missing or unreadable is an invalid
-// message, any type but ProcessDeferredRequest one the function does not
-// take; both take the dead-letter path (the endpoint itself is the only
-// sender on that subscription, and it sends nothing else there).
-func replayRequestType(props map[string]any) (message.Type, result, bool) {
-	raw, ok := message.PropertyString(props, message.PropMessageType)
-	if !ok {
-		err := &message.InvalidMessageError{Property: message.PropMessageType, Reason: "is not defined"}
-		return message.Unknown, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, props)}, false
+// nextParked waits for the next parked copy: up to ReplayWait, or, once
+// the replay has caught up (nothing counted as waiting: a message arriving
+// from now on is handled at once), only a last sweep for stale copies (a
+// copy parked twice, or whose removal was lost). It returns nil when none
+// arrived.
+func (p *Pipeline) nextParked(ctx context.Context, sess DeferredSession, caughtUp bool) (*Parked, error) {
+	wait := p.o.ReplayWait
+	if caughtUp {
+		wait = min(wait, sweepWait)
 	}
-	t, ok := message.ParseType(raw)
-	if !ok {
-		err := &message.InvalidMessageError{Property: message.PropMessageType, Reason: fmt.Sprintf("cannot be parsed (%d characters)", len(raw))}
-		return message.Unknown, result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, props)}, false
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	pc, err := sess.Next(wctx)
+	switch {
+	case err == nil:
+		return pc, nil
+	case ctx.Err() != nil:
+		return nil, ctx.Err()
+	case errors.Is(err, ErrNoParked):
+		return nil, nil
 	}
-	if t != message.ProcessDeferredRequest {
-		return t, unsupportedType(t), false
-	}
-	return t, result{}, true
+	return nil, &replayError{step: "receive a parked message", err: err}
 }
 
-// replayOne runs one parked copy through the subscriber contract as the
-// message NimBus's replay would republish: the copy's properties without
-// OriginalSessionId, DeferralSequence and To, To = the endpoint.
-func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *session.State) (rr Report) {
+// complete removes pc from sess, also when ctx was cancelled.
+func (p *Pipeline) complete(ctx context.Context, sess DeferredSession, pc *Parked) error {
+	cctx, cancel := p.settleCtx(ctx)
+	defer cancel()
+	return sess.Complete(cctx, pc)
+}
+
+// replayCopy runs one parked copy of session sid, last seen in state st,
+// through the subscriber contract as the message NimBus's replay would
+// republish: the copy's properties without OriginalSessionId,
+// DeferralSequence and To, To = the endpoint. It returns the copy's job
+// and how it ended, for Drain to settle the copy.
+func (p *Pipeline) replayCopy(ctx context.Context, sid string, pc *Parked, st session.State) (*job, result) {
 	start := p.o.Now()
-	defer func() { rr.Duration = p.o.Now().Sub(start) }()
 	// The copy continues the trace of the event it carries (its
 	// traceparent, which NimBus's replay republishes unchanged), not the
 	// replay request's; its span links to the replay's.
@@ -319,33 +333,29 @@ func (p *Pipeline) replayOne(ctx context.Context, sid string, pc *Parked, st *se
 			oteltrace.WithLinks(oteltrace.LinkFromContext(ctx)))
 		defer span.End()
 	}
-	ctx, rr.Charge = telemetry.WithPartCharge(ctx)
 	b := pc.Broker
 	b.SessionID = &sid
-	d := &Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}
-	j := &job{p: p, r: &rr, d: d, start: start, attempt: AttemptReplay, replaying: true}
-	rr.Inbox = InboxNotReached
-	rr.MessageID = deref(b.MessageID)
-	rr.SessionID = sid
-	rr.DeliveryCount = b.DeliveryCount
-	rr.DeferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
-	j.st = *st
-	defer func() { *st = j.st }()
-	p.finish(&rr, j.replay(ctx))
-	return rr
+	j := p.newJob(&Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}, start)
+	defer j.endSettle()
+	ctx, j.did.charge = telemetry.WithPartCharge(ctx)
+	j.attempt, j.replaying, j.st = AttemptReplay, true, st
+	j.did.deferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
+	o, err := j.replay(ctx)
+	j.did.duration = p.o.Now().Sub(start)
+	return j, ending(o, err, j.d.Properties)
 }
 
 // replay reads the parked copy and handles it as an original delivery of
 // its event would be, unless the session is blocked by another event.
-func (j *job) replay(ctx context.Context) result {
+func (j *job) replay(ctx context.Context) (Outcome, error) {
 	d := j.d
 	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
 	if err != nil {
-		return result{outcome: OutcomeInvalidMessage, err: err}
+		return "", err
 	}
-	j.setInbound(in)
+	j.read(in)
 	if in.Type != message.EventRequest && in.Type != message.UnsupportedResponse {
-		return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: in.Type.String()}}
+		return "", &UnsupportedTypeError{Type: in.Type.String()}
 	}
 	if src := in.InboxMessageID; src != nil && *src != "" {
 		j.source = *src
@@ -354,32 +364,61 @@ func (j *job) replay(ctx context.Context) result {
 	src := j.sourceKey()
 	// The state is read with the inbox checks (no extra round trip): the
 	// session may have been blocked again since this replay last saw it.
-	dup, err := j.lookup(ctx, []*inbox.Key{j.own, src}, true)
-	if err != nil {
-		return failure(err)
-	}
-	if dup != nil {
-		return j.duplicate(ctx, *dup)
+	switch dup, err := j.lookup(ctx, []*inbox.Key{j.own, src}, true); {
+	case err != nil:
+		return "", err
+	case dup:
+		return j.duplicate(ctx)
 	}
 	if j.st.Blocked() && !j.isBlocker(j.st) {
 		// Parked behind another event's block: not this replay's to handle.
-		j.r.DrainStop = DrainBlocked
-		return result{outcome: OutcomeDrained}
+		j.behindBlock = true
+		return OutcomeDrained, nil
 	}
 	return j.handleEvent(ctx, []*inbox.Key{src, j.own})
 }
 
-// replayInbound reads a parked copy leniently, for its dead-letter notice.
-func replayInbound(p *Pipeline, sid string, pc *Parked) *message.Inbound {
-	b := pc.Broker
-	b.SessionID = &sid
-	return message.ReadLenient(b, message.ReplayedProperties(pc.Properties, p.o.EndpointID), pc.Body)
-}
-
-func (p *Pipeline) replayFailed(r *Report, what string, err error) {
-	r.Outcome, r.DrainStop = OutcomeReplayFailed, DrainReplayFailure
-	if errors.Is(err, context.Canceled) {
-		r.Outcome = OutcomeCanceled
+// settleCopy settles the parked copy pc after its replay c ended with end.
+// A failure that may pass gives the copy back and ends the replay (the
+// replay request is redelivered after the pause). Otherwise the replay
+// cursor of session key moves past the copy, and the copy is removed or,
+// after a permanent failure, reported to the Resolver and dead-lettered.
+// It returns the session state the copy left.
+func (p *Pipeline) settleCopy(ctx context.Context, sess DeferredSession, key session.Key, pc *Parked, c *job, end result) (session.State, error) {
+	sctx, cancel := p.settleCtx(ctx)
+	defer cancel()
+	spec := end.outcome.Spec()
+	if !spec.Completes() && (spec.Pause || end.outcome == OutcomeCanceled) {
+		if pc.Broker.DeliveryCount >= p.o.MaxDeliveryCount {
+			p.notice(sctx, &c.did, readLenient(c.d), end)
+		}
+		_ = sess.Abandon(sctx, pc)
+		return c.st, &copyError{end: end}
 	}
-	r.Err = fmt.Errorf("%s: %w", what, err)
+	// The cursor moves past the copy before the copy is removed: once
+	// handled, a copy counts as replayed even if its removal fails (it
+	// comes back stale), so the count never stays above what waits.
+	c.did.replayed = true
+	seq := c.did.deferralSequence
+	st, err := p.changeState(sctx, key, c.st, "replayed", func(s session.State) (session.State, bool, error) {
+		n, changed := s.Replayed(seq)
+		return n, changed, nil
+	})
+	if err != nil {
+		return st, &replayError{err: err}
+	}
+	if spec.Completes() {
+		if err := sess.Complete(sctx, pc); err != nil {
+			return st, &replayError{step: "complete a replayed message", err: err}
+		}
+		return st, nil
+	}
+	// A permanent failure: tell the Resolver, then dead-letter the copy
+	// (the replay holds it, so it can).
+	p.notice(sctx, &c.did, readLenient(c.d), end)
+	dl := deadLetterOf(end)
+	if err := sess.DeadLetter(sctx, pc, dl.Reason, dl.Description); err != nil {
+		return st, &replayError{step: "dead-letter a replayed message", err: err}
+	}
+	return st, nil
 }

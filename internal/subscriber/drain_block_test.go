@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -105,7 +103,7 @@ func newDrainFixtureFailing(t *testing.T, replayWait time.Duration, failOnce, ha
 		return Completed(), nil
 	})
 	var err error
-	f.p, err = New(Options{EndpointID: "Billing", Inbox: mem, Publisher: f.pub, Handlers: reg, Log: zerolog.Nop(),
+	f.p, err = New(Options{EndpointID: "Billing", Inbox: mem, Publisher: f.pub, Handlers: reg,
 		Sessions: session.NewMemory(session.MemoryOptions{}), Deferred: f.def, ReplayWait: replayWait})
 	if err != nil {
 		t.Fatal(err)

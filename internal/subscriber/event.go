@@ -12,12 +12,10 @@ import (
 // UnsupportedResponse), as NimBus's StrictMessageHandler.HandleEventRequest:
 // heartbeat; inbox check (with the session-state read at the same time);
 // the session guard (park when blocked, or when parked copies still wait);
-// dispatch; the handler; then record and ResolutionResponse, or block and
-// ErrorResponse, or the other outcomes.
-func (j *job) eventRequest(ctx context.Context) result {
+// then the event's handler and its answer (see handleEvent).
+func (j *job) eventRequest(ctx context.Context) (Outcome, error) {
 	if j.in.IsHeartbeat() {
-		out := message.NewHeartbeatResponse(j.in, j.timings(), j.p.o.Now(), j.p.o.Version)
-		return j.respond(ctx, out, OutcomeHeartbeat)
+		return OutcomeHeartbeat, j.respond(ctx, message.NewHeartbeatResponse(j.in, j.timings(), j.p.o.Now(), j.p.o.Version))
 	}
 	j.ownKey()
 	if j.own != nil {
@@ -27,54 +25,54 @@ func (j *job) eventRequest(ctx context.Context) result {
 	}
 	// The inbox check runs before anything else looks at the event, so a
 	// recorded redelivery is skipped whatever the session's state.
-	dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true)
-	if err != nil {
-		return failure(err)
-	}
-	if dup != nil {
-		return j.duplicate(ctx, *dup)
+	switch dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true); {
+	case err != nil:
+		return "", err
+	case dup:
+		return j.duplicate(ctx)
 	}
 	if j.mustWait() {
-		parked, err := j.park(ctx)
-		if err != nil {
-			return failure(err)
-		}
-		if parked {
-			return result{outcome: OutcomeDeferred}
+		switch parked, err := j.park(ctx); {
+		case err != nil:
+			return "", err
+		case parked:
+			return OutcomeDeferred, nil
 		}
 	}
 	return j.handleEvent(ctx, []*inbox.Key{j.own})
 }
 
-// handleEvent dispatches the event, runs its handler and settles the
-// outcome of an original delivery or a replayed copy. recordKeys are
-// recorded in order after a success.
-func (j *job) handleEvent(ctx context.Context, recordKeys []*inbox.Key) result {
-	a, end, done := j.dispatchAndRun(ctx)
-	if done {
-		return end
+// handleEvent runs the event's handler and answers it, for an original
+// delivery or a replayed copy: after a success, recorded under keys (in
+// order), the block this delivery held is lifted and a ResolutionResponse
+// sent; a failure blocks the session and is answered with an
+// ErrorResponse; a discard, a handoff, a duplicate found by the batch or
+// an unsupported type get their own answers.
+func (j *job) handleEvent(ctx context.Context, keys []*inbox.Key) (Outcome, error) {
+	a, err := j.handle(ctx, keys)
+	if err != nil {
+		return "", err
 	}
-	sctx, cancel := j.settleCtx(ctx)
-	defer cancel()
-	switch {
-	case a.err != nil && a.kind == KindDiscard:
-		return j.discarded(sctx, a.err)
-	case a.err != nil:
+	// What follows the handler runs to the end even if the invocation is
+	// cancelled meanwhile.
+	ctx = j.settling(ctx)
+	switch a.kind {
+	case answerUnsupported:
+		return OutcomeUnsupported, nil
+	case answerDuplicate:
+		return j.duplicate(ctx)
+	case answerDiscarded:
+		return j.discarded(ctx, a.err)
+	case answerFailed:
 		// A failed event blocks its session first, so nothing of the
 		// session overtakes it even if the answer below is lost.
-		if err := j.block(sctx, session.BlockFailure); err != nil {
-			return failure(err)
+		if err := j.block(ctx, session.BlockFailure); err != nil {
+			return "", err
 		}
-		return j.failed(sctx, a.err, true)
-	case a.res.handoff != nil:
-		return j.handoff(sctx, a.res.handoff)
-	}
-	if end, done := j.save(sctx, recordKeys, func(k inbox.Key) result { return j.duplicate(sctx, k) }); done {
-		return end
+		return j.failed(ctx, a.err, true)
+	case answerHandoff:
+		return j.handoff(ctx, a.handoff)
 	}
 	// The blocker's own redelivery succeeded: lift its block.
-	if err := j.unblockAndDrain(sctx); err != nil {
-		return failure(err)
-	}
-	return j.resolved(sctx, OutcomeCompleted)
+	return j.unblockThen(ctx, j.completed)
 }

@@ -9,16 +9,85 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
+	"github.com/nimbus-go/functions-subscriber/internal/storeerr"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
-// failure is the one place a failed step's error becomes the delivery's
-// outcome: a broker send that failed is a publish failure, a store
-// operation that failed is transient, and either is a cancellation when
-// the invocation (or the send's own time limit) ended it.
-func failure(err error) result {
-	var send *sendError
-	var store *StoreError
+// result is how a delivery ended: its outcome, the error behind it (nil
+// when it answered without one), the store operation that failed, and
+// NimBus's dead-letter case when the failure names it exactly.
+type result struct {
+	outcome    Outcome
+	err        error
+	storeOp    string
+	deadLetter *message.DeadLetter
+}
+
+// ending is how a delivery whose entry point returned (o, err) ended: the
+// outcome o it answered or, when err is not nil, the one err leads to.
+// props are the delivery's application properties, whose values NimBus's
+// dead-letter texts quote.
+func ending(o Outcome, err error, props map[string]any) result {
+	if err != nil {
+		return outcomeOf(err, props)
+	}
+	return result{outcome: o}
+}
+
+// outcomeOf is the one place a failure becomes the delivery's outcome: the
+// failing rows of the outcome table, and the errors that lead to each. A
+// step that fails returns its error; where the error's own type would not
+// say what failed (a handler's error, a batch's verdict, a replay's step),
+// the step wraps it in a type that does, and the report keeps the error
+// it wraps.
+func outcomeOf(err error, props map[string]any) result {
+	var (
+		stop    *handlerStop
+		batch   *commitError
+		copyErr *copyError
+		replay  *replayError
+		send    *sendError
+		store   *StoreError
+		ime     *message.InvalidMessageError
+		ice     *message.InvalidCloudEventError
+		event   *invalidEventError
+		ute     *UnsupportedTypeError
+		ue      *UnauthorizedError
+	)
 	switch {
+	case errors.As(err, &stop):
+		switch {
+		case stop.canceled:
+			return result{outcome: OutcomeCanceled, err: stop.err}
+		case KindOf(stop.err) == KindTransient:
+			return result{outcome: OutcomeHandlerFailed, err: stop.err}
+		}
+		return result{outcome: OutcomePermanentFailure, err: stop.err}
+	case errors.As(err, &batch):
+		switch batch.verdict {
+		case txn.Conflict:
+			return result{outcome: OutcomeTxnConflict, err: batch.err}
+		case txn.Ambiguous:
+			return result{outcome: OutcomeTxnAmbiguous, err: batch.err, storeOp: opTxnCommit}
+		case txn.Permanent:
+			return result{outcome: OutcomeTxnRejected, err: batch.err}
+		}
+		return outcomeOf(batch.err, props)
+	case errors.As(err, &copyErr):
+		// The replay ends as its copy did: cancelled, or failed for now.
+		if copyErr.end.outcome == OutcomeCanceled {
+			return result{outcome: OutcomeCanceled, err: copyErr.end.err}
+		}
+		return result{outcome: OutcomeReplayFailed, err: copyErr.end.err}
+	case errors.As(err, &replay):
+		res := result{outcome: OutcomeReplayFailed, err: replay.reported()}
+		if errors.As(replay.err, &store) {
+			res.storeOp = store.operation()
+		}
+		if errors.Is(replay.err, context.Canceled) {
+			res.outcome = OutcomeCanceled
+		}
+		return res
 	case errors.As(err, &send):
 		if send.canceled {
 			return result{outcome: OutcomeCanceled, err: err}
@@ -26,23 +95,78 @@ func failure(err error) result {
 		return result{outcome: OutcomePublishFailed, err: err}
 	case errors.As(err, &store):
 		res := result{outcome: OutcomeTransientFailure, err: err, storeOp: store.operation()}
-		if errors.Is(err, context.Canceled) {
+		switch {
+		case errors.Is(err, context.Canceled):
 			res.outcome = OutcomeCanceled
+		case store.Op == sessionStoreOp(session.OpWrite):
+			res.outcome = OutcomeSessionWriteFailed
 		}
 		return res
+	case errors.As(err, &ice):
+		return result{outcome: OutcomeInvalidCloudEvent, err: err}
+	case errors.As(err, &event):
+		return result{outcome: OutcomeInvalidMessage, err: err, deadLetter: &event.deadLetter}
+	case errors.As(err, &ime):
+		return result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(ime, props)}
+	case errors.Is(err, errNoReplaySession), errors.Is(err, session.ErrInvalidKey):
+		return result{outcome: OutcomeInvalidMessage, err: err}
+	case errors.As(err, &ute):
+		return result{outcome: OutcomeUnsupportedMessageType, err: err}
+	case errors.As(err, &ue):
+		return result{outcome: OutcomeUnauthorized, err: err}
+	case errors.Is(err, ErrSessionLocked):
+		return result{outcome: OutcomeDrainBusy, err: err}
+	case errors.Is(err, errReplayOff):
+		return result{outcome: OutcomeReplayFailed, err: err}
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return result{outcome: OutcomeCanceled, err: err}
 	}
 	return result{outcome: OutcomeTransientFailure, err: err}
 }
 
-// sendError is a broker send that failed.
+// handlerStop is a handler's failure that ends the delivery whatever its
+// entry point: the invocation was cancelled under it (canceled), or it was
+// marked Transient or Permanent (a handler that cannot run for want of its
+// partition is a Permanent one).
+type handlerStop struct {
+	err      error
+	canceled bool
+}
+
+func (e *handlerStop) Error() string { return e.err.Error() }
+func (e *handlerStop) Unwrap() error { return e.err }
+
+// commitError is a transactional handler's batch that was not committed:
+// the verdict, and the error it is reported with (see commit).
+type commitError struct {
+	verdict txn.Outcome
+	err     error
+}
+
+func (e *commitError) Error() string { return e.err.Error() }
+func (e *commitError) Unwrap() error { return e.err }
+
+// invalidEventError is an event that cannot reach its handler: a body that
+// is not a MessageContent, or one that names another event type. Its text
+// never quotes the body; deadLetter is NimBus's report of the case.
+type invalidEventError struct {
+	text       string
+	deadLetter message.DeadLetter
+}
+
+func (e *invalidEventError) Error() string { return e.text }
+
+// sendError is a broker send (or schedule) that failed.
 type sendError struct {
+	// verb is "send" or "schedule".
+	verb        string
 	messageType string
 	err         error
 	// canceled: the send's context had ended.
 	canceled bool
 }
 
-func (e *sendError) Error() string { return "send " + e.messageType + ": " + e.err.Error() }
+func (e *sendError) Error() string { return e.verb + " " + e.messageType + ": " + e.err.Error() }
 
 func (e *sendError) Unwrap() error { return e.err }
 
@@ -82,30 +206,24 @@ const sessionOpPrefix = "session state "
 func sessionStoreOp(op string) string { return sessionOpPrefix + op }
 
 // OperatorError is implemented by store errors whose message is safe to log
-// and tells an operator what to fix (for example a Cosmos account that is not
-// Strong). The pipeline includes that message in its log line.
-type OperatorError interface {
-	error
-	OperatorMessage() string
-}
+// and tells an operator what to fix; the pipeline includes that message in
+// its log line.
+type OperatorError = storeerr.OperatorError
 
 // NewStoreError wraps a provider error for reporting: the text names op and
 // a coarse class (canceled, timeout, an operator message, lost every race
 // for the session state, or unavailable) and never the provider's details.
 func NewStoreError(op string, err error) *StoreError {
-	class := "unavailable"
-	var oe OperatorError
-	switch {
-	case errors.Is(err, context.Canceled):
-		class = "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		class = "timeout"
-	case errors.As(err, &oe):
-		class = "misconfigured: " + oe.OperatorMessage()
-	case session.IsConflict(err):
-		class = "lost every race for the session state"
+	return &StoreError{Op: op, Class: storeerr.Class(err, pipelineClass), cause: err}
+}
+
+// pipelineClass is the class of an inbox or session-state failure that is
+// not a cancellation or misconfiguration.
+func pipelineClass(err error) string {
+	if session.IsConflict(err) {
+		return "lost every race for the session state"
 	}
-	return &StoreError{Op: op, Class: class, cause: err}
+	return "unavailable"
 }
 
 // errorText is the ErrorText NimBus reports for a failure: the message of

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
@@ -143,7 +141,6 @@ func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
 		Scheduler:     fakeScheduler{w},
 		Deferred:      fakeDeferred{w},
 		Handlers:      w.reg,
-		Log:           zerolog.Nop(),
 		Now:           w.clock,
 		Version:       "test",
 		RecordBackoff: time.Microsecond,

@@ -5,15 +5,14 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // ownKey works out the inbox key of the delivery's own identity (the
 // CloudEvents source rule included), or records why the inbox is bypassed.
 func (j *job) ownKey() {
-	p, r := j.p, j.r
+	p := j.p
 	if p.o.Inbox == nil {
-		r.Inbox = InboxOff
+		j.did.inbox = InboxOff
 		return
 	}
 	id := j.in.MessageID
@@ -37,8 +36,7 @@ func (j *job) ownKey() {
 }
 
 func (j *job) bypass(reason string) {
-	j.r.Inbox, j.r.BypassReason = InboxBypassed, reason
-	j.p.o.Metrics.Inc(telemetry.InboxBypassed, telemetry.TagBypassReason, reason)
+	j.did.inbox, j.did.bypassReason = InboxBypassed, reason
 }
 
 // sourceKey is the inbox key of the stand-in's source MessageId
@@ -53,15 +51,16 @@ func (j *job) sourceKey() *inbox.Key {
 	return &k
 }
 
-// record writes keys in order (a stand-in's source first, its own last);
-// nil keys are skipped.
+// record makes a plain handler's successful delivery known as processed:
+// it writes the inbox records of keys in order (a stand-in's source first,
+// its own last); nil keys are skipped.
 func (j *job) record(ctx context.Context, keys ...*inbox.Key) error {
 	for _, k := range keys {
 		if k == nil {
 			continue
 		}
 		rctx, span := j.p.o.Tracer.Start(ctx, spanInboxRecord)
-		if err := j.p.record(rctx, j.r, *k); err != nil {
+		if err := j.recordOne(rctx, *k); err != nil {
 			se := NewStoreError(inbox.OpRecord, err)
 			endSpan(span, se)
 			return se
@@ -71,13 +70,14 @@ func (j *job) record(ctx context.Context, keys ...*inbox.Key) error {
 	return nil
 }
 
-// record writes k, retrying a failure a few times: once the handler has
+// recordOne writes k, retrying a failure a few times: once the handler has
 // succeeded, a failed record means it runs again on redelivery.
-func (p *Pipeline) record(ctx context.Context, r *Report, k inbox.Key) error {
+func (j *job) recordOne(ctx context.Context, k inbox.Key) error {
+	p := j.p
 	wait := p.o.RecordBackoff
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			r.RecordRetries++
+			j.did.recordRetries++
 		}
 		err := p.o.Inbox.RecordProcessed(ctx, k)
 		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {

@@ -13,12 +13,12 @@ import (
 // lookup runs the inbox checks of keys (nil keys are skipped), for a
 // transactional handler the marker reads of the same keys in its
 // partition, and, when withState and the delivery has a session, the
-// session-state read, all at once: one sequential round trip. It returns the first key found
-// recorded. A failed inbox check fails the lookup; a failed state read does
-// too, unless an original delivery turned out to be a duplicate (its
-// answer needs no state).
-func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (dup *inbox.Key, err error) {
-	p, r := j.p, j.r
+// session-state read, all at once: one sequential round trip. dup is true
+// when a key was found recorded. A failed inbox check fails the lookup; a
+// failed state read does too, unless an original delivery turned out to be
+// a duplicate (its answer needs no state).
+func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (dup bool, err error) {
+	p := j.p
 	readState := withState && j.hasSession
 	if len(keys) > 0 {
 		j.prepareTx()
@@ -73,22 +73,20 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 			continue
 		}
 		if c.err != nil {
-			return nil, NewStoreError(inbox.OpCheck, c.err)
+			return false, NewStoreError(inbox.OpCheck, c.err)
 		}
 		if c.mErr != nil {
-			return nil, c.mErr
+			return false, c.mErr
 		}
-		if (c.seen || c.marked) && dup == nil {
-			dup = keys[i]
-		}
+		dup = dup || c.seen || c.marked
 	}
-	if dup != nil {
-		r.Inbox = InboxDuplicate
+	if dup {
+		j.did.inbox = InboxDuplicate
 	} else if checked {
-		r.Inbox = InboxNew
+		j.did.inbox = InboxNew
 	}
-	if stErr != nil && (dup == nil || j.attempt != AttemptOriginal) {
-		return nil, NewStoreError(sessionStoreOp(session.OpRead), stErr)
+	if stErr != nil && (!dup || j.attempt != AttemptOriginal) {
+		return false, NewStoreError(sessionStoreOp(session.OpRead), stErr)
 	}
 	return dup, nil
 }

@@ -55,7 +55,11 @@ const (
 	// OutcomeDrained: a replay request was handled (see Report.DrainStop).
 	OutcomeDrained Outcome = "drained"
 
-	OutcomeTransientFailure       Outcome = "transient_failure"
+	OutcomeTransientFailure Outcome = "transient_failure"
+	// OutcomeSessionWriteFailed: a change of the session state (a block, a
+	// park, an unblock) could not be written; the delivery fails, and its
+	// redelivery reads the state again.
+	OutcomeSessionWriteFailed     Outcome = "session_write_failed"
 	OutcomeHandlerFailed          Outcome = "handler_failed"
 	OutcomePermanentFailure       Outcome = "permanent_failure"
 	OutcomePublishFailed          Outcome = "publish_failed"
@@ -109,11 +113,12 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeRetryObsolete:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "RetryRequest for an event that no longer blocks its session; ResolutionResponse sent, handler not run"),
 	OutcomeDrained:            outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "parked messages replayed"),
 
-	OutcomeTransientFailure: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"),
-	OutcomeHandlerFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
-	OutcomePublishFailed:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
-	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
-	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeTransientFailure:   outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "inbox store operation failed; the message will be retried"),
+	OutcomeSessionWriteFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "session state write failed; the message will be retried"),
+	OutcomeHandlerFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
+	OutcomePublishFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
+	OutcomePermanentFailure:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
+	OutcomeInvalidMessage:     outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
 		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeInvalidCloudEvent: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
@@ -211,9 +216,11 @@ type Report struct {
 	Replays   []Report
 	DrainStop string
 	// deadLetter is what the dead-letter notice reports, when the failure
-	// site knew NimBus's exact case.
+	// named NimBus's exact case.
 	deadLetter *message.DeadLetter
-	// Err is why the delivery did not complete (nil when it did).
+	// Err is why the delivery did not complete; for a delivery that
+	// completed by answering its handler's failure (event_failed,
+	// discarded), that failure; otherwise nil.
 	Err error
 	// Stack is the goroutine stack of a handler panic.
 	Stack []byte

@@ -25,6 +25,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomePendingHandoff:         {200, false},
 		OutcomeHeartbeat:              {200, false},
 		OutcomeTransientFailure:       {503, true},
+		OutcomeSessionWriteFailed:     {503, true},
 		OutcomeHandlerFailed:          {503, true},
 		OutcomePublishFailed:          {503, true},
 		OutcomePermanentFailure:       {422, false},

@@ -6,7 +6,6 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // park sends this delivery behind the session's block: the state gives
@@ -18,7 +17,6 @@ import (
 // when the fresh state no longer makes the delivery wait: the caller then
 // handles it.
 func (j *job) park(ctx context.Context) (parked bool, err error) {
-	r := j.r
 	src := j.source
 	var seq int64
 	err = j.change(ctx, "park", func(s session.State) (session.State, bool, error) {
@@ -39,7 +37,7 @@ func (j *job) park(ctx context.Context) (parked bool, err error) {
 	if seq > int64(^uint32(0)>>1) {
 		return false, fmt.Errorf("the session's DeferralSequence %d does not fit NimBus's int32", seq)
 	}
-	r.DeferralSequence = seq
+	j.did.deferralSequence = seq
 	body := j.d.Body
 	if j.ce != nil && j.in.Content != nil {
 		// NimBus parks a MessageContent: the copy is a native message.
@@ -52,16 +50,15 @@ func (j *job) park(ctx context.Context) (parked bool, err error) {
 	} else {
 		resp = message.NewDeferralResponse(j.in, fmt.Sprintf("%d parked messages still being replayed", j.st.DeferredCount), j.timings())
 	}
-	if err := j.sendAll(ctx, copyMsg, resp); err != nil {
+	if err := j.p.sendAll(ctx, copyMsg, resp); err != nil {
 		return false, err
 	}
-	r.Published = true
+	j.did.responded = true
 	if !j.st.Blocked() {
 		if err := j.requestReplay(ctx); err != nil {
 			return false, err
 		}
 	}
-	r.Parked = true
-	j.p.o.Metrics.Inc(telemetry.DeferredParked, "", "")
+	j.did.parked = true
 	return true, nil
 }

@@ -3,13 +3,10 @@ package subscriber
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
-	"runtime/debug"
 	"strings"
 	"time"
 
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/codes"
 	oteltrace "go.opentelemetry.io/otel/trace"
@@ -28,19 +25,6 @@ type Delivery struct {
 	Broker     message.Broker
 	Properties map[string]any
 	Body       []byte
-}
-
-// DuplicateInfo is what the OnDuplicateDetected hook receives: identity and
-// routing metadata, never the payload.
-type DuplicateInfo struct {
-	EndpointID    string
-	MessageID     string
-	EventID       string
-	EventTypeID   string
-	CorrelationID string
-	SessionID     string
-	MessageType   string
-	EnqueuedTime  time.Time
 }
 
 // Options configures a Pipeline.
@@ -88,18 +72,13 @@ type Options struct {
 	Rand func() float64
 	// Handlers maps event types to handlers. Required.
 	Handlers *Registry
-	// OnDuplicateDetected is called for every duplicate. Its error or panic
-	// is logged and never changes the outcome.
-	OnDuplicateDetected func(ctx context.Context, d DuplicateInfo) error
-	// Metrics receives the counters; nil discards them.
+	// Metrics receives the counters (duplicates are observed through
+	// telemetry.DuplicateDetected); nil discards them.
 	Metrics *telemetry.Metrics
 	// Tracer starts the child spans of a delivery (inbox check, session
 	// state, handler, record) under the span in Process's ctx; nil means
 	// the global provider's telemetry.TracerName tracer.
 	Tracer oteltrace.Tracer
-	// Log receives hook failures and replay lines; the per-invocation line
-	// is the caller's.
-	Log zerolog.Logger
 	// Now is the clock; default time.Now.
 	Now func() time.Time
 	// SettleTimeout bounds the record and response after a successful
@@ -207,19 +186,15 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) Report {
 	return p.process(ctx, d, false)
 }
 
-func (p *Pipeline) process(ctx context.Context, d *Delivery, ingress bool) (r Report) {
-	start := p.o.Now()
-	j := &job{p: p, r: &r, d: d, start: start, ingress: ingress}
-	defer func() {
-		p.lastDeliveryNotice(ctx, j)
-		r.Duration = p.o.Now().Sub(start)
-	}()
-	r.Inbox = InboxNotReached
-	r.MessageID = deref(d.Broker.MessageID)
-	r.SessionID = deref(d.Broker.SessionID)
-	r.DeliveryCount = d.Broker.DeliveryCount
-	p.finish(&r, j.process(ctx))
-	return r
+func (p *Pipeline) process(ctx context.Context, d *Delivery, ingress bool) Report {
+	j := p.newJob(d, p.o.Now())
+	j.ingress = ingress
+	defer j.endSettle()
+	o, err := j.process(ctx)
+	end := ending(o, err, d.Properties)
+	p.lastDeliveryNotice(ctx, j, end)
+	j.did.duration = p.o.Now().Sub(j.start)
+	return p.report(d, j.in, &j.did, end)
 }
 
 // ProcessIngress runs the subscriber contract for a delivery on the
@@ -233,25 +208,25 @@ func (p *Pipeline) ProcessIngress(ctx context.Context, d *Delivery) Report {
 }
 
 // process reads the delivery and runs it through the entry point of its
-// MessageType.
-func (j *job) process(ctx context.Context) result {
+// MessageType. Like every entry point, it returns the outcome it answered,
+// or the error that failed the delivery, whose outcome outcomeOf decides.
+func (j *job) process(ctx context.Context) (Outcome, error) {
 	d := j.d
 	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
 	if err != nil {
-		return result{outcome: OutcomeInvalidMessage, err: err, deadLetter: invalidDeadLetter(err, d.Properties)}
+		return "", err
 	}
-	j.setInbound(in)
+	j.read(in)
 	if j.ingress && in.Type != message.EventRequest {
-		return unsupportedType(in.Type)
+		return "", &UnsupportedTypeError{Type: in.Type.String()}
 	}
 	if in.EventID == nil {
 		// NimBus reads EventId with its throwing accessor: a null value is as
 		// absent as a missing property, and the session guard keys on it.
-		dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
-		return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}, deadLetter: &dl}
+		return "", &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}
 	}
-	if end, bad := namedEvent(in.Type, d.Properties); bad {
-		return end
+	if err := namedEvent(in.Type, d.Properties); err != nil {
+		return "", err
 	}
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
@@ -270,25 +245,19 @@ func (j *job) process(ctx context.Context) result {
 	case message.HandoffFailedRequest:
 		return j.handoffFailed(ctx)
 	}
-	return unsupportedType(in.Type)
-}
-
-// unsupportedType ends a delivery whose MessageType the function does not
-// take: NimBus's HandleDefault, the dead-letter path.
-func unsupportedType(t message.Type) result {
-	dl := message.NewUnsupportedTypeDeadLetter(t)
-	return result{outcome: OutcomeUnsupportedMessageType, err: &UnsupportedTypeError{Type: t.String()}, deadLetter: &dl}
+	// NimBus's HandleDefault: the dead-letter path.
+	return "", &UnsupportedTypeError{Type: in.Type.String()}
 }
 
 // namedEvent checks the EventId of a Manager settlement (SkipRequest,
 // HandoffCompletedRequest, HandoffFailedRequest), which acts on the event
 // it names: an empty or non-string EventId names none and is as invalid as
-// a null one. bad is true when the delivery ends here, with end.
-func namedEvent(t message.Type, props map[string]any) (end result, bad bool) {
+// a null one.
+func namedEvent(t message.Type, props map[string]any) error {
 	switch t {
 	case message.SkipRequest, message.HandoffCompletedRequest, message.HandoffFailedRequest:
 	default:
-		return result{}, false
+		return nil
 	}
 	reason := ""
 	switch v, _ := props[message.PropEventID]; v := v.(type) {
@@ -300,58 +269,9 @@ func namedEvent(t message.Type, props map[string]any) (end result, bad bool) {
 		reason = "is not a string"
 	}
 	if reason == "" {
-		return result{}, false
+		return nil
 	}
-	dl := message.NewInvalidMessageDeadLetter(message.PropertyNotDefinedText(message.PropEventID))
-	return result{outcome: OutcomeInvalidMessage, err: &message.InvalidMessageError{Property: message.PropEventID, Reason: reason}, deadLetter: &dl}, true
-}
-
-// invalidDeadLetter is NimBus's dead-letter report for a message its
-// MessageContext cannot read.
-func invalidDeadLetter(err error, props map[string]any) *message.DeadLetter {
-	var ime *message.InvalidMessageError
-	if !errors.As(err, &ime) {
-		dl := message.NewInvalidMessageDeadLetter(err.Error())
-		return &dl
-	}
-	text := message.PropertyNotDefinedText(ime.Property)
-	if ime.Property == message.PropMessageType {
-		if raw, ok := message.PropertyString(props, message.PropMessageType); ok {
-			text = message.UnparseableMessageTypeText(raw)
-		}
-	}
-	dl := message.NewInvalidMessageDeadLetter(text)
-	return &dl
-}
-
-func (p *Pipeline) duplicate(ctx context.Context, in *message.Inbound, k inbox.Key) {
-	p.o.Metrics.Inc(telemetry.DuplicateDetected, "", "")
-	if p.o.OnDuplicateDetected == nil {
-		return
-	}
-	info := DuplicateInfo{
-		EndpointID:    k.EndpointID,
-		MessageID:     deref(in.MessageID),
-		EventID:       deref(in.EventID),
-		EventTypeID:   deref(in.EventTypeID),
-		CorrelationID: deref(in.CorrelationID),
-		SessionID:     deref(in.SessionID),
-		MessageType:   in.Type.String(),
-		EnqueuedTime:  in.EnqueuedTime,
-	}
-	// Only the property is logged: a type read from the body is payload.
-	loggedType, _ := in.Property(message.PropEventTypeID)
-	defer func() {
-		if v := recover(); v != nil {
-			p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
-				Str("panic", logsafe.Bound(fmt.Sprint(v))).Str("stack", logsafe.Stack(debug.Stack())).
-				Msg("a duplicate lifecycle observer panicked; duplicate processing continues")
-		}
-	}()
-	if err := p.o.OnDuplicateDetected(ctx, info); err != nil {
-		p.o.Log.Warn().Str("endpoint", k.EndpointID).Str("eventTypeId", logsafe.Bound(loggedType)).
-			Str("error", logsafe.Bound(err.Error())).Msg("a duplicate lifecycle observer failed; duplicate processing continues")
-	}
+	return &message.InvalidMessageError{Property: message.PropEventID, Reason: reason}
 }
 
 // Span names of the steps of a delivery.

@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -74,17 +72,16 @@ func (s *spyStore) PurgeExpired(ctx context.Context, e string, t time.Time) (int
 }
 
 type fixture struct {
-	t        *testing.T
-	tr       *trace
-	store    *spyStore
-	pub      *resolver.Memory
-	reg      *Registry
-	metrics  *telemetry.Metrics
-	now      time.Time
-	p        *Pipeline
-	handled  int
-	dupInfos []DuplicateInfo
-	handler  HandlerFunc
+	t       *testing.T
+	tr      *trace
+	store   *spyStore
+	pub     *resolver.Memory
+	reg     *Registry
+	metrics *telemetry.Metrics
+	now     time.Time
+	p       *Pipeline
+	handled int
+	handler HandlerFunc
 }
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -109,17 +106,12 @@ func newFixture(t *testing.T, endpoint string, store *spyStore) *fixture {
 	})
 	var err error
 	f.p, err = New(Options{
-		EndpointID: endpoint,
-		Inbox:      store,
-		Publisher:  f.pub,
-		Handlers:   f.reg,
-		Metrics:    f.metrics,
-		Log:        zerolog.Nop(),
-		Now:        func() time.Time { return f.now },
-		OnDuplicateDetected: func(ctx context.Context, d DuplicateInfo) error {
-			f.dupInfos = append(f.dupInfos, d)
-			return nil
-		},
+		EndpointID:    endpoint,
+		Inbox:         store,
+		Publisher:     f.pub,
+		Handlers:      f.reg,
+		Metrics:       f.metrics,
+		Now:           func() time.Time { return f.now },
 		Version:       "test",
 		RecordBackoff: time.Millisecond,
 	})
@@ -212,7 +204,7 @@ func TestOriginatingMessageIDSelfBecomesInboundMessageID(t *testing.T) {
 	}
 }
 
-func TestDuplicateSkipsHandlerSendsSkipResponseAndNotifies(t *testing.T) {
+func TestDuplicateSkipsHandlerSendsSkipResponseAndCounts(t *testing.T) {
 	f := newFixture(t, "billing", nil)
 	f.process(delivery(str("message-1")))
 	f.tr = &trace{}
@@ -232,13 +224,6 @@ func TestDuplicateSkipsHandlerSendsSkipResponseAndNotifies(t *testing.T) {
 	wantBody := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\"}"},"ErrorContent":{"ErrorText":"DuplicateDetected","ErrorType":null,"ExceptionStackTrace":null,"ExceptionSource":null}}`
 	if string(skip.Body) != wantBody || skip.ApplicationProperties["MessageType"] != "SkipResponse" || skip.ApplicationProperties["To"] != "Resolver" {
 		t.Fatalf("skip response = %s %v", skip.Body, skip.ApplicationProperties)
-	}
-	if len(f.dupInfos) != 1 {
-		t.Fatalf("OnDuplicateDetected called %d times", len(f.dupInfos))
-	}
-	d := f.dupInfos[0]
-	if d.MessageID != "message-1" || d.EventID != "event-1" || d.EndpointID != "billing" || d.SessionID != "customer-1" || d.EventTypeID != "OrderPlaced" {
-		t.Fatalf("duplicate info = %+v", d)
 	}
 	if f.metrics.Get(telemetry.DuplicateDetected, "") != 1 {
 		t.Fatal("duplicate counter not incremented")
@@ -472,23 +457,6 @@ func TestBlankEndpointBypasses(t *testing.T) {
 	f := newFixture(t, "   ", nil)
 	if r := f.process(delivery(str("m"))); r.Inbox != InboxBypassed || f.store.checks != 0 {
 		t.Fatalf("report %+v", r)
-	}
-}
-
-func TestDuplicateObserverFailureIsBestEffort(t *testing.T) {
-	for name, hook := range map[string]func(context.Context, DuplicateInfo) error{
-		"error": func(context.Context, DuplicateInfo) error { return errors.New("observer down") },
-		"panic": func(context.Context, DuplicateInfo) error { panic("observer bug") },
-	} {
-		t.Run(name, func(t *testing.T) {
-			f := newFixture(t, "billing", nil)
-			f.p.o.OnDuplicateDetected = hook
-			f.process(delivery(str("m")))
-			r := f.process(delivery(str("m")))
-			if r.Outcome != OutcomeDuplicate || !r.Published || f.handled != 1 {
-				t.Fatalf("report = %+v, handled %d", r, f.handled)
-			}
-		})
 	}
 }
 
@@ -751,8 +719,7 @@ func TestConcurrentDeliveriesAreSafe(t *testing.T) {
 		return Completed(), nil
 	})
 	pub := &resolver.Memory{}
-	p, err := New(Options{EndpointID: "billing", Inbox: mem, Publisher: pub, Handlers: reg, Metrics: &telemetry.Metrics{},
-		OnDuplicateDetected: func(context.Context, DuplicateInfo) error { return nil }})
+	p, err := New(Options{EndpointID: "billing", Inbox: mem, Publisher: pub, Handlers: reg, Metrics: &telemetry.Metrics{}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,46 +5,43 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// respond sends the Resolver response out; the delivery ends with o once
-// it is sent.
-func (j *job) respond(ctx context.Context, out *message.Outgoing, o Outcome) result {
-	if err := j.send(ctx, out); err != nil {
-		return failure(err)
+// respond sends the Resolver response out.
+func (j *job) respond(ctx context.Context, out *message.Outgoing) error {
+	if err := j.p.send(ctx, out); err != nil {
+		return err
 	}
-	j.r.Published = true
-	return result{outcome: o}
+	j.did.responded = true
+	return nil
 }
 
-// resolved answers a ResolutionResponse; the delivery ends with o.
-func (j *job) resolved(ctx context.Context, o Outcome) result {
-	return j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil), o)
+// resolve answers a ResolutionResponse.
+func (j *job) resolve(ctx context.Context) error {
+	return j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil))
 }
 
-// unsupported answers an UnsupportedResponse: no handler for the event.
-func (j *job) unsupported(ctx context.Context) result {
-	return j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil), OutcomeUnsupported)
+// completed answers a handled event: a ResolutionResponse.
+func (j *job) completed(ctx context.Context) (Outcome, error) {
+	return OutcomeCompleted, j.resolve(ctx)
 }
 
-// duplicate answers a recorded delivery: the OnDuplicateDetected hook and a
-// SkipResponse "DuplicateDetected".
-func (j *job) duplicate(ctx context.Context, k inbox.Key) result {
-	j.p.duplicate(ctx, j.in, k)
-	return j.respond(ctx, message.NewResponse(j.in, message.Duplicate, j.timings(), nil), OutcomeDuplicate)
+// duplicate answers a recorded delivery: SkipResponse "DuplicateDetected".
+func (j *job) duplicate(ctx context.Context) (Outcome, error) {
+	j.did.duplicate = true
+	return OutcomeDuplicate, j.respond(ctx, message.NewResponse(j.in, message.Duplicate, j.timings(), nil))
 }
 
 // handoff blocks the session by this event and reports the pending
 // handoff. It is not recorded: a redelivery re-runs the handler so the
 // pending state can be re-established.
-func (j *job) handoff(ctx context.Context, ho *Handoff) result {
+func (j *job) handoff(ctx context.Context, ho *Handoff) (Outcome, error) {
 	if err := j.block(ctx, session.BlockHandoff); err != nil {
-		return failure(err)
+		return "", err
 	}
-	return j.respond(ctx, j.handoffResponse(ho), OutcomePendingHandoff)
+	return OutcomePendingHandoff, j.respond(ctx, j.handoffResponse(ho))
 }
 
 func (j *job) handoffResponse(ho *Handoff) *message.Outgoing {
@@ -55,11 +52,11 @@ func (j *job) handoffResponse(ho *Handoff) *message.Outgoing {
 	return message.NewResponse(j.in, message.PendingHandoff, j.timings(), h)
 }
 
-// failed reports a failed event: ErrorResponse, and a RetryRequest when a
-// policy applies and retry is true. The caller has blocked the session
-// (or chose not to).
-func (j *job) failed(ctx context.Context, err error, retry bool) result {
-	r := j.r
+// failed answers the handler's failure err: an ErrorResponse, and a
+// RetryRequest when a policy applies and retry is true. The caller has
+// blocked the session (or chose not to).
+func (j *job) failed(ctx context.Context, err error, retry bool) (Outcome, error) {
+	j.did.handlerErr = err
 	text, typ := errorText(err), ErrorType(err)
 	errResp := message.NewErrorResponse(j.in, text, typ, j.timings())
 	var at time.Time
@@ -70,15 +67,11 @@ func (j *job) failed(ctx context.Context, err error, retry bool) result {
 		}
 		if d, ok := j.p.o.RetryPolicies.RetryDelay(j.eventTypeID, text, j.p.o.EndpointID, rc, j.p.o.Rand()); ok {
 			at = j.p.o.Now().Add(d)
-			r.RetryDelay = d
+			j.did.retryDelay = d
 		}
 	}
 	if at.IsZero() {
-		if sendErr := j.send(ctx, errResp); sendErr != nil {
-			return failure(sendErr)
-		}
-		r.Published = true
-		return result{outcome: OutcomeEventFailed, err: err}
+		return OutcomeEventFailed, j.respond(ctx, errResp)
 	}
 	// The ErrorResponse and the scheduled RetryRequest go at once.
 	retryMsg := message.NewRetryRequest(j.in, j.d.Body, j.source)
@@ -90,28 +83,25 @@ func (j *job) failed(ctx context.Context, err error, retry bool) result {
 		defer cancel()
 		schedErr = j.p.o.Scheduler.Schedule(sctx, retryMsg, at)
 	}()
-	sendErr := j.send(ctx, errResp)
+	sendErr := j.p.send(ctx, errResp)
 	<-done
 	if sendErr != nil {
-		return failure(fmt.Errorf("%w (the event failed: %w)", sendErr, err))
+		return "", fmt.Errorf("%w (the event failed: %w)", sendErr, err)
 	}
-	r.Published = true
+	j.did.responded = true
 	if schedErr != nil {
-		return result{outcome: OutcomePublishFailed, err: fmt.Errorf("schedule RetryRequest: %w", schedErr)}
+		return "", &sendError{verb: "schedule", messageType: retryMsg.Type(), err: schedErr}
 	}
-	r.RetryScheduled = true
-	return result{outcome: OutcomeEventFailed, err: err}
+	j.did.retryScheduled = true
+	return OutcomeEventFailed, nil
 }
 
-// discarded reports a discarded event: a SkipResponse with NimBus's
+// discarded answers a discarded event: a SkipResponse with NimBus's
 // classifier text.
-func (j *job) discarded(ctx context.Context, err error) result {
+func (j *job) discarded(ctx context.Context, err error) (Outcome, error) {
+	j.did.handlerErr = err
 	out := message.NewDiscardResponse(j.in, ErrorType(err), errorText(err), discardClassifier, j.timings())
-	if sendErr := j.send(ctx, out); sendErr != nil {
-		return failure(sendErr)
-	}
-	j.r.Published = true
-	return result{outcome: OutcomeDiscarded, err: err}
+	return OutcomeDiscarded, j.respond(ctx, out)
 }
 
 // discardClassifier names what classified a failure as Discard in the

@@ -9,32 +9,32 @@ import (
 
 // send publishes m to the endpoint topic within SettleTimeout. Its error
 // is a *sendError.
-func (j *job) send(ctx context.Context, m *message.Outgoing) error {
-	sctx, cancel := context.WithTimeout(ctx, j.p.o.SettleTimeout)
+func (p *Pipeline) send(ctx context.Context, m *message.Outgoing) error {
+	sctx, cancel := context.WithTimeout(ctx, p.o.SettleTimeout)
 	defer cancel()
-	if err := j.p.o.Publisher.Publish(sctx, m); err != nil {
-		return &sendError{messageType: m.Type(), err: err, canceled: sctx.Err() != nil}
+	if err := p.o.Publisher.Publish(sctx, m); err != nil {
+		return &sendError{verb: "send", messageType: m.Type(), err: err, canceled: sctx.Err() != nil}
 	}
 	return nil
 }
 
 // sendAll publishes ms concurrently, within one SettleTimeout. It fails
 // with the first failed send (in the order of ms) if any fails.
-func (j *job) sendAll(ctx context.Context, ms ...*message.Outgoing) error {
+func (p *Pipeline) sendAll(ctx context.Context, ms ...*message.Outgoing) error {
 	if len(ms) == 1 {
-		return j.send(ctx, ms[0])
+		return p.send(ctx, ms[0])
 	}
-	sctx, cancel := context.WithTimeout(ctx, j.p.o.SettleTimeout)
+	sctx, cancel := context.WithTimeout(ctx, p.o.SettleTimeout)
 	defer cancel()
 	errs := make([]error, len(ms))
 	var wg sync.WaitGroup
 	for i, m := range ms {
-		wg.Go(func() { errs[i] = j.p.o.Publisher.Publish(sctx, m) })
+		wg.Go(func() { errs[i] = p.o.Publisher.Publish(sctx, m) })
 	}
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
-			return &sendError{messageType: ms[i].Type(), err: err, canceled: sctx.Err() != nil}
+			return &sendError{verb: "send", messageType: ms[i].Type(), err: err, canceled: sctx.Err() != nil}
 		}
 	}
 	return nil

@@ -10,35 +10,43 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// change applies one transition to the session state (ETag-conditioned,
-// re-read on a lost race) and keeps the state it leaves. Without a session
-// it does nothing. A change that returns errNotGated ends without a write
-// and without error, keeping the fresh state.
+// change applies one transition to the delivery's session state (see
+// changeState) and keeps the state it leaves. Without a session it does
+// nothing.
 func (j *job) change(ctx context.Context, what string, c session.Change) error {
 	if !j.hasSession {
 		return nil
 	}
-	p := j.p
+	st, err := j.p.changeState(ctx, j.sk, j.st, what, c)
+	j.st = st
+	return err
+}
+
+// changeState applies one transition, named what in its span, to the state
+// of session key, last seen as cur: ETag-conditioned, re-read on a lost
+// race. It returns the state the change leaves: the one written; the
+// fresh one when c ends it with errNotGated, without a write and without
+// error; otherwise cur.
+func (p *Pipeline) changeState(ctx context.Context, key session.Key, cur session.State, what string, c session.Change) (session.State, error) {
 	wctx, span := p.o.Tracer.Start(ctx, spanSessionWrite)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("nimbus.session.change", what))
 	}
-	st, wrote, err := session.Apply(wctx, p.o.Sessions, j.sk, j.st, 0, c)
+	st, wrote, err := session.Apply(wctx, p.o.Sessions, key, cur, 0, c)
 	switch {
 	case errors.Is(err, errNotGated):
 		span.End()
-		j.st = st
-		return nil
+		return st, nil
 	case err != nil:
 		se := NewStoreError(sessionStoreOp(session.OpWrite), err)
 		endSpan(span, se)
-		return se
+		return cur, se
 	}
 	span.End()
-	if wrote {
-		j.st = st
+	if !wrote {
+		return cur, nil
 	}
-	return nil
+	return st, nil
 }
 
 // errNotGated stops a park whose fresh state no longer gates the session.
@@ -77,7 +85,7 @@ func (j *job) block(ctx context.Context, kind string) error {
 		return err
 	}
 	if j.st.BlockedBy(ev) {
-		j.r.Blocked = true
+		j.did.blocked = true
 	}
 	return nil
 }
@@ -103,7 +111,7 @@ func (j *job) unblockAndDrain(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		j.r.Unblocked = !j.st.Blocked()
+		j.did.unblocked = !j.st.Blocked()
 	}
 	return j.drainIfWaiting(ctx)
 }
@@ -117,12 +125,17 @@ func (j *job) drainIfWaiting(ctx context.Context) error {
 	return j.requestReplay(ctx)
 }
 
-// requestReplay sends a replay request (ProcessDeferredRequest) for the
-// session.
+// requestReplay sends a replay request for the delivery's session.
 func (j *job) requestReplay(ctx context.Context) error {
-	if err := j.send(ctx, message.NewProcessDeferredRequest(j.in)); err != nil {
+	if err := j.p.requestReplay(ctx, j.in); err != nil {
 		return err
 	}
-	j.r.DrainRequested = true
+	j.did.replayRequested = true
 	return nil
+}
+
+// requestReplay sends a replay request (ProcessDeferredRequest) for the
+// session of in.
+func (p *Pipeline) requestReplay(ctx context.Context, in *message.Inbound) error {
+	return p.send(ctx, message.NewProcessDeferredRequest(in))
 }

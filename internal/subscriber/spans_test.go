@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -26,7 +25,7 @@ func TestStepSpansReportFailures(t *testing.T) {
 	reg.Handle("OrderPlaced", func(ctx context.Context, ev *Event) (Result, error) {
 		return Result{}, errors.New("handler broke")
 	})
-	p, err := New(Options{EndpointID: "billing", Inbox: store, Publisher: &resolver.Memory{}, Handlers: reg, Log: zerolog.Nop(),
+	p, err := New(Options{EndpointID: "billing", Inbox: store, Publisher: &resolver.Memory{}, Handlers: reg,
 		Tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec)).Tracer("test")})
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +68,7 @@ func TestSessionStateSpans(t *testing.T) {
 	})
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	p, err := New(Options{EndpointID: "billing", Inbox: mem, Sessions: sessions, Publisher: &resolver.Memory{}, Handlers: reg,
-		Log: zerolog.Nop(), Tracer: tp.Tracer("test")})
+		Tracer: tp.Tracer("test")})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package subscriber
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -31,6 +30,7 @@ import (
 // OutcomeTransientFailure; a batch that may have been applied is
 // OutcomeTxnAmbiguous (the redelivery's marker read decides); a broken
 // limit or a refused operation is OutcomeTxnRejected (dead-letter path).
+// The verdict's outcome is decided where every failure's is (outcomeOf).
 
 // Store operations of a transactional handler, as StoreError names them.
 const (
@@ -41,31 +41,26 @@ const (
 // spanTxnCommit is the span of a transactional handler's batch.
 const spanTxnCommit = "nimbus.txn.commit"
 
-// txState is a transactional delivery's binding and partition.
+// txState is a transactional delivery's partition.
 type txState struct {
-	binding *TxBinding
-	h       TxHandlerFunc
 	// pk is the partition key value; pkErr why it could not be derived
 	// (the handler then fails permanently, after the plain inbox check).
 	pk    string
 	pkErr error
-	// t is the transaction the handler ran in.
-	t *txn.Txn
 }
 
-// prepareTx looks the event type up and, for a transactional handler,
-// derives the partition key value. It runs once, before the inbox check.
+// prepareTx derives the partition key value of an event of a
+// transactional handler. It runs once, before the inbox check.
 func (j *job) prepareTx() {
 	if j.txPrepared {
 		return
 	}
 	j.txPrepared = true
-	e, ok := j.p.o.Handlers.lookup(j.eventTypeID)
-	if !ok || e.tx == nil {
+	if !j.hasHandler || j.h.tx == nil {
 		return
 	}
-	j.tx = &txState{binding: e.tx, h: e.txh}
-	j.tx.pk, j.tx.pkErr = partitionKey(e.tx, j.event())
+	j.tx = &txState{}
+	j.tx.pk, j.tx.pkErr = partitionKey(j.h.tx, j.event())
 }
 
 // partitionKey evaluates b's partition key function; a panic or an empty
@@ -95,8 +90,7 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Bool("nimbus.inbox.marker", true))
 	}
-	b := j.tx.binding
-	seen, err := txn.HasMarker(cctx, j.p.o.Txn, b.Target, j.tx.pk, k.EndpointID, k.MessageID)
+	seen, err := txn.HasMarker(cctx, j.p.o.Txn, j.h.tx.Target, j.tx.pk, k.EndpointID, k.MessageID)
 	if err != nil {
 		err = NewStoreError(opMarkerCheck, err)
 		endSpan(span, err)
@@ -110,73 +104,67 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 }
 
 // runTx runs the transactional handler in a new transaction on the
-// delivery's partition. The unit is sealed when the handler returns (or
-// panics), so nothing its goroutines queue later is committed.
-func (j *job) runTx(ctx context.Context, ev *Event) (Result, error) {
-	j.tx.t = txn.Begin(j.p.o.Txn, j.tx.binding.Target, j.tx.pk, j.p.o.Now)
-	defer j.tx.t.Seal()
-	return j.tx.h(ctx, ev, j.tx.t.Unit())
+// delivery's partition and, when it succeeded without a handoff, commits
+// its queued writes with one marker per key (nil keys are skipped) as one
+// batch. The unit is sealed when the handler returns (or panics), so
+// nothing its goroutines queue later is committed. A batch another copy's
+// marker beat is a duplicate; one that was not committed otherwise is the
+// error, a *commitError.
+func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
+	j.prepareTx()
+	if j.tx.pkErr != nil {
+		// The handler cannot run without its partition.
+		return answer{}, &handlerStop{err: Permanent(j.tx.pkErr)}
+	}
+	t := txn.Begin(j.p.o.Txn, j.h.tx.Target, j.tx.pk, j.p.o.Now)
+	a, err := j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
+		defer t.Seal()
+		return j.h.txh(ctx, ev, t.Unit())
+	})
+	if err != nil || a.kind != answerCompleted {
+		return a, err
+	}
+	switch verdict, err := j.commit(j.settling(ctx), t, keys); verdict {
+	case txn.Committed:
+		return a, nil
+	case txn.Duplicate:
+		j.did.inbox = InboxDuplicate
+		return answer{kind: answerDuplicate}, nil
+	default:
+		return answer{}, &commitError{verdict: verdict, err: err}
+	}
 }
 
-// save makes a successful handler's delivery known as processed under
-// keys (nil keys are skipped): the inbox records of a plain handler, or
-// the transactional handler's batch with one marker per key. done is true
-// when the delivery ends here, with end: a failure, or the answer dup
-// gives when the batch found another copy's marker.
-func (j *job) save(ctx context.Context, keys []*inbox.Key, dup func(inbox.Key) result) (end result, done bool) {
-	if j.tx == nil || j.tx.t == nil {
-		if err := j.record(ctx, keys...); err != nil {
-			return failure(err), true
-		}
-		return result{}, false
-	}
+// commit commits t's queued writes with one marker per key (nil keys are
+// skipped), markers first, as one transactional batch, and returns the
+// batch's verdict. The error of a batch that was not committed is the
+// txn package's for a conflict or a refusal (its text names operations,
+// statuses and limits, never document content; a refusal is Permanent),
+// and a *StoreError, which keeps only a class, for a batch that may have
+// been applied or may succeed later (the cause is a transport error, whose
+// text may name the account).
+func (j *job) commit(ctx context.Context, t *txn.Txn, keys []*inbox.Key) (txn.Outcome, error) {
 	var markers []txn.Marker
-	var marked []inbox.Key
 	for _, k := range keys {
-		if k == nil {
-			continue
+		if k != nil {
+			markers = append(markers, txn.Marker{EndpointID: k.EndpointID, MessageID: k.MessageID, Retention: j.p.o.MarkerRetention})
 		}
-		markers = append(markers, txn.Marker{EndpointID: k.EndpointID, MessageID: k.MessageID, Retention: j.p.o.MarkerRetention})
-		marked = append(marked, *k)
 	}
 	cctx, span := j.p.o.Tracer.Start(ctx, spanTxnCommit)
-	_, err := j.tx.t.Commit(cctx, markers...)
-	o := txn.Classify(err)
+	_, err := t.Commit(cctx, markers...)
+	verdict := txn.Classify(err)
 	if span.IsRecording() {
-		span.SetAttributes(attribute.String("nimbus.txn.outcome", o.String()))
+		span.SetAttributes(attribute.String("nimbus.txn.outcome", verdict.String()))
 	}
-	switch o {
-	case txn.Committed:
-		span.End()
-		return result{}, false
-	case txn.Duplicate:
-		span.End()
-		var de *txn.DuplicateError
-		i := 0
-		if errors.As(err, &de) && de.Marker >= 0 && de.Marker < len(marked) {
-			i = de.Marker
-		}
-		j.r.Inbox = InboxDuplicate
-		return dup(marked[i]), true
-	}
-	end = txFailure(o, err)
-	endSpan(span, end.err)
-	return end, true
-}
-
-// txFailure is the result of a batch that was not committed. Its error
-// text is the txn package's, which names operations, statuses and limits
-// but never document content.
-func txFailure(o txn.Outcome, err error) result {
-	switch o {
+	switch verdict {
+	case txn.Committed, txn.Duplicate:
+		err = nil
 	case txn.Conflict:
-		return result{outcome: OutcomeTxnConflict, err: err}
-	case txn.Ambiguous:
-		// The cause is a transport error, whose text may name the account:
-		// reported as a store error, which keeps only a class.
-		return result{outcome: OutcomeTxnAmbiguous, err: NewStoreError(opTxnCommit, err), storeOp: opTxnCommit}
 	case txn.Permanent:
-		return result{outcome: OutcomeTxnRejected, err: Permanent(err)}
+		err = Permanent(err)
+	default:
+		err = NewStoreError(opTxnCommit, err)
 	}
-	return failure(NewStoreError(opTxnCommit, err))
+	endSpan(span, err)
+	return verdict, err
 }

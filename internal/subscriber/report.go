@@ -1,0 +1,144 @@
+package subscriber
+
+import (
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// trail is what a delivery's steps did, each fact recorded by the step that
+// did it. With the delivery, the message read from it and how it ended, it
+// is what report makes the delivery's Report of.
+type trail struct {
+	sessionID string
+
+	inbox         InboxState
+	bypassReason  string
+	recordRetries int
+	// duplicate: the delivery was answered as a duplicate.
+	duplicate bool
+
+	handlerRan bool
+	// stack is the goroutine stack of a handler panic.
+	stack []byte
+	// handlerErr is the handler's failure the delivery answered (an
+	// ErrorResponse or a SkipResponse) and completed.
+	handlerErr error
+
+	// responded: a Resolver response was sent.
+	responded        bool
+	parked           bool
+	deferralSequence int64
+	blocked          bool
+	unblocked        bool
+	replayRequested  bool
+	sourceIgnored    bool
+	retryDelay       time.Duration
+	retryScheduled   bool
+	notice           bool
+	noticeErr        error
+
+	// A replayed copy's: charge is its request charge, and replayed says
+	// that Drain settled it as replayed (its cursor moved past it).
+	charge   *telemetry.Charge
+	replayed bool
+	// A Drain's: the copies it replayed, each with its own report, and why
+	// it stopped.
+	replays   []Report
+	drainStop string
+
+	duration time.Duration
+}
+
+// report is the one place a Report is filled, for a delivery, a replayed
+// copy and a Drain alike: from the delivery d, the message read from it (in;
+// nil when it could not be read), what its steps did (t) and how it ended.
+// The counters of what the steps did are counted here too.
+func (p *Pipeline) report(d *Delivery, in *message.Inbound, t *trail, end result) Report {
+	r := Report{
+		Outcome:          end.outcome,
+		Inbox:            t.inbox,
+		MessageID:        deref(d.Broker.MessageID),
+		SessionID:        t.sessionID,
+		BypassReason:     t.bypassReason,
+		StoreOp:          end.storeOp,
+		RecordRetries:    t.recordRetries,
+		HandlerRan:       t.handlerRan,
+		Published:        t.responded,
+		DeliveryCount:    d.Broker.DeliveryCount,
+		Parked:           t.parked,
+		DeferralSequence: t.deferralSequence,
+		Blocked:          t.blocked,
+		Unblocked:        t.unblocked,
+		DrainRequested:   t.replayRequested,
+		SourceIgnored:    t.sourceIgnored,
+		RetryScheduled:   t.retryScheduled,
+		RetryDelay:       t.retryDelay,
+		DeadLetterNotice: t.notice,
+		NoticeErr:        t.noticeErr,
+		Charge:           t.charge,
+		Replays:          t.replays,
+		DrainStop:        t.drainStop,
+		deadLetter:       end.deadLetter,
+		Err:              end.err,
+		Stack:            t.stack,
+		Duration:         t.duration,
+	}
+	if r.Inbox == "" {
+		r.Inbox = InboxNotReached
+	}
+	if r.Err == nil {
+		r.Err = t.handlerErr
+	}
+	if in != nil {
+		describe(&r, in)
+	}
+
+	m := p.o.Metrics
+	if end.storeOp != "" {
+		m.Inc(telemetry.InboxOperationFailed, telemetry.TagStoreOperation, end.storeOp)
+	}
+	if t.bypassReason != "" {
+		m.Inc(telemetry.InboxBypassed, telemetry.TagBypassReason, t.bypassReason)
+	}
+	if t.duplicate {
+		m.Inc(telemetry.DuplicateDetected, "", "")
+	}
+	if t.parked {
+		m.Inc(telemetry.DeferredParked, "", "")
+	}
+	if t.replayed {
+		m.Inc(telemetry.DeferredReplayed, "", "")
+	}
+	return r
+}
+
+// describe fills what r says of the message in: its type, and its event
+// type, EventId and CloudEvent mode as far as they are not payload.
+func describe(r *Report, in *message.Inbound) {
+	r.MessageType = in.Type.String()
+	ce := in.CloudEvent
+	fromBody := readFromBody(ce)
+	eventTypeID := deref(in.EventTypeID)
+	if v, ok := in.Property(message.PropEventTypeID); (ok && v != "") || (ce != nil && !fromBody) {
+		r.EventTypeID = eventTypeID
+	} else {
+		// From the body: payload, never logged.
+		r.EventTypeFromBody = eventTypeID != ""
+	}
+	r.EventID = reportedEventID(in)
+	if ce != nil {
+		r.CloudEvent = string(ce.Mode)
+	}
+}
+
+// reportedEventID is in's EventId as the report and the handler see it:
+// none when it was read from a structured CloudEvent's body and no EventId
+// property carries it (a value from the body is payload).
+func reportedEventID(in *message.Inbound) string {
+	if _, ok := in.Property(message.PropEventID); ok || !readFromBody(in.CloudEvent) {
+		return deref(in.EventID)
+	}
+	return ""
+}
