@@ -53,6 +53,9 @@ type job struct {
 	// function, which takes EventRequests only.
 	ingress bool
 
+	// out is the outbox of the handler's last run.
+	out *outbox
+
 	// settle is the context of the steps after the handler (see settling),
 	// and endSettle releases it.
 	settle    context.Context

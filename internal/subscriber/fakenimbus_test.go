@@ -52,6 +52,8 @@ type fakeNimbus struct {
 	// fault plan fails call number failAt (1-based, over all operations).
 	calls   map[string]int
 	callSeq int
+	// order lists every call by operation, in the order they were made.
+	order []string
 	failAt  int
 	mode    faultMode
 	// failOp, when set, fails every call of that operation.
@@ -70,6 +72,8 @@ type fakeNimbus struct {
 	// separately.
 	sent      []*message.Outgoing
 	scheduled []scheduledMsg
+	// batchSizes are the sizes of the batches sent, in order.
+	batchSizes []int
 	// The Deferred subscription (by session) and the broker's message ids.
 	deferred map[string]*deferredQueue
 	nextID   int
@@ -189,6 +193,7 @@ func (w *fakeNimbus) call(op string, do func() error) error {
 	time.Sleep(latency)
 	w.mu.Lock()
 	w.calls[op]++
+	w.order = append(w.order, op)
 	w.callSeq++
 	n := w.callSeq
 	always := w.failOp[op]
@@ -371,6 +376,22 @@ func (pb fakePublisher) Publish(ctx context.Context, m *message.Outgoing) error 
 				Body:       m.Body,
 			}}})
 		}
+		return nil
+	})
+}
+
+// PublishBatch sends ms in one call ("publish batch"): kept together, in
+// order, or refused whole.
+func (pb fakePublisher) PublishBatch(ctx context.Context, ms []*message.Outgoing) error {
+	w := pb.w
+	w.mu.Lock()
+	w.sends++
+	w.mu.Unlock()
+	return w.call("publish batch", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.sent = append(w.sent, ms...)
+		w.batchSizes = append(w.batchSizes, len(ms))
 		return nil
 	})
 }

@@ -59,10 +59,14 @@ const (
 	// OutcomeSessionWriteFailed: a change of the session state (a block, a
 	// park, an unblock) could not be written; the delivery fails, and its
 	// redelivery reads the state again.
-	OutcomeSessionWriteFailed     Outcome = "session_write_failed"
-	OutcomeHandlerFailed          Outcome = "handler_failed"
-	OutcomePermanentFailure       Outcome = "permanent_failure"
-	OutcomePublishFailed          Outcome = "publish_failed"
+	OutcomeSessionWriteFailed Outcome = "session_write_failed"
+	OutcomeHandlerFailed      Outcome = "handler_failed"
+	OutcomePermanentFailure   Outcome = "permanent_failure"
+	OutcomePublishFailed      Outcome = "publish_failed"
+	// OutcomeEventsSendFailed: the events a plain handler published could
+	// not be sent; the delivery is not recorded, and its redelivery runs
+	// the handler again, which publishes them again under the same ids.
+	OutcomeEventsSendFailed       Outcome = "events_send_failed"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
 	OutcomeInvalidCloudEvent      Outcome = "invalid_cloudevent"
@@ -117,8 +121,10 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeSessionWriteFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "session state write failed; the message will be retried"),
 	OutcomeHandlerFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
 	OutcomePublishFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
-	OutcomePermanentFailure:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
-	OutcomeInvalidMessage:     outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeEventsSendFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel,
+		"the events the handler published could not be sent; nothing recorded; the message will be retried and the handler runs again"),
+	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
+	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
 		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeInvalidCloudEvent: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
@@ -186,6 +192,13 @@ type Report struct {
 	HandlerRan bool
 	// Published is true when a Resolver response was sent.
 	Published bool
+	// EventsPublished counts the events the handler published that this
+	// delivery sent (for a copy that found its transactional outbox
+	// undispatched, the stored events it sent again). EventsDropped counts
+	// those the handler published and the delivery dropped, because the
+	// handler did not return Completed (a failure of any kind, a panic, a
+	// pending handoff, a discard).
+	EventsPublished, EventsDropped int
 	// DeliveryCount is the broker's delivery count of the message.
 	DeliveryCount int
 	// Parked: the message was parked behind its session's block, under

@@ -28,6 +28,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeSessionWriteFailed:     {503, true},
 		OutcomeHandlerFailed:          {503, true},
 		OutcomePublishFailed:          {503, true},
+		OutcomeEventsSendFailed:       {503, true},
 		OutcomePermanentFailure:       {422, false},
 		OutcomeInvalidMessage:         {422, false},
 		OutcomeUnsupportedMessageType: {422, false},

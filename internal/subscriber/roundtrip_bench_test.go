@@ -88,6 +88,7 @@ func roundTripCases() []roundTripCase {
 		}},
 		txFreshCase,
 		plainTwoWritesCase,
+		publishingCase,
 	}
 }
 

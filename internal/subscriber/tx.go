@@ -120,7 +120,7 @@ func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 	a, err := j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
 		defer t.Seal()
 		return j.h.txh(ctx, ev, t.Unit())
-	})
+	}, nil)
 	if err != nil || a.kind != answerCompleted {
 		return a, err
 	}
