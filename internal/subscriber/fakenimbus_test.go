@@ -53,9 +53,9 @@ type fakeNimbus struct {
 	calls   map[string]int
 	callSeq int
 	// order lists every call by operation, in the order they were made.
-	order []string
-	failAt  int
-	mode    faultMode
+	order  []string
+	failAt int
+	mode   faultMode
 	// failOp, when set, fails every call of that operation.
 	failOp map[string]bool
 	// recordOutageFrom fails that inbox record call and the ones after it
