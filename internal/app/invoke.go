@@ -131,6 +131,12 @@ func (a *endpointApp) logInvocation(inv *funchost.Invocation, r *subscriber.Repo
 	if r.StoreOp != "" {
 		ev = ev.Str("operation", r.StoreOp)
 	}
+	if r.EventsPublished > 0 {
+		ev = ev.Int("eventsPublished", r.EventsPublished)
+	}
+	if r.EventsDropped > 0 {
+		ev = ev.Int("eventsDropped", r.EventsDropped)
+	}
 	if r.Parked {
 		ev = ev.Int64("deferralSequence", r.DeferralSequence)
 	}
@@ -180,6 +186,12 @@ func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Rep
 		fields = append(fields, field{"eventTypeId", r.EventTypeID})
 	}
 	fields = append(fields, field{"deliveryCount", strconv.Itoa(deliveryCount)}, field{"handlerRan", strconv.FormatBool(r.HandlerRan)})
+	if r.EventsPublished > 0 {
+		fields = append(fields, field{"eventsPublished", strconv.Itoa(r.EventsPublished)})
+	}
+	if r.EventsDropped > 0 {
+		fields = append(fields, field{"eventsDropped", strconv.Itoa(r.EventsDropped)})
+	}
 	a.logSummary(inv, r.Outcome.Spec().Message, r.Duration, charge, fields...)
 	switch r.Inbox {
 	case subscriber.InboxBypassed:
@@ -198,7 +210,7 @@ func (a *endpointApp) failureLine(inv *funchost.Invocation, r *subscriber.Report
 	a.writeFailureLine(inv, failedInvocation{
 		status: spec.Status, level: spec.Level, message: spec.Message, outcome: string(r.Outcome),
 		endpoint: a.cfg.Endpoint, messageID: r.MessageID, sessionID: r.SessionID,
-		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: r.Err,
+		deliveryCount: deliveryCount, storeOp: r.StoreOp, eventsDropped: r.EventsDropped, err: r.Err,
 	})
 }
 

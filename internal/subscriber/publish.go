@@ -87,6 +87,43 @@ func (e *Event) Publish(p Publication) error {
 	return e.out.publish(p)
 }
 
+// DetachedOutbox keeps the publications of an event the pipeline did not
+// deliver (one a test of a handler builds): it checks each as Publish
+// does, apart from what depends on a delivery (its MessageId, SessionId
+// and CorrelationId, and a transactional batch's limits), and sends
+// nothing. The zero value is ready; it is safe for concurrent use.
+type DetachedOutbox struct {
+	mu  sync.Mutex
+	n   int
+	ids map[string]bool
+}
+
+// detachedInbound stands for a delivery in DetachedOutbox's checks.
+var detachedInbound = &message.Inbound{Broker: message.Broker{MessageID: message.Ptr("detached"), SessionID: message.Ptr("detached"), CorrelationID: message.Ptr("detached")}}
+
+// Publish checks p and keeps its message id; it returns the errors
+// Event.Publish returns for p.
+func (d *DetachedOutbox) Publish(p Publication) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n++
+	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
+	if err == nil && d.ids[p.MessageID] {
+		err = errRepeatedID
+	}
+	if err != nil {
+		return Permanent(&PublishError{N: d.n, cause: err})
+	}
+	if d.ids == nil {
+		d.ids = map[string]bool{}
+	}
+	d.ids[p.MessageID] = true
+	return nil
+}
+
+// errRepeatedID refuses a message id a delivery already published.
+var errRepeatedID = fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
+
 // outbox collects what one run of a handler publishes.
 type outbox struct {
 	j *job
@@ -148,7 +185,7 @@ func (o *outbox) add(p Publication) error {
 		return err
 	}
 	if o.ids[p.MessageID] {
-		return fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
+		return errRepeatedID
 	}
 	if o.queue != nil {
 		if err := o.queue(m); err != nil {
