@@ -218,9 +218,38 @@ func handleOrderPlaced(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (ni
 			ExpectedIn:    24 * time.Hour,
 		}), nil
 	}
-	// A real endpoint would create the invoice here, idempotently keyed by
-	// ev.MessageID or o.OrderID.
+	// The order continues its workflow: billing is asked for the invoice,
+	// then the order is announced as accepted. The events go out only
+	// because the handler completes, in this order; their message ids
+	// derive from the order, so a redelivery that runs the handler again
+	// publishes the same ids, and every downstream inbox recognises them.
+	if err := ev.Publish(nimbus.Publication{
+		EventTypeID: "InvoiceRequested", MessageID: "InvoiceRequested-" + o.OrderID,
+		Payload: InvoiceRequested{OrderID: o.OrderID, CustomerID: o.CustomerID, Amount: o.Amount},
+	}); err != nil {
+		return nimbus.Result{}, err
+	}
+	if err := ev.Publish(nimbus.Publication{
+		EventTypeID: "OrderAccepted", MessageID: "OrderAccepted-" + o.OrderID,
+		Payload: OrderAccepted{OrderID: o.OrderID},
+	}); err != nil {
+		return nimbus.Result{}, err
+	}
 	return nimbus.Completed(), nil
+}
+
+// InvoiceRequested is published when an order is accepted: billing is
+// asked to invoice it.
+type InvoiceRequested struct {
+	OrderID    string  `json:"OrderId"`
+	CustomerID string  `json:"CustomerId"`
+	Amount     float64 `json:"Amount"`
+}
+
+// OrderAccepted is published after InvoiceRequested when an order is
+// accepted.
+type OrderAccepted struct {
+	OrderID string `json:"OrderId"`
 }
 
 // switches returns the failure the Fail, FailOn and FailFirstAttempts
