@@ -18,7 +18,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -123,11 +123,11 @@ const (
 func tracedEnvelope(id string, extra ...any) []byte {
 	props := append([]any{"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",
 		"EventTypeId", "OrderPlaced", "OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0, "OriginatingFrom", "ShopEndpoint"}, extra...)
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncSubscriber, MessageID: id, SessionID: funchosttest.S("customer-1"),
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, MessageID: id, SessionID: hostwire.S("customer-1"),
 		Body:          []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"` + secretPayload + `\"}"},"ErrorContent":null}`),
 		DeliveryCount: 1, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
-		Properties: funchosttest.Props(props...),
+		Properties: hostwire.Props(props...),
 		Namespace:  "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 	})
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
@@ -131,7 +131,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sender.Close(context.Background()) })
-	send := func(m nimbustest.Message) {
+	send := func(m nimbusmsg.Message) {
 		t.Helper()
 		err := sender.Send(testctx.Timeout(t, 10*time.Second), teamEndpoint, &servicebus.Message{Body: m.Body,
 			ApplicationProperties: m.ApplicationProperties, SessionID: m.SessionID, CorrelationID: m.CorrelationID, MessageID: m.MessageID})
@@ -144,11 +144,11 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	// A fresh delivery is resolved; its duplicate (the outbox sending the
 	// same MessageId again, with a new EventId) is skipped unhandled.
 	fresh := invoice("inv-1", "customer-1", false)
-	send(nimbustest.EventRequest(fresh))
+	send(nimbusmsg.EventRequest(fresh))
 	wantResponses(t, resolver, fresh.SessionID, []string{"ResolutionResponse:inv-1"})
 	again := fresh
 	again.EventID = "5d0b6c1e-8a53-4c1f-9d7e-2a9f3c4b5e60"
-	send(nimbustest.EventRequest(again))
+	send(nimbusmsg.EventRequest(again))
 	rs := wantResponses(t, resolver, fresh.SessionID, []string{"SkipResponse:inv-1"})
 	if text := errorText(t, rs[0]); text != "DuplicateDetected" {
 		t.Errorf("the duplicate's SkipResponse says %q, want DuplicateDetected", text)
@@ -158,9 +158,9 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	// and the next event of the session is parked behind it.
 	failing := invoice("inv-2", "customer-2", true)
 	next := invoice("inv-3", "customer-2", false)
-	failed := nimbustest.EventRequest(failing)
+	failed := nimbusmsg.EventRequest(failing)
 	send(failed)
-	send(nimbustest.EventRequest(next))
+	send(nimbusmsg.EventRequest(next))
 	rs = wantResponses(t, resolver, failing.SessionID, []string{"ErrorResponse:inv-2", "DeferralResponse:inv-3"})
 	if text := errorText(t, rs[0]); text != rejectedText {
 		t.Errorf("ErrorResponse text %q, want the handler's %q", text, rejectedText)
@@ -173,7 +173,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	// resolved, and the parked event replays after it.
 	er := rs[0]
 	fixed := strings.Replace(failing.EventJSON, `"Reject":true`, `"Reject":false`, 1)
-	send(nimbustest.Resubmission(nimbustest.ErrorResponse{MessageID: er.MessageID, CorrelationID: deref(er.CorrelationID),
+	send(nimbusmsg.Resubmission(nimbusmsg.ErrorResponse{MessageID: er.MessageID, CorrelationID: deref(er.CorrelationID),
 		EventID: prop(er, "EventId"), SessionID: deref(er.SessionID), OriginatingMessageID: prop(er, "OriginatingMessageId")},
 		teamEndpoint, teamEvent, fixed))
 	wantResponses(t, resolver, failing.SessionID, []string{"ResolutionResponse:inv-2", "ResolutionResponse:inv-3"})
@@ -382,8 +382,8 @@ func startHosts(t *testing.T, sb *testenv.ServiceBus, dist string, settings map[
 
 // invoice is an InvoiceRequested event from the shop to the team's
 // endpoint; reject makes the handler fail it.
-func invoice(messageID, session string, reject bool) nimbustest.Event {
-	return nimbustest.Event{
+func invoice(messageID, session string, reject bool) nimbusmsg.Event {
+	return nimbusmsg.Event{
 		Publisher: teamPublisher, Endpoint: teamEndpoint, EventTypeID: teamEvent, SessionID: session, MessageID: messageID,
 		EventJSON: fmt.Sprintf(`{"InvoiceId":"%s","Reject":%t}`, messageID, reject),
 	}

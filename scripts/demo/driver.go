@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
@@ -64,7 +64,7 @@ type result struct {
 	line   handlerproc.Line
 	sent   []app.SentResponse
 	// delivered is the message a step delivered, with its broker MessageId.
-	delivered   nimbustest.Message
+	delivered   nimbusmsg.Message
 	deliveredID string
 }
 
@@ -163,8 +163,8 @@ func (e ev) deliveryCount() int { return max(e.delivery, 1) }
 // delivery builds e as NimBus's publisher and forwarder put it on the
 // endpoint subscription, with the publisher's trace context, and the
 // Subscriber invocation envelope of it.
-func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
-	m := nimbustest.EventRequest(nimbustest.Event{
+func (d *proc) delivery(e ev) (nimbusmsg.Message, []byte) {
+	m := nimbusmsg.EventRequest(nimbusmsg.Event{
 		Publisher: "ShopEndpoint", Endpoint: endpoint, EventTypeID: e.typ(), EventJSON: e.order,
 		SessionID: e.session, MessageID: e.id, CorrelationID: "checkout-42", EventID: "evt-" + strings.ToLower(e.shownID()),
 	})
@@ -179,12 +179,12 @@ func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
 // control delivers a control message a NimBus component (the Manager,
 // the handoff client, the retry rule) sends to the endpoint, through the
 // Subscriber function.
-func (d *proc) control(title string, m nimbustest.Message, exp expect) (result, bool) {
+func (d *proc) control(title string, m nimbusmsg.Message, exp expect) (result, bool) {
 	return d.controlOn(app.FuncSubscriber, title, m, exp)
 }
 
 // controlOn delivers control message m through function fn.
-func (d *proc) controlOn(fn, title string, m nimbustest.Message, exp expect) (result, bool) {
+func (d *proc) controlOn(fn, title string, m nimbusmsg.Message, exp expect) (result, bool) {
 	d.title(title)
 	d.seq++
 	id := m.MessageID
@@ -220,7 +220,7 @@ func (d *proc) replay(title string, sent []app.SentResponse, exp expect) (result
 		return result{}, false
 	}
 	d.seq++
-	m := nimbustest.FromOutgoing(toOutgoing(*req))
+	m := nimbusmsg.FromOutgoing(toOutgoing(*req))
 	id := fmt.Sprintf("a9e3c5b1-2f4d-4e6a-8b7c-%012d", d.seq)
 	sb := m.Delivery(app.FuncDeferredProcessor, id, 1, time.Now().UTC().Add(-time.Second))
 	sb.SessionLockedUntil = time.Time{} // the DeferredProcessor subscription has no sessions
@@ -235,16 +235,16 @@ func (d *proc) cloudEvent(title, brokerMessageID, eventJSON string, exp expect) 
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	sb := funchosttest.ServiceBusMessage{
+	sb := hostwire.ServiceBusMessage{
 		FunctionName:       app.FuncCloudEventsIngress,
 		Body:               []byte(eventJSON),
 		MessageID:          brokerMessageID,
-		SessionID:          funchosttest.S("lead-42"),
-		ContentType:        funchosttest.S("application/json"),
+		SessionID:          hostwire.S("lead-42"),
+		ContentType:        hostwire.S("application/json"),
 		DeliveryCount:      1,
 		EnqueuedTime:       now.Add(-2 * time.Second),
 		SessionLockedUntil: now.Add(time.Minute),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"ce-specversion", "1.0", "ce-id", "lead-42-converted", "ce-source", "/partner/crm",
 			"ce-type", "com.partner.crm.OrderPlaced", "ce-subject", "lead/42"),
 	}
@@ -262,7 +262,7 @@ func (d *proc) cleanup(title string, exp expect) {
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	env := funchosttest.TimerEnvelope(funchosttest.Timer{
+	env := hostwire.BuildTimer(hostwire.Timer{
 		FunctionName: app.FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now.Add(-time.Hour),
 		UtcNow: now, RandGUID: fmt.Sprintf("b3c2a1d4-5e6f-4a7b-8c9d-%012d", d.seq),
 	})
@@ -270,7 +270,7 @@ func (d *proc) cleanup(title string, exp expect) {
 }
 
 // envelope completes sb with the host's fields and builds the envelope.
-func (d *proc) envelope(sb funchosttest.ServiceBusMessage) []byte {
+func (d *proc) envelope(sb hostwire.ServiceBusMessage) []byte {
 	now := time.Now().UTC()
 	sb.LockToken = fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq)
 	sb.SequenceNumber = 1000 + d.seq
@@ -278,9 +278,9 @@ func (d *proc) envelope(sb funchosttest.ServiceBusMessage) []byte {
 	sb.UtcNow = now
 	sb.RandGUID = fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq)
 	if sb.ContentType == nil {
-		sb.ContentType = funchosttest.S("application/json")
+		sb.ContentType = hostwire.S("application/json")
 	}
-	return funchosttest.ServiceBus(sb)
+	return hostwire.ServiceBus(sb)
 }
 
 // invoke POSTs env to function as the host does and prints the answer, the
@@ -550,18 +550,18 @@ func toOutgoing(r app.SentResponse) *message.Outgoing {
 
 // errorResponseOf is what the Resolver stores of an ErrorResponse the
 // broker gave messageID.
-func errorResponseOf(r app.SentResponse, messageID string) nimbustest.ErrorResponse {
-	return nimbustest.ErrorResponseOf(toOutgoing(r), messageID)
+func errorResponseOf(r app.SentResponse, messageID string) nimbusmsg.ErrorResponse {
+	return nimbusmsg.ErrorResponseOf(toOutgoing(r), messageID)
 }
 
 // skipRequest is the Manager's SkipRequest for er.
-func skipRequest(er nimbustest.ErrorResponse) nimbustest.Message {
-	return nimbustest.Skip(er, endpoint, "OrderPlaced")
+func skipRequest(er nimbusmsg.ErrorResponse) nimbusmsg.Message {
+	return nimbusmsg.Skip(er, endpoint, "OrderPlaced")
 }
 
 // resubmission is the Manager's ResubmissionRequest for er, carrying the
 // event content of the failed message (the ErrorResponse's body).
-func resubmission(er nimbustest.ErrorResponse, failed app.SentResponse) (nimbustest.Message, error) {
+func resubmission(er nimbusmsg.ErrorResponse, failed app.SentResponse) (nimbusmsg.Message, error) {
 	var c struct {
 		EventContent *struct {
 			EventTypeID string `json:"EventTypeId"`
@@ -569,19 +569,19 @@ func resubmission(er nimbustest.ErrorResponse, failed app.SentResponse) (nimbust
 		}
 	}
 	if err := json.Unmarshal([]byte(failed.Body), &c); err != nil || c.EventContent == nil {
-		return nimbustest.Message{}, fmt.Errorf("the ErrorResponse carries no event content (%v)", err)
+		return nimbusmsg.Message{}, fmt.Errorf("the ErrorResponse carries no event content (%v)", err)
 	}
-	return nimbustest.Resubmission(er, endpoint, c.EventContent.EventTypeID, c.EventContent.EventJSON), nil
+	return nimbusmsg.Resubmission(er, endpoint, c.EventContent.EventTypeID, c.EventContent.EventJSON), nil
 }
 
 // handoffCompleted is the HandoffCompletedRequest for the delivery whose
 // handler handed off, addressed as the handoff client does.
-func handoffCompleted(r result) (nimbustest.Message, error) {
+func handoffCompleted(r result) (nimbusmsg.Message, error) {
 	m := r.delivered
 	id, sid := r.deliveredID, m.SessionID
 	in, err := message.Read(message.Broker{MessageID: &id, SessionID: &sid, CorrelationID: m.CorrelationID}, m.ApplicationProperties, m.Body)
 	if err != nil {
-		return nimbustest.Message{}, fmt.Errorf("read the handed-off message: %w", err)
+		return nimbusmsg.Message{}, fmt.Errorf("read the handed-off message: %w", err)
 	}
-	return nimbustest.HandoffCompleted(nimbustest.SettlementOf(in), `{"ApprovedBy":"ops"}`), nil
+	return nimbusmsg.HandoffCompleted(nimbusmsg.SettlementOf(in), `{"ApprovedBy":"ops"}`), nil
 }

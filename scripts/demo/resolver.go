@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -49,18 +49,18 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	if response == nil {
 		return fmt.Errorf("the endpoint sent no response for OrderPlaced-0001")
 	}
-	request := funchosttest.Props(
+	request := hostwire.Props(
 		"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
 		"EventId", "evt-orderplaced-0001", "EventTypeId", "OrderPlaced",
 		"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint")
 	requestBody := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"CustomerId\":\"C-7\",\"Amount\":42.5}"},"ErrorContent":null}`
 
 	out := toOutgoing(*response)
-	var props []funchosttest.Property
+	var props []hostwire.Property
 	for k, v := range out.ApplicationProperties {
-		props = append(props, funchosttest.Property{Name: k, Value: v})
+		props = append(props, hostwire.Property{Name: k, Value: v})
 	}
-	props = append(props, funchosttest.Property{Name: "From", Value: endpoint})
+	props = append(props, hostwire.Property{Name: "From", Value: endpoint})
 
 	r.resolverStep("The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody, "written")
 	r.resolverStep("The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" for it (From stamped by the fan-out)", "rsp-0001", props, response.Body, "written")
@@ -68,13 +68,13 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	return nil
 }
 
-func (d *proc) resolverStep(title, messageID string, props []funchosttest.Property, body, wantOutcome string) {
+func (d *proc) resolverStep(title, messageID string, props []hostwire.Property, body, wantOutcome string) {
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	sb := funchosttest.ServiceBusMessage{
+	sb := hostwire.ServiceBusMessage{
 		FunctionName: app.FuncResolver, Body: []byte(body), MessageID: messageID,
-		SessionID: funchosttest.S("customer-C-7"), CorrelationID: funchosttest.S("OrderPlaced-0001"),
+		SessionID: hostwire.S("customer-C-7"), CorrelationID: hostwire.S("OrderPlaced-0001"),
 		DeliveryCount: 1, EnqueuedTime: now.Add(-time.Second), SessionLockedUntil: now.Add(time.Minute), Properties: props,
 	}
 	d.s.printf("   MessageId %s\n", messageID)
