@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
@@ -290,7 +291,7 @@ func TestMemorySinkShowsTypedProperties(t *testing.T) {
 	ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"}))
 	rec := httptest.NewRecorder()
 	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
-	var sent []SentResponse
+	var sent []devhost.SentResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
 		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
 	}

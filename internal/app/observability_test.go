@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
@@ -208,11 +209,11 @@ func TestMemorySinkShowsTheSendSpansTraceContext(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	oa.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
-	var sent []SentResponse
+	var sent []devhost.SentResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
 		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
 	}
-	want := map[string]TypedValue{
+	want := map[string]devhost.TypedValue{
 		"traceparent": {Type: "string", Value: "00-" + inTrace + "-" + send.SpanContext().SpanID().String() + "-01"},
 		"tracestate":  {Type: "string", Value: "congo=t61rcWkgMzE"},
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
@@ -37,7 +37,7 @@ type script struct {
 type proc struct {
 	s    *script
 	proc *handlerproc.Proc
-	base string
+	host *devhost.Client
 	errs *lineLog // the process's stderr
 	seen int      // sent messages already printed
 	seq  int64
@@ -62,7 +62,7 @@ type expect struct {
 type result struct {
 	status int
 	line   handlerproc.Line
-	sent   []app.SentResponse
+	sent   []devhost.SentResponse
 	// delivered is the message a step delivered, with its broker MessageId.
 	delivered   nimbusmsg.Message
 	deliveredID string
@@ -101,7 +101,7 @@ func (s *script) start(ctx context.Context, settings map[string]string) (*proc, 
 		_, _ = p.Stop(stopCtx)
 		return nil, err
 	}
-	return &proc{s: s, proc: p, base: p.BaseURL(), errs: errs}, nil
+	return &proc{s: s, proc: p, host: &devhost.Client{BaseURL: p.BaseURL(), HTTP: s.client}, errs: errs}, nil
 }
 
 // stop stops the process, if it still runs, and prints what it wrote on
@@ -207,9 +207,9 @@ func (d *proc) controlOn(fn, title string, m nimbusmsg.Message, exp expect) (res
 // replay hands the ProcessDeferredRequest among sent to the
 // DeferredProcessor function, as the host does for the DeferredProcessor
 // subscription (no sessions).
-func (d *proc) replay(title string, sent []app.SentResponse, exp expect) (result, bool) {
+func (d *proc) replay(title string, sent []devhost.SentResponse, exp expect) (result, bool) {
 	d.title(title)
-	var req *app.SentResponse
+	var req *devhost.SentResponse
 	for i := range sent {
 		if sent[i].Properties[message.PropMessageType].Value == message.ProcessDeferredRequest.String() {
 			req = &sent[i]
@@ -271,15 +271,7 @@ func (d *proc) cleanup(title string, exp expect) {
 
 // envelope completes sb with the host's fields and builds the envelope.
 func (d *proc) envelope(sb hostwire.ServiceBusMessage) []byte {
-	now := time.Now().UTC()
-	sb.LockToken = fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq)
-	sb.SequenceNumber = 1000 + d.seq
-	sb.Namespace = "sb-demo.servicebus.windows.net"
-	sb.UtcNow = now
-	sb.RandGUID = fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq)
-	if sb.ContentType == nil {
-		sb.ContentType = hostwire.S("application/json")
-	}
+	devhost.HostFields(&sb, d.seq, time.Now())
 	return hostwire.ServiceBus(sb)
 }
 
@@ -295,17 +287,7 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 		return r
 	}
 	r.status = status
-	verdict := "the host completes the message"
-	switch {
-	case function == app.FuncInboxCleanup && r.status/100 == 2:
-		verdict = "timer invocation succeeded"
-	case function == app.FuncInboxCleanup:
-		verdict = "timer invocation failed; the next tick retries"
-	case r.status == http.StatusServiceUnavailable:
-		verdict = "the host abandons the message; the broker redelivers it"
-	case r.status/100 != 2:
-		verdict = "the host abandons the message; redelivered at once, dead-lettered after MaxDeliveryCount"
-	}
+	timer := function == app.FuncInboxCleanup
 
 	final := func(l handlerproc.Line) bool {
 		if l.Str("invocationId") != id {
@@ -318,11 +300,11 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 	line, err := d.proc.WaitLine(ctx, final)
 	cancel()
 	if err != nil {
-		d.s.printf("   → HTTP %d: %s\n", r.status, verdict)
+		devhost.WriteAnswer(d.s.out, "   ", r.status, timer)
 		d.s.fail("no log line for invocation %s: %v", id, err)
 	} else {
 		r.line = line
-		d.s.printf("   → HTTP %d: %s; log: %s\n", r.status, verdict, logSummary(line))
+		devhost.WriteAnswer(d.s.out, "   ", r.status, timer, logSummary(line))
 	}
 	// A failing invocation writes one line on stderr (the host logs only
 	// that for it); a step shows it under itself.
@@ -348,20 +330,11 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 // post POSTs env to function as the host does, with invocation id, and
 // returns the HTTP status.
 func (d *proc) post(function string, env []byte, id string) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
-	if err != nil {
-		return 0, fmt.Errorf("build the request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.s.client.Do(req)
+	a, err := d.host.Invoke(context.Background(), function, id, env)
 	if err != nil {
 		return 0, fmt.Errorf("request failed: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return a.Status, nil
 }
 
 // withReplay records a replayed copy in the final line's fields.
@@ -396,86 +369,13 @@ func logSummary(l handlerproc.Line) string {
 }
 
 // printSent prints what the endpoint sent since the last step.
-func (d *proc) printSent() []app.SentResponse {
+func (d *proc) printSent() []devhost.SentResponse {
 	fresh, ok := d.sentSince()
 	if !ok {
 		return nil
 	}
-	if len(fresh) == 0 {
-		d.s.println("   nothing sent")
-		return nil
-	}
-	for _, r := range fresh {
-		d.s.printf("   %s\n", describe(r))
-		if d.s.verbose {
-			p := r.Properties
-			names := make([]string, 0, len(p))
-			for k := range p {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			var parts []string
-			for _, k := range names {
-				parts = append(parts, fmt.Sprintf("%s=%v:%s", k, p[k].Value, p[k].Type))
-			}
-			d.s.printf("      properties: %s\n", strings.Join(parts, ", "))
-			d.s.printf("      body: %s\n", r.Body)
-		}
-	}
+	devhost.WriteSent(d.s.out, "   ", fresh, d.s.verbose)
 	return fresh
-}
-
-// label is a sent message's MessageType, with "→To" when it is not
-// addressed to the Resolver.
-func label(r app.SentResponse) string {
-	mt := fmt.Sprint(r.Properties[message.PropMessageType].Value)
-	if to := fmt.Sprint(r.Properties[message.PropTo].Value); to != message.ResolverID {
-		return mt + "→" + to
-	}
-	return mt
-}
-
-// describe is one line for a sent message: where it went, its type and
-// the properties that tell it apart.
-func describe(r app.SentResponse) string {
-	p := r.Properties
-	to := fmt.Sprint(p[message.PropTo].Value)
-	var b strings.Builder
-	if to == message.ResolverID {
-		fmt.Fprintf(&b, "Resolver ← %v", p[message.PropMessageType].Value)
-	} else {
-		fmt.Fprintf(&b, "topic ← %v To=%s", p[message.PropMessageType].Value, to)
-	}
-	corr := "(none)"
-	if r.CorrelationID != nil {
-		corr = *r.CorrelationID
-	}
-	fmt.Fprintf(&b, " (SessionId %s, CorrelationId %s, EventId %v", r.SessionID, corr, p[message.PropEventID].Value)
-	for _, k := range []string{message.PropRetryCount, message.PropOriginalSessionID, message.PropDeferralSequence, message.PropInboxMessageID,
-		message.PropHandoffReason, message.PropExternalJobID, message.PropDeadLetterReason} {
-		v, ok := p[k]
-		if !ok || (k == message.PropRetryCount && fmt.Sprint(v.Value) == "0") {
-			continue
-		}
-		fmt.Fprintf(&b, ", %s %v", k, v.Value)
-	}
-	if r.ScheduledEnqueueTime != "" {
-		fmt.Fprintf(&b, ", scheduled for %s", r.ScheduledEnqueueTime)
-	}
-	b.WriteString(")")
-	var c struct {
-		ErrorContent *struct {
-			ErrorText *string
-			ErrorType *string
-		}
-	}
-	if json.Unmarshal([]byte(r.Body), &c) == nil && c.ErrorContent != nil && c.ErrorContent.ErrorText != nil {
-		fmt.Fprintf(&b, " ErrorText %q", *c.ErrorContent.ErrorText)
-		if c.ErrorContent.ErrorType != nil {
-			fmt.Fprintf(&b, " ErrorType %s", *c.ErrorContent.ErrorType)
-		}
-	}
-	return b.String()
 }
 
 // check compares r with exp, records and prints every difference, and
@@ -490,7 +390,7 @@ func (s *script) check(r result, exp expect) bool {
 	}
 	got := make([]string, 0, len(r.sent))
 	for _, m := range r.sent {
-		got = append(got, label(m))
+		got = append(got, devhost.Label(m))
 	}
 	want := append([]string(nil), exp.sends...)
 	sort.Strings(got)
@@ -518,7 +418,7 @@ func (s *script) fail(format string, a ...any) {
 }
 
 func (d *proc) getJSON(path string, v any) error {
-	resp, err := d.s.client.Get(d.base + path)
+	resp, err := d.s.client.Get(d.host.BaseURL + path)
 	if err != nil {
 		return err
 	}
@@ -531,7 +431,7 @@ func (d *proc) getJSON(path string, v any) error {
 
 // toOutgoing turns a message the in-memory sink shows back into what was
 // sent, with the AMQP types of its properties.
-func toOutgoing(r app.SentResponse) *message.Outgoing {
+func toOutgoing(r devhost.SentResponse) *message.Outgoing {
 	props := make(map[string]any, len(r.Properties))
 	for k, v := range r.Properties {
 		val := v.Value
@@ -550,7 +450,7 @@ func toOutgoing(r app.SentResponse) *message.Outgoing {
 
 // errorResponseOf is what the Resolver stores of an ErrorResponse the
 // broker gave messageID.
-func errorResponseOf(r app.SentResponse, messageID string) nimbusmsg.ErrorResponse {
+func errorResponseOf(r devhost.SentResponse, messageID string) nimbusmsg.ErrorResponse {
 	return nimbusmsg.ErrorResponseOf(toOutgoing(r), messageID)
 }
 
@@ -561,7 +461,7 @@ func skipRequest(er nimbusmsg.ErrorResponse) nimbusmsg.Message {
 
 // resubmission is the Manager's ResubmissionRequest for er, carrying the
 // event content of the failed message (the ErrorResponse's body).
-func resubmission(er nimbusmsg.ErrorResponse, failed app.SentResponse) (nimbusmsg.Message, error) {
+func resubmission(er nimbusmsg.ErrorResponse, failed devhost.SentResponse) (nimbusmsg.Message, error) {
 	var c struct {
 		EventContent *struct {
 			EventTypeID string `json:"EventTypeId"`

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
@@ -72,9 +72,9 @@ func (s *script) retryPolicy(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	var retry *app.SentResponse
+	var retry *devhost.SentResponse
 	for i := range failed.sent {
-		if label(failed.sent[i]) == "RetryRequest→Retry" {
+		if devhost.Label(failed.sent[i]) == "RetryRequest→Retry" {
 			retry = &failed.sent[i]
 		}
 	}

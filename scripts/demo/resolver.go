@@ -4,11 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
@@ -35,11 +34,11 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	defer r.stop(ctx)
 
 	s.section(fmt.Sprintf("The same binary as the NimBus Resolver (NimBus__App=Resolver, in-memory tracking store) on 127.0.0.1:%d", r.proc.Port()))
-	var sent []app.SentResponse
-	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
+	sent, err := d.host.Sent(ctx)
+	if err != nil {
 		return err
 	}
-	var response *app.SentResponse
+	var response *devhost.SentResponse
 	for i := range sent {
 		if sent[i].CorrelationID != nil && *sent[i].CorrelationID == "OrderPlaced-0001" {
 			response = &sent[i]
@@ -79,27 +78,19 @@ func (d *proc) resolverStep(title, messageID string, props []hostwire.Property, 
 	}
 	d.s.printf("   MessageId %s\n", messageID)
 	id := fmt.Sprintf("demo-invocation-%04d", d.s.step)
-	req, err := http.NewRequest(http.MethodPost, d.base+"/"+app.FuncResolver, strings.NewReader(string(d.envelope(sb))))
+	status, err := d.post(app.FuncResolver, d.envelope(sb), id)
 	if err != nil {
-		d.s.fail("build the request: %v", err)
+		d.s.fail("%v", err)
 		return
 	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.s.client.Do(req)
-	if err != nil {
-		d.s.fail("request failed: %v", err)
-		return
-	}
-	resp.Body.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Str("invocationId") == id })
 	cancel()
 	if err != nil {
 		d.s.fail("no log line for invocation %s: %v", id, err)
 	}
-	d.s.printf("   → HTTP %d; log: outcome=%v status=%v endpoint=%v\n", resp.StatusCode, line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
-	d.s.check(result{status: resp.StatusCode, line: line}, expect{status: 200, outcome: wantOutcome})
+	d.s.printf("   → HTTP %d; log: outcome=%v status=%v endpoint=%v\n", status, line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
+	d.s.check(result{status: status, line: line}, expect{status: 200, outcome: wantOutcome})
 	var row map[string]any
 	if err := d.getJSON("/_nimbus/tracking?endpoint="+endpoint+"&event=evt-orderplaced-0001", &row); err != nil {
 		d.s.fail("tracking row: none (%v)", err)
