@@ -17,8 +17,11 @@ const usage = `usage: nimbus-func <command> [options]
         write main.go with a sample handler, host.json, functions/, .funcignore,
         local.settings.sample.json, infra/bicep/ (and apps/resolver/ with
         --resolver); existing files are kept unless --force
-  check [--resolver] [--dir DIR]
-        validate host.json, the function folders and the local settings
+  check [--resolver] [--dir DIR] [--pkg PKG]
+        validate host.json, the function folders and the local settings as
+        the Functions host reads them; a NimBus__ setting the library does
+        not read must be one the app declares (check then builds PKG and
+        runs it with NIMBUS_DESCRIBE=1 to ask it)
   package [--resolver] [--dist DIR] [--pkg PKG] [--bin DIR] [--dir DIR]
         build the handler (linux/amd64, static) and stage the app root in
         DIST (default DIR/dist)
@@ -82,13 +85,16 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		err = Init(InitOptions{Dir: *dir, Endpoint: *endpoint, Resolver: *resolver, Force: *force}, stdout)
 	case "check":
+		pkg := fs.String("pkg", ".", "the main package, relative to DIR, asked for the settings it declares")
 		if !parse(fs, args, 0) {
 			return exitUsage
 		}
 		if *dir, err = defaultDir(*dir); err != nil {
 			break
 		}
-		problems := Check(*dir, *resolver)
+		problems := Check(*dir, CheckOptions{Resolver: *resolver, AppSettings: func() ([]string, error) {
+			return appSettings(ctx, *dir, *pkg)
+		}})
 		for _, p := range problems {
 			fmt.Fprintln(stdout, p)
 		}
