@@ -20,7 +20,9 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 	app := nimbus.New()
 	app.Handle("OrderPlaced", func(context.Context, *nimbus.Event) (nimbus.Result, error) { return nimbus.Completed(), nil })
 	pk := func(*nimbus.Event) (string, error) { return "k", nil }
-	tx := func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) { return nimbus.Completed(), nil }
+	tx := func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) {
+		return nimbus.Completed(), nil
+	}
 	app.HandleTx("PaymentReceived", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId",
 		DatabaseSetting: "NimBus__Ledger__DatabaseId", ContainerSetting: "LEDGER_CONTAINER"}, pk, tx)
 	app.HandleTx("RefundIssued", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId",
