@@ -127,12 +127,13 @@ func (c *checker) hostJSON(rel string) string {
 		c.addf(rel, "customHandler is missing: the host would not start the handler binary")
 		return ""
 	}
-	c.want(rel, h, "customHandler.enableForwardingHttpRequest", false, true)
-	// A custom handler cannot settle messages: a 2xx answer completes the
-	// message only with auto-completion, and sessions stay ordered only
-	// with one call per session.
-	c.want(rel, h, "extensions.serviceBus.autoCompleteMessages", true, true)
-	c.want(rel, h, "extensions.serviceBus.maxConcurrentCallsPerSession", float64(1), true)
+	// The host must call the handler with envelopes, not forward HTTP
+	// requests; a custom handler cannot settle messages, so a 2xx answer
+	// completes the message only with auto-completion; sessions stay
+	// ordered only with one call per session.
+	for _, n := range hostNeeds {
+		c.want(rel, h, n.key, n.want, true)
+	}
 	c.lockRenewal(rel, h)
 	c.functionsList(rel, h, path.Dir(rel))
 
@@ -555,6 +556,7 @@ func (c *checker) settingValues(rel, root string, values map[string]any, binding
 		c.addf(rel, "Values.%s is not a setting this version of the library reads%s%s", truncate(k, 80), declare, hint)
 	}
 	c.disabledFunctions(rel, root, values)
+	c.hostOverrides(rel, values)
 	reported := map[string]bool{}
 	for _, u := range bindings {
 		for _, k := range sortedKeys(u.binding) {
@@ -599,6 +601,43 @@ func (c *checker) disabledFunctions(rel, root string, values map[string]any) {
 			c.addf(rel, "Values.%s is %s while %s is true: no CloudEvent would be consumed", truncate(k, 80), show(values[k]), config.KeyCloudEventsEnabled)
 		}
 	}
+}
+
+// hostNeeds are the host.json values the app needs, as hostJSON checks
+// them; an app setting AzureFunctionsJobHost__<path with __> overrides
+// them.
+var hostNeeds = []struct {
+	key  string
+	want any
+}{
+	{"customHandler.enableForwardingHttpRequest", false},
+	{"extensions.serviceBus.autoCompleteMessages", true},
+	{"extensions.serviceBus.maxConcurrentCallsPerSession", float64(1)},
+}
+
+// hostOverrides reports the app settings that override a host.json value
+// the app needs with another one (the host reads
+// AzureFunctionsJobHost__a__b as host.json's a.b, case-insensitively).
+func (c *checker) hostOverrides(rel string, values map[string]any) {
+	for _, k := range sortedKeys(values) {
+		rest, ok := cutPrefixFold(k, "AzureFunctionsJobHost__")
+		if !ok {
+			continue
+		}
+		for _, n := range hostNeeds {
+			if strings.EqualFold(strings.ReplaceAll(rest, "__", "."), n.key) && !sameValue(n.key, values[k], n.want) {
+				c.addf(rel, "Values.%s is %s: it overrides host.json's %s, want %s", truncate(k, 120), show(values[k]), n.key, show(n.want))
+			}
+		}
+	}
+}
+
+// cutPrefixFold is strings.CutPrefix with the prefix in any case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
 }
 
 // cloudEventsFunction receives the CloudEvents ingress subscription; it

@@ -278,6 +278,13 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			`local.settings.sample.json: Values.AzureWebJobs.CloudEventsIngress.Disabled is "true" while NimBus__CloudEvents__Enabled is true: no CloudEvent would be consumed`,
 			`local.settings.sample.json: Values.AzureWebJobs.Subscriber.Disabled is "true": the host would not run Subscriber, and no event would reach the endpoint`,
 		}},
+		{"host.json overridden by app settings", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) {
+				v["AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages"] = "false"
+				v["azurefunctionsjobhost__Extensions__ServiceBus__MaxConcurrentCallsPerSession"] = "1" // the value needed
+				v["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"] = "8"       // not one check needs
+			}))
+		}, []string{`local.settings.sample.json: Values.AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages is "false": it overrides host.json's extensions.serviceBus.autoCompleteMessages, want true`}},
 		{"a second trigger", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, sub, func(m map[string]any) {
 				m["bindings"] = append(m["bindings"].([]any), map[string]any{"name": "tick", "type": "TimerTrigger", "direction": "in", "schedule": "0 * * * * *"})
