@@ -282,7 +282,7 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			editJSON(t, dir, sample, values(func(v map[string]any) {
 				v["AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages"] = "false"
 				v["azurefunctionsjobhost__Extensions__ServiceBus__MaxConcurrentCallsPerSession"] = "1" // the value needed
-				v["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"] = "8"       // not one check needs
+				v["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"] = "8"        // not one check needs
 			}))
 		}, []string{`local.settings.sample.json: Values.AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages is "false": it overrides host.json's extensions.serviceBus.autoCompleteMessages, want true`}},
 		{"a second trigger", false, func(t *testing.T, dir string) {
