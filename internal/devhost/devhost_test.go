@@ -1,57 +1,27 @@
 package devhost_test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-
-	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/app/apptest"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
-	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
 
-// startApp serves the endpoint app on embedded in-memory stores with the
-// given Resolver sink; its OrderPlaced handler fails permanently when the
-// event says "Fail".
+// startApp serves the endpoint app with the given Resolver sink.
 func startApp(t *testing.T, sink string) *devhost.Client {
 	t.Helper()
-	cfg, err := config.Load(config.FromMap(map[string]string{
-		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
-		config.KeyResolverSink: sink, config.KeyRetryBaseDelay: "0",
-		"ServiceBusConnection": "Endpoint=sb://localhost/;SharedAccessKeyName=k;SharedAccessKey=ZGV2",
-	}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := subscriber.NewRegistry()
-	reg.Handle("OrderPlaced", func(_ context.Context, ev *subscriber.Event) (subscriber.Result, error) {
-		var o struct{ Fail bool }
-		if err := ev.Decode(&o); err != nil {
-			return subscriber.Result{}, err
-		}
-		if o.Fail {
-			return subscriber.Result{}, subscriber.Permanent(errors.New("the order cannot be billed"))
-		}
-		return subscriber.Completed(), nil
-	})
-	a, err := app.New(cfg, app.Deps{Handlers: reg, Log: zerolog.Nop(), Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(a.Handler())
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { _ = a.Close(context.Background()) })
-	return &devhost.Client{BaseURL: srv.URL}
+	port := apptest.Serve(t, map[string]string{config.KeyResolverSink: sink,
+		"ServiceBusConnection": "Endpoint=sb://localhost/;SharedAccessKeyName=k;SharedAccessKey=ZGV2"})
+	return &devhost.Client{BaseURL: "http://127.0.0.1:" + strconv.Itoa(port)}
 }
 
 func order(json string) devhost.Event {
@@ -126,7 +96,7 @@ func TestClientShowsAnswerLogLineAndSentMessages(t *testing.T) {
 		t.Fatalf("sent %+v (%v)", sent, err)
 	}
 
-	_, env = devhost.EventInvocation("Subscriber", order(`{"OrderId":"O-2","Fail":true}`), 2, now)
+	_, env = devhost.EventInvocation("Subscriber", order(`{"OrderId":"O-2","Fail":"permanent"}`), 2, now)
 	if a, err = c.Invoke(ctx, "Subscriber", "inv-2", env); err != nil || a.Status != 422 || len(a.Logs) != 0 {
 		t.Fatalf("answer %+v (%v), want 422 without Logs", a, err)
 	}

@@ -202,24 +202,6 @@ func TestInitRefuses(t *testing.T) {
 	}
 }
 
-// treeFiles returns the files under dir, slash paths, sorted.
-func treeFiles(t *testing.T, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out = append(out, filepath.ToSlash(rel))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // init writes nothing through a symbolic link that leads out of the
 // module: a linked directory on the way to a file, or, with --force, a
 // linked file. It refuses before writing anything, naming the link.
@@ -268,7 +250,7 @@ func TestInitWritesNothingThroughALinkOutOfTheModule(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			mod, outside := newModule(t), t.TempDir()
 			link := c.link(t, mod, outside)
-			beforeOut, beforeMod := treeFiles(t, outside), treeFiles(t, mod)
+			beforeOut, beforeMod := staged(t, outside), staged(t, mod)
 			args := []string{"init", "--endpoint", "Orders", "--dir", mod}
 			if c.force {
 				args = append(args, "--force")
@@ -277,10 +259,10 @@ func TestInitWritesNothingThroughALinkOutOfTheModule(t *testing.T) {
 			if code != exitFailed || !strings.Contains(errOut, "nothing written") || !strings.Contains(errOut, link+" is a symbolic link to ") {
 				t.Errorf("init: exit %d\n%s%s\nwant exit 1 naming %s", code, out, errOut, link)
 			}
-			if got := treeFiles(t, outside); strings.Join(got, ",") != strings.Join(beforeOut, ",") {
+			if got := staged(t, outside); strings.Join(got, ",") != strings.Join(beforeOut, ",") {
 				t.Errorf("outside the module: %v, before %v", got, beforeOut)
 			}
-			if got := treeFiles(t, mod); strings.Join(got, ",") != strings.Join(beforeMod, ",") {
+			if got := staged(t, mod); strings.Join(got, ",") != strings.Join(beforeMod, ",") {
 				t.Errorf("in the module: %v, before %v", got, beforeMod)
 			}
 			if b, err := os.ReadFile(filepath.Join(outside, "host.json")); err == nil && string(b) != "theirs" {

@@ -1,67 +1,19 @@
 package scaffold
 
 import (
-	"context"
-	"errors"
 	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/rs/zerolog"
-
-	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/app/apptest"
 )
-
-// serveApp serves the endpoint app on 127.0.0.1 with in-memory stores and
-// returns its port. Its OrderPlaced handler fails the event when the event
-// says "Fail".
-func serveApp(t *testing.T, settings map[string]string) int {
-	t.Helper()
-	m := map[string]string{
-		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
-		config.KeyResolverSink: "InMemory", config.KeyRetryBaseDelay: "0",
-	}
-	for k, v := range settings {
-		m[k] = v
-	}
-	cfg, err := config.Load(config.FromMap(m))
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg := subscriber.NewRegistry()
-	reg.Handle("OrderPlaced", func(_ context.Context, ev *subscriber.Event) (subscriber.Result, error) {
-		var o struct{ Fail bool }
-		if err := ev.Decode(&o); err != nil {
-			return subscriber.Result{}, err
-		}
-		if o.Fail {
-			return subscriber.Result{}, errors.New("the order cannot be billed")
-		}
-		return subscriber.Completed(), nil
-	})
-	a, err := app.New(cfg, app.Deps{Handlers: reg, Log: zerolog.Nop(), Version: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: a.Handler()}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { _ = srv.Close(); _ = a.Close(context.Background()) })
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // invoke delivers an event, shows the host's answer, the invocation's log
 // line and the messages sent; the same event again is a duplicate; a
 // failing handler's invocation shows its ErrorResponse.
 func TestInvokeShowsTheAnswerTheLogLineAndTheMessagesSent(t *testing.T) {
-	port := strconv.Itoa(serveApp(t, nil))
+	port := strconv.Itoa(apptest.Serve(t, nil))
 	steps := []struct {
 		args []string
 		code int
@@ -78,7 +30,7 @@ func TestInvokeShowsTheAnswerTheLogLineAndTheMessagesSent(t *testing.T) {
 		}},
 		// A plain error fails the event: the Resolver gets its
 		// ErrorResponse and the session is blocked.
-		{[]string{"--session-id", "customer-9", "--message-id", "m-9", "OrderPlaced", `{"OrderId":"O-9","Fail":true}`}, 0, []string{
+		{[]string{"--session-id", "customer-9", "--message-id", "m-9", "OrderPlaced", `{"OrderId":"O-9","Fail":"failed"}`}, 0, []string{
 			"(MessageId m-9, SessionId customer-9, DeliveryCount 1)", "outcome=event_failed",
 			`Resolver ← ErrorResponse (SessionId customer-9, CorrelationId m-9,`, `ErrorText "the order cannot be billed"`,
 		}},
@@ -105,7 +57,7 @@ func TestInvokeShowsTheAnswerTheLogLineAndTheMessagesSent(t *testing.T) {
 // A failed invocation exits 1 and shows the line the host logs for it:
 // the handler's stderr line, which the app keeps for local runs.
 func TestInvokeOfAFailedInvocation(t *testing.T) {
-	port := strconv.Itoa(serveApp(t, nil))
+	port := strconv.Itoa(apptest.Serve(t, nil))
 	// An event whose JSON the handler cannot decode fails permanently.
 	code, out, _ := run(t, "invoke", "--port", port, "--endpoint", "BillingEndpoint", "OrderPlaced", `"just a string"`)
 	if code != exitFailed || !strings.Contains(out, "→ HTTP 422: the host abandons the message") ||
@@ -118,7 +70,7 @@ func TestInvokeOfAFailedInvocation(t *testing.T) {
 // from the module's local settings; without --port, from
 // FUNCTIONS_CUSTOMHANDLER_PORT.
 func TestInvokeFindsTheEndpointAndPort(t *testing.T) {
-	port := strconv.Itoa(serveApp(t, nil))
+	port := strconv.Itoa(apptest.Serve(t, nil))
 	dir := initModule(t) // local.settings.sample.json names the endpoint Orders
 	t.Setenv(portSetting, port)
 	t.Setenv(endpointSetting, "")
