@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,18 @@ func TestInitWritesTheApp(t *testing.T) {
 	}
 	if !strings.Contains(out, strconv.Itoa(len(want))+" files written, 0 skipped") {
 		t.Errorf("the output does not count %d files written:\n%s", len(want), out)
+	}
+	// The closing lines name the next commands of the README's flow.
+	readme := string(readFile(t, filepath.Join(repoRoot(t), "README.md")))
+	_, next, _ := strings.Cut(out, "\nnext: ")
+	cmds := regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(next, -1)
+	if len(cmds) < 4 {
+		t.Errorf("the closing lines name %d commands:\n%s", len(cmds), out)
+	}
+	for _, c := range cmds {
+		if !strings.HasPrefix(c[1], "go ") || !strings.Contains(readme, c[1]) {
+			t.Errorf("the closing lines name %q, which the README's flow does not use", c[1])
+		}
 	}
 
 	var ls struct{ Values map[string]string }
