@@ -373,7 +373,8 @@ func (c *checker) functions(root, exe string) []usedBinding {
 		}
 		got, ok := bindingList(doc)
 		if !ok {
-			c.addf(rel, "bindings is %s, want a list of bindings", show(doc["bindings"]))
+			v, _ := get(doc, "bindings")
+			c.addf(rel, "bindings is %s, want a list of bindings", show(v))
 			continue
 		}
 		var tmpl map[string]any

@@ -285,6 +285,9 @@ func TestCheckNamesEachProblem(t *testing.T) {
 				v["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"] = "8"        // not one check needs
 			}))
 		}, []string{`local.settings.sample.json: Values.AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages is "false": it overrides host.json's extensions.serviceBus.autoCompleteMessages, want true`}},
+		{"bindings not a list", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, func(m map[string]any) { delete(m, "bindings"); m["Bindings"] = map[string]any{} })
+		}, []string{`functions/Subscriber/function.json: bindings is {}, want a list of bindings`}},
 		{"a second trigger", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, sub, func(m map[string]any) {
 				m["bindings"] = append(m["bindings"].([]any), map[string]any{"name": "tick", "type": "TimerTrigger", "direction": "in", "schedule": "0 * * * * *"})
