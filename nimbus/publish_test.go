@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -183,11 +183,11 @@ func runOne(t *testing.T, a *App, log io.Writer, stderr ...io.Writer) (int, []*m
 	if err != nil {
 		t.Fatal(err)
 	}
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: app.FuncSubscriber,
 		Body:         []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\"}"},"ErrorContent":null}`),
-		MessageID:    "m-1", SessionID: funchosttest.S("s-1"), CorrelationID: funchosttest.S("c-1"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
+		MessageID:    "m-1", SessionID: hostwire.S("s-1"), CorrelationID: hostwire.S("c-1"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
 		Namespace:  "sb", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 	})
 	rec := httptest.NewRecorder()

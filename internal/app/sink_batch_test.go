@@ -6,9 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // A batch reaches the in-memory sink message by message, shown as every
@@ -63,5 +71,61 @@ func TestMemorySinkShowsABatch(t *testing.T) {
 	}
 	if sent[2].Properties["MessageType"].Value != "ResolutionResponse" || sent[2].Properties["QueueTimeMs"].Type != "long" {
 		t.Errorf("response %+v", sent[2])
+	}
+}
+
+// The events a handler publishes reach the in-memory sink as every other
+// outgoing message does: in order, before the delivery's response, each
+// with its MessageId, the delivery's session and correlation, and its
+// properties with their AMQP types.
+func TestMemorySinkShowsPublishedEvents(t *testing.T) {
+	cfg, err := config.Load(config.FromMap(map[string]string{config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true",
+		config.KeyInboxStore: "InMemory", config.KeyResolverSink: "InMemory"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := subscriber.NewRegistry()
+	reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+		for _, typ := range []string{"InvoiceRequested", "OrderAccepted"} {
+			if err := ev.Publish(subscriber.Publication{EventTypeID: typ, MessageID: typ + "-O-1", JSON: `{"OrderId":"O-1"}`}); err != nil {
+				return subscriber.Result{}, err
+			}
+		}
+		return subscriber.Completed(), nil
+	})
+	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.Nop(), Version: "test", TracerProvider: telemetry.PropagatingTracerProvider()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := &testApp{App: a, logs: &testlog.Buffer{}, pub: a.endpoint.memory}
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{}"},"ErrorContent":null}`),
+		MessageID: "m-1", SessionID: hostwire.S("customer-1"), CorrelationID: hostwire.S("c-1"), DeliveryCount: 1, SequenceNumber: 7,
+		EnqueuedTime: time.Now(), Properties: hostwire.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
+			"EventId", "evt-1", "EventTypeId", "OrderPlaced"),
+		Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
+	})
+	if status, _ := ta.post(t, FuncSubscriber, env); status != 200 {
+		t.Fatalf("status %d", status)
+	}
+	rec := httptest.NewRecorder()
+	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
+	var sent []devhost.SentResponse
+	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 3 {
+		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
+	}
+	for i, typ := range []string{"InvoiceRequested", "OrderAccepted"} {
+		e := sent[i]
+		if e.MessageID != typ+"-O-1" || e.SessionID != "customer-1" || e.CorrelationID == nil || *e.CorrelationID != "c-1" || e.Properties["To"] != (devhost.TypedValue{Type: "string", Value: typ}) ||
+			e.Properties["EventId"] != (devhost.TypedValue{Type: "null"}) || e.Properties["ParentMessageId"] != (devhost.TypedValue{Type: "string", Value: "m-1"}) ||
+			e.Properties["RetryCount"] != (devhost.TypedValue{Type: "int", Value: 0.0}) || e.Properties["traceparent"].Type != "string" {
+			t.Errorf("event %d: %+v", i, e)
+		}
+		if _, ok := e.Properties["From"]; ok {
+			t.Errorf("event %d has a From", i)
+		}
+	}
+	if sent[2].Properties["MessageType"].Value != "ResolutionResponse" {
+		t.Errorf("last %+v", sent[2])
 	}
 }
