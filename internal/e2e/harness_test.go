@@ -497,6 +497,9 @@ type stackConfig struct {
 	// endpoint topic's DeferredProcessor subscription (no sessions), so
 	// parked messages are replayed.
 	deferred bool
+	// topology, when set, changes the stack's topology (NimBus's for the
+	// endpoint) before the stand-in starts: forwarders, taps.
+	topology func(testenv.Topology) testenv.Topology
 }
 
 // stack is Cosmos (Strong) [+ fault proxy] + Service Bus (NimBus topology)
@@ -536,6 +539,9 @@ func startStack(tb testing.TB, cfg stackConfig) *stack {
 		topo.Topics = append(topo.Topics, testenv.Topic{Name: cfg.ingress, Subscriptions: []testenv.Subscription{
 			{Name: endpointID, RequiresSession: true, MaxDeliveryCount: 10},
 		}})
+	}
+	if cfg.topology != nil {
+		topo = cfg.topology(topo)
 	}
 	s.standIns = startStandIns(tb, standInConfig{topo: topo, cosmosFaults: cfg.faults})
 
