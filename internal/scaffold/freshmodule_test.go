@@ -116,7 +116,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		if i == 0 {
 			useCheckout(t, mod, root)
 		}
-		if strings.Contains(c, "nimbus-func init") && !strings.Contains(out, "init: 16 files written, 0 skipped") {
+		if strings.Contains(c, "nimbus-func init") && !strings.Contains(out, "init: 17 files written, 0 skipped") {
 			t.Fatalf("%s wrote:\n%s", c, out)
 		}
 	}
