@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 	"github.com/nimbus-go/functions-subscriber/internal/txn/txntest"
 )
@@ -54,5 +55,41 @@ func TestMemoryMarkerExpires(t *testing.T) {
 	tx = txn.Begin(m, tg, "t", nil)
 	if _, err := tx.Commit(context.Background(), txn.Marker{EndpointID: "e", MessageID: "m", Retention: time.Second}); err != nil {
 		t.Fatalf("recreating an expired marker: %v", err)
+	}
+}
+
+// A marker whose events are not dispatched never expires, however long
+// after its retention; once marked dispatched it lives for the retention
+// counted from the mark.
+func TestMemoryPendingMarkerOutlivesItsRetention(t *testing.T) {
+	start := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
+	now := start
+	clock := func() time.Time { return now }
+	m := txn.NewMemory(clock)
+	tg := memTarget("/tenant")
+	tx := txn.Begin(m, tg, "t", clock)
+	if err := tx.Unit().Publish(message.Stored{MessageID: "ev-1", Body: []byte(`{}`)}); err != nil {
+		t.Fatal(err)
+	}
+	rc, err := tx.Commit(context.Background(), txn.Marker{EndpointID: "e", MessageID: "m", Retention: time.Minute, Outbox: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = start.Add(365 * 24 * time.Hour)
+	st, err := txn.ReadMarker(context.Background(), m, tg, "t", "e", "m")
+	if err != nil || st.Pending == nil {
+		t.Fatalf("a year later: %+v %v; want the marker still pending", st, err)
+	}
+	if ok, err := txn.MarkDispatched(context.Background(), m, rc.Pending, time.Minute, now); err != nil || !ok {
+		t.Fatalf("MarkDispatched = %v, %v", ok, err)
+	}
+	for _, c := range []struct {
+		after time.Duration
+		want  bool
+	}{{59 * time.Second, true}, {time.Minute, false}} {
+		now = start.Add(365*24*time.Hour + c.after)
+		if got, err := txn.HasMarker(context.Background(), m, tg, "t", "e", "m"); err != nil || got != c.want {
+			t.Errorf("%v after the mark: HasMarker = %v, %v; want %v", c.after, got, err, c.want)
+		}
 	}
 }
