@@ -87,7 +87,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	mod := newTeamModule(t)
 	tool := filepath.Join(t.TempDir(), "nimbus-func")
 	goCmd(t, mod, "build", "-o", tool, libraryModule+"/cmd/nimbus-func")
-	nimbusFunc(t, mod, tool, 0, "init: 17 files written, 0 skipped", "init", "--endpoint", teamEndpoint)
+	nimbusFunc(t, mod, tool, 0, "init: 18 files written, 0 skipped", "init", "--endpoint", teamEndpoint)
 	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(teamMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +295,7 @@ func writeLocalSettings(t *testing.T, mod string, set map[string]string) map[str
 func checkDistLayout(t *testing.T, dist string) {
 	t.Helper()
 	want := []string{".funcignore", ".nimbus-package", "CloudEventsIngress/function.json", "DeferredProcessor/function.json",
-		"InboxCleanup/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
+		"InboxCleanup/function.json", "OutboxSweep/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
 	if got := staged(t, dist); !slices.Equal(got, want) {
 		t.Errorf("dist/ holds\n %v\nwant\n %v", got, want)
 	}
