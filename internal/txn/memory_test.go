@@ -2,7 +2,9 @@ package txn_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -91,5 +93,44 @@ func TestMemoryPendingMarkerOutlivesItsRetention(t *testing.T) {
 		if got, err := txn.HasMarker(context.Background(), m, tg, "t", "e", "m"); err != nil || got != c.want {
 			t.Errorf("%v after the mark: HasMarker = %v, %v; want %v", c.after, got, err, c.want)
 		}
+	}
+}
+
+// A marker whose pending outbox does not decode is an operator error,
+// never a duplicate that would drop its events, and never quotes it.
+func TestReadMarkerUnreadableOutbox(t *testing.T) {
+	m := txn.NewMemory(nil)
+	tg := memTarget("/tenant")
+	id := txn.MarkerID("e", "m")
+	for name, doc := range map[string]map[string]any{
+		"entry without the event":   {"outbox": []any{map[string]any{"messageId": "x"}}},
+		"response of another shape": {"outbox": []any{}, "response": map[string]any{"applicationProperties": map[string]any{"p": []any{"SECRET"}}}},
+		"outbox not a list":         {"outbox": "SECRET"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			pk := "t-" + strings.ReplaceAll(name, " ", "-")
+			for k, v := range map[string]any{"id": id, "tenant": pk, "type": txn.MarkerType, "endpointId": "e", "messageId": "m",
+				"createdAtUtc": "2030-01-01T00:00:00.0000000Z", "dispatchedAtUtc": nil} {
+				doc[k] = v
+			}
+			tx := txn.Begin(m, tg, pk, nil)
+			if err := tx.Unit().Create(doc); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Commit(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			st, err := txn.ReadMarker(context.Background(), m, tg, pk, "e", "m")
+			var oe interface{ OperatorMessage() string }
+			if !errors.Is(err, txn.ErrUnreadableOutbox) || !errors.As(err, &oe) || st.Found {
+				t.Fatalf("ReadMarker = %+v, %v; want an operator error wrapping ErrUnreadableOutbox", st, err)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("the error quotes the marker: %v", err)
+			}
+			if found, err := txn.HasMarker(context.Background(), m, tg, pk, "e", "m"); err == nil || found {
+				t.Fatalf("HasMarker = %v, %v; want the error", found, err)
+			}
+		})
 	}
 }
