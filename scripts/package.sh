@@ -7,7 +7,8 @@
 #
 # One binary serves two Functions apps; this stages one of them:
 #   endpoint  (default) host.json and functions/*/ of the repository root:
-#             Subscriber, InboxCleanup, CloudEventsIngress, DeferredProcessor
+#             Subscriber, InboxCleanup, OutboxSweep, CloudEventsIngress,
+#             DeferredProcessor
 #   resolver  apps/resolver/host.json and apps/resolver/functions/*/: Resolver
 # The app's settings must say the same (NimBus__App=Endpoint or Resolver).
 #

@@ -55,9 +55,9 @@ func TestCommand(t *testing.T) {
 	}{
 		{mod, nil, 2, "usage: nimbus-func <command>"},
 		{sub, []string{"check"}, 1, "host.json: is missing"},
-		{sub, []string{"init", "--endpoint", "Orders", "--resolver"}, 0, "19 files written, 0 skipped"},
+		{sub, []string{"init", "--endpoint", "Orders", "--resolver"}, 0, "20 files written, 0 skipped"},
 		{sub, []string{"check", "--resolver"}, 0, "the host files are fine"},
-		{mod, []string{"init", "--endpoint", "Orders"}, 0, "0 files written, 17 skipped"},
+		{mod, []string{"init", "--endpoint", "Orders"}, 0, "0 files written, 18 skipped"},
 		{t.TempDir(), []string{"check"}, 1, "is not inside a Go module"},
 	} {
 		code, out := command(t, c.dir, c.args...)

@@ -99,14 +99,19 @@ type App struct {
 
 // endpointApp is the endpoint's custom handler: the subscriber pipeline
 // behind the Subscriber, CloudEventsIngress and DeferredProcessor
-// functions, and the InboxCleanup timer.
+// functions, and the InboxCleanup and OutboxSweep timers.
 type endpointApp struct {
 	*host
 	pipeline *subscriber.Pipeline
 	store    inbox.Store
 	memory   *resolver.Memory
-	// cleanupSpanName names the InboxCleanup invocation's span.
+	// publisher sends to the endpoint's topic (traced), as the pipeline's
+	// responses go.
+	publisher resolver.Publisher
+	// cleanupSpanName and sweepSpanName name the InboxCleanup and
+	// OutboxSweep invocations' spans.
 	cleanupSpanName string
+	sweepSpanName   string
 	// account is the inbox's Cosmos account, shared by the endpoint app's
 	// stores; sbClient the Service Bus client of the Resolver publisher.
 	account  *cosmos.Account
@@ -116,6 +121,9 @@ type endpointApp struct {
 	// containers.
 	txnMemory  *txn.Memory
 	txnTargets []txn.Target
+	// txnStore is the store of those containers (nil without
+	// transactional handlers).
+	txnStore txn.Store
 }
 
 // New builds the app the settings choose. It performs no network I/O:
@@ -145,6 +153,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	}
 	a := &endpointApp{host: newHost(cfg, d, "process "+cfg.Endpoint, cfg.Inbox.Enabled && cfg.Inbox.Store == config.StoreCosmos)}
 	a.cleanupSpanName = "nimbus.inbox.cleanup " + cfg.Endpoint
+	a.sweepSpanName = "nimbus.outbox.sweep " + cfg.Endpoint
 
 	var err error
 	a.store = d.Store
@@ -166,6 +175,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 		a.memory = m
 	}
 	pub = resolver.Traced(pub, a.tracer, cfg.Endpoint)
+	a.publisher = pub
 	sessions := d.Sessions
 	if sessions == nil {
 		if sessions, err = a.buildSessions(); err != nil {
@@ -189,6 +199,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	if m, ok := txStore.(*txn.Memory); ok {
 		a.txnMemory = m
 	}
+	a.txnStore = txStore
 	a.txnTargets = d.Handlers.Targets()
 	scheduler, _ := pub.(subscriber.Scheduler)
 	var policies subscriber.RetryPolicies
@@ -223,6 +234,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	a.serve(string(subscriber.OutcomeOverloaded), subscriber.OutcomeOverloaded.Spec())
 	a.server.Handle(FuncSubscriber, a.invokeSubscriber)
 	a.server.Handle(FuncInboxCleanup, a.invokeCleanup)
+	a.server.Handle(FuncOutboxSweep, a.invokeSweep)
 	a.server.Handle(FuncCloudEventsIngress, a.invokeIngress)
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
 	if a.memory != nil {

@@ -145,7 +145,7 @@ func TestAzureBackedAppStartsWithoutNetwork(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close(context.Background())
-	if got := a.Functions(); len(got) != 4 {
+	if got := a.Functions(); len(got) != 5 {
 		t.Fatalf("functions = %v", got)
 	}
 }

@@ -68,7 +68,7 @@ func noAzureSDK(t *testing.T, pkgs map[string]pkg, names ...string) {
 
 func TestNoAzureSDKBelowTheAdapters(t *testing.T) {
 	pkgs := list(t)
-	noAzureSDK(t, pkgs, "internal/subscriber", "internal/resolver", "internal/resolverapp", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking", "internal/txn")
+	noAzureSDK(t, pkgs, "internal/subscriber", "internal/resolver", "internal/resolverapp", "internal/inbox", "internal/message", "internal/funchost", "internal/config", "internal/tracking", "internal/txn", "internal/outbox")
 }
 
 func TestDependenciesPointOneWay(t *testing.T) {
@@ -86,6 +86,8 @@ func TestDependenciesPointOneWay(t *testing.T) {
 		"internal/message":             {"internal/app", "internal/subscriber", "internal/funchost"},
 		"internal/resolver":            {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos", "internal/tracking", "internal/resolverapp"},
 		"internal/resolverapp":         {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos"},
+		// The sweep runs on the txn and resolver ports only.
+		"internal/outbox": {"internal/app", "internal/subscriber", "internal/config", "internal/funchost", "internal/servicebus", "internal/cosmos", "internal/txn/cosmostxn"},
 	}
 	checkForbidden(t, pkgs, forbidden)
 	for name, p := range pkgs {

@@ -17,10 +17,14 @@
 //     MaxDelay not below BaseDelay. The pause runs inside the invocation,
 //     which holds the message's session lock and counts against
 //     functionTimeout.
-//   - NimBus__Inbox__CleanupSchedule: six-field NCRONTAB ({second} {minute}
-//     {hour} {day} {month} {day-of-week}) or a positive TimeSpan interval
-//     (hh:mm:ss, App Service plans). Five-field cron is refused: the host
-//     version decides whether it means a schedule or a start-up error.
+//   - NimBus__Inbox__CleanupSchedule and NimBus__Outbox__SweepSchedule:
+//     six-field NCRONTAB ({second} {minute} {hour} {day} {month}
+//     {day-of-week}) or a positive TimeSpan interval (hh:mm:ss, App Service
+//     plans). Five-field cron is refused: the host version decides whether
+//     it means a schedule or a start-up error.
+//   - NimBus__Outbox__MinimumAge: 1 second to 30 days; a warning when it is
+//     not above NimBus__Retry__MaxDelay, which lets the sweep race a
+//     redelivery.
 //   - NimBus__Inbox__Cosmos__DatabaseId, ContainerId and SessionContainerId:
 //     1 to 255 UTF-16 code units, not blank, not ending with a space, none
 //     of / \ ? #; SessionContainerId differs from ContainerId.
@@ -162,6 +166,8 @@ type Config struct {
 	Tracking Tracking
 	// CloudEvents configures consuming CloudEvents (off by default).
 	CloudEvents CloudEvents
+	// Outbox configures the OutboxSweep timer (endpoint app).
+	Outbox Outbox
 	// RetryPolicies choose whether and when a failed event gets a
 	// RetryRequest (NimBus__RetryPolicies__*); nil when none is set, which
 	// means no RetryRequest.
@@ -293,7 +299,7 @@ func Load(lookup Lookup) (*Config, error) {
 	in := &c.Inbox
 	in.Enabled = l.bool(KeyInboxEnabled, false) && c.App == AppEndpoint
 	in.Retention = l.duration(KeyRetention, DefaultRetention, MinRetention, MaxRetention)
-	in.CleanupSchedule = l.schedule()
+	in.CleanupSchedule = l.schedule(KeyCleanupSchedule, DefaultCleanupSchedule, "InboxCleanup")
 	in.PurgeBatchSize = l.int(KeyPurgeBatchSize, DefaultPurgeBatchSize, MinPurgeBatchSize, MaxPurgeBatchSize)
 	in.CleanupBudget = l.duration(KeyCleanupBudget, DefaultCleanupBudget, MinCleanupBudget, MaxCleanupBudget)
 	if in.CleanupBudget >= HostFunctionTimeout {
@@ -335,6 +341,7 @@ func Load(lookup Lookup) (*Config, error) {
 	if c.Retry.MaxDelay < c.Retry.BaseDelay {
 		l.problem("%s (%s) must not be shorter than %s (%s)", KeyRetryMaxDelay, formatTimeSpan(c.Retry.MaxDelay), KeyRetryBaseDelay, formatTimeSpan(c.Retry.BaseDelay))
 	}
+	l.outbox(c)
 
 	r := &c.Resolver
 	r.ConnectionString = l.str(KeyServiceBus)
@@ -472,14 +479,15 @@ func (l *loader) logLevel() zerolog.Level {
 	return lv
 }
 
-func (l *loader) schedule() string {
-	raw, set := l.lookup(KeyCleanupSchedule)
+// schedule reads the schedule of the timer function named function.
+func (l *loader) schedule(key, def, function string) string {
+	raw, set := l.lookup(key)
 	if !set {
-		return DefaultCleanupSchedule
+		return def
 	}
-	if why := checkSchedule(raw); why != "" {
-		l.problem("%s=%s is not a timer schedule: %s", KeyCleanupSchedule, show(raw), why)
-		return DefaultCleanupSchedule
+	if why := checkSchedule(raw, function); why != "" {
+		l.problem("%s=%s is not a timer schedule: %s", key, show(raw), why)
+		return def
 	}
 	return strings.TrimSpace(raw)
 }

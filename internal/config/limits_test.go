@@ -496,7 +496,8 @@ func TestProblemsNameTheSettingAndBoundTheValue(t *testing.T) {
 	long := strings.Repeat("x", 10000)
 	keys := []string{KeyPort, KeyEndpoint, KeyInboxEnabled, KeyInboxStore, KeyRetention, KeyCleanupSchedule, KeyPurgeBatchSize,
 		KeyCleanupBudget, KeyCleanupConcurrency, KeyCosmosDatabase, KeyCosmosContainer, KeyCosmosAutoCreate, KeyCosmosRelaxed,
-		KeyServiceBusNamespace, KeyResolverSink, KeyLogLevel, KeyRetryBaseDelay, KeyRetryMaxDelay, KeyMaxBodyBytesInFlight}
+		KeyServiceBusNamespace, KeyResolverSink, KeyLogLevel, KeyRetryBaseDelay, KeyRetryMaxDelay, KeyMaxBodyBytesInFlight,
+		KeyOutboxSweepSchedule, KeyOutboxMinimumAge}
 	for _, k := range keys {
 		set := map[string]string{k: long + "/", KeyInboxEnabled: "true", KeyInboxStore: "InMemory"}
 		_, err := load(t, set)

@@ -9,8 +9,9 @@ import (
 	"github.com/robfig/cron/v3"
 )
 
-// The Functions host reads NimBus__Inbox__CleanupSchedule itself (the
-// InboxCleanup timer trigger) with NCRONTAB, six fields including seconds,
+// The Functions host reads NimBus__Inbox__CleanupSchedule and
+// NimBus__Outbox__SweepSchedule itself (the InboxCleanup and OutboxSweep
+// timer triggers) with NCRONTAB, six fields including seconds,
 // or, when that fails, as a TimeSpan interval (App Service plans). Recent
 // hosts also take five fields (no seconds), older ones refuse them, so the
 // same five fields could mean a schedule on one host and a start-up error on
@@ -28,11 +29,11 @@ var (
 	nameRun    = regexp.MustCompile(`[A-Za-z]+`)
 )
 
-// checkSchedule reports why raw is not a schedule the host accepts ("" when
-// it is).
-func checkSchedule(raw string) string {
+// checkSchedule reports why raw is not a schedule the host accepts for the
+// timer function named function ("" when it is).
+func checkSchedule(raw, function string) string {
 	if strings.TrimSpace(raw) == "" {
-		return "it is empty, and the Functions host cannot run the InboxCleanup timer on an empty schedule"
+		return "it is empty, and the Functions host cannot run the " + function + " timer on an empty schedule"
 	}
 	raw = strings.TrimSpace(raw)
 	if strings.Contains(raw, ":") {

@@ -31,6 +31,8 @@ var Settings = []Setting{
 	{Name: KeyPurgeBatchSize, Default: strconv.Itoa(DefaultPurgeBatchSize)},
 	{Name: KeyCleanupBudget, Default: formatTimeSpan(DefaultCleanupBudget)},
 	{Name: KeyCleanupConcurrency, Default: strconv.Itoa(DefaultCleanupConcurrency)},
+	{Name: KeyOutboxSweepSchedule, Default: DefaultOutboxSweepSchedule},
+	{Name: KeyOutboxMinimumAge, Default: formatTimeSpan(DefaultOutboxMinimumAge)},
 	{Name: KeyCosmosEndpoint},
 	{Name: KeyCosmosClientID},
 	{Name: KeyCosmosConnectionString},

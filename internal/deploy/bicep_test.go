@@ -175,6 +175,8 @@ func TestBicepFunctionAppAndData(t *testing.T) {
 		"NimBus__Inbox__Store":                          "'Cosmos'",
 		"NimBus__Inbox__RetentionPeriod":                "inboxRetentionPeriod",
 		"NimBus__Inbox__CleanupSchedule":                "inboxCleanupSchedule",
+		"NimBus__Outbox__SweepSchedule":                 "outboxSweepSchedule",
+		"NimBus__Outbox__MinimumAge":                    "outboxMinimumAge",
 		"NimBus__Inbox__Cosmos__AccountEndpoint":        "cosmos.properties.documentEndpoint",
 		"NimBus__Inbox__Cosmos__ClientId":               "identity.properties.clientId",
 		"NimBus__Inbox__Cosmos__DatabaseId":             "cosmosDatabaseId",

@@ -159,20 +159,25 @@ func TestFunctionBindings(t *testing.T) {
 		t.Errorf("Subscriber trigger overrides autoCompleteMessages = %v; a custom handler cannot settle messages itself", ac)
 	}
 
-	cleanup, ok := byName["InboxCleanup"]
-	if !ok {
-		t.Fatal("functions/InboxCleanup/function.json is missing")
-	}
-	b = triggerOf(t, cleanup)
-	for k, v := range map[string]any{
-		"type":         "timerTrigger",
-		"name":         "timer",
-		"schedule":     "%NimBus:Inbox:CleanupSchedule%",
-		"runOnStartup": false,
-		"useMonitor":   true,
+	for name, schedule := range map[string]string{
+		"InboxCleanup": "%NimBus:Inbox:CleanupSchedule%",
+		"OutboxSweep":  "%NimBus:Outbox:SweepSchedule%",
 	} {
-		if b[k] != v {
-			t.Errorf("InboxCleanup trigger %s = %v, want %v", k, b[k], v)
+		fn, ok := byName[name]
+		if !ok {
+			t.Fatalf("functions/%s/function.json is missing", name)
+		}
+		b = triggerOf(t, fn)
+		for k, v := range map[string]any{
+			"type":         "timerTrigger",
+			"name":         "timer",
+			"schedule":     schedule,
+			"runOnStartup": false,
+			"useMonitor":   true,
+		} {
+			if b[k] != v {
+				t.Errorf("%s trigger %s = %v, want %v", name, k, b[k], v)
+			}
 		}
 	}
 }
@@ -248,8 +253,10 @@ func TestLocalSettingsSample(t *testing.T) {
 			t.Errorf("%s = %q, want its default %q", s.Name, v, s.Default)
 		}
 	}
-	if f := strings.Fields(values["NimBus__Inbox__CleanupSchedule"]); len(f) != 6 {
-		t.Errorf("NimBus__Inbox__CleanupSchedule has %d fields, want 6 (NCRONTAB with seconds)", len(f))
+	for _, k := range []string{"NimBus__Inbox__CleanupSchedule", "NimBus__Outbox__SweepSchedule"} {
+		if f := strings.Fields(values[k]); len(f) != 6 {
+			t.Errorf("%s has %d fields, want 6 (NCRONTAB with seconds)", k, len(f))
+		}
 	}
 	// No secrets in a tracked file.
 	for _, k := range []string{"ServiceBusConnection", "NimBus__Inbox__Cosmos__ConnectionString"} {

@@ -586,6 +586,7 @@ func (si *standIns) endpointSettings(container, retryBase, retryMax string) map[
 		"NimBus__Inbox__Cosmos__ConnectionString": si.cosmosConn,
 		"NimBus__Inbox__Cosmos__DatabaseId":       si.database,
 		"NimBus__Inbox__CleanupSchedule":          "0 0 * * * *",
+		"NimBus__Outbox__SweepSchedule":           "0 */5 * * * *",
 		"ServiceBusConnection":                    si.sb.ConnectionString,
 		"NimBus__Retry__BaseDelay":                retryBase,
 		"NimBus__Retry__MaxDelay":                 retryMax,

@@ -196,7 +196,7 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, "functions", "Orders"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{`functions/Orders: the handler serves no function of this name (it serves CloudEventsIngress, DeferredProcessor, InboxCleanup, Subscriber); the host would call it and fail every invocation`}},
+		}, []string{`functions/Orders: the handler serves no function of this name (it serves CloudEventsIngress, DeferredProcessor, InboxCleanup, OutboxSweep, Subscriber); the host would call it and fail every invocation`}},
 		{"function.json not JSON", false, func(t *testing.T, dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "functions", "Subscriber", "function.json"), []byte(`{"bindings": [`), 0o644); err != nil {
 				t.Fatal(err)

@@ -116,7 +116,7 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		if i == 0 {
 			useCheckout(t, mod, root)
 		}
-		if strings.Contains(c, "nimbus-func init") && !strings.Contains(out, "init: 16 files written, 0 skipped") {
+		if strings.Contains(c, "nimbus-func init") && !strings.Contains(out, "init: 18 files written, 0 skipped") {
 			t.Fatalf("%s wrote:\n%s", c, out)
 		}
 	}
@@ -524,7 +524,7 @@ func writeLocalSettings(t *testing.T, mod string, set, add map[string]string) ma
 func checkDistLayout(t *testing.T, dist string) {
 	t.Helper()
 	want := []string{".funcignore", ".nimbus-package", "CloudEventsIngress/function.json", "DeferredProcessor/function.json",
-		"InboxCleanup/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
+		"InboxCleanup/function.json", "OutboxSweep/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
 	if got := staged(t, dist); !slices.Equal(got, want) {
 		t.Errorf("dist/ holds\n %v\nwant\n %v", got, want)
 	}

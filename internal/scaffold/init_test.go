@@ -53,7 +53,7 @@ func TestInitWritesTheApp(t *testing.T) {
 	}
 	want := []string{
 		".funcignore", "functions/CloudEventsIngress/function.json", "functions/DeferredProcessor/function.json",
-		"functions/InboxCleanup/function.json", "functions/Subscriber/function.json", "host.json",
+		"functions/InboxCleanup/function.json", "functions/OutboxSweep/function.json", "functions/Subscriber/function.json", "host.json",
 		"infra/bicep/README.md", "infra/bicep/main.bicep", "infra/bicep/main.bicepparam",
 		"infra/bicep/modules/cloudevents-ingress.bicep", "infra/bicep/modules/event-forwarding.bicep", "infra/bicep/modules/resolver-app.bicep",
 		"infra/bicep/modules/sample-ledger.bicep", "infra/bicep/modules/servicebus-access.bicep", "infra/bicep/modules/servicebus-topology.bicep",
@@ -161,7 +161,7 @@ func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
 		"wrote   main.go\n",
 		"wrote   apps/resolver/host.json\n",
 		"wrote   apps/resolver/functions/Resolver/function.json\n",
-		"3 files written, 16 skipped",
+		"3 files written, 17 skipped",
 	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("the output lacks %q:\n%s", line, out)
@@ -177,7 +177,7 @@ func TestInitKeepsExistingFilesUnlessForced(t *testing.T) {
 	if !bytes.Equal(readFile(t, host), tmpl) {
 		t.Error("init --force did not overwrite host.json with the template")
 	}
-	if !strings.Contains(out, "19 files written, 0 skipped") {
+	if !strings.Contains(out, "20 files written, 0 skipped") {
 		t.Errorf("init --force did not write every file:\n%s", out)
 	}
 }

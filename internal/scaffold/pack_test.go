@@ -51,7 +51,7 @@ func staged(t *testing.T, dist string) []string {
 
 func TestPackageStagesTheAppRoot(t *testing.T) {
 	endpointFiles := []string{".funcignore", ".nimbus-package", "CloudEventsIngress/function.json", "DeferredProcessor/function.json",
-		"InboxCleanup/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
+		"InboxCleanup/function.json", "OutboxSweep/function.json", "Subscriber/function.json", "handler", "host.json", "local.settings.json"}
 	resolverFiles := []string{".funcignore", ".nimbus-package", "Resolver/function.json", "handler", "host.json", "local.settings.json"}
 	for _, c := range []struct {
 		name     string

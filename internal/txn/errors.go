@@ -161,6 +161,8 @@ const (
 	LimitDocument          = "document"            // not a JSON object with a string id
 	LimitPatch             = "patch"               // an unusable patch
 	LimitPartitionKeyValue = "partition_key_value" // a value Cosmos DB cannot take (CheckPartitionKey)
+	LimitMessageID         = "message_id"          // a published event's message id: empty, or repeated in the delivery
+	LimitDocumentBytes     = "document_bytes"      // the marker holding the published events over MaxItemBytes
 )
 
 // LimitError reports a batch that breaks a limit; it was not sent. Index

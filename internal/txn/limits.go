@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 )
 
 // Limits of a Cosmos DB transactional batch, checked before sending.
@@ -17,6 +19,10 @@ const (
 	MaxHandlerOps = MaxOps - 1
 	// MaxRequestBytes bounds the batch request body (2 MB).
 	MaxRequestBytes = 2 << 20
+	// MaxItemBytes bounds one document as Cosmos DB stores it, system
+	// properties included (2 MB): the limit of the inbox marker that
+	// holds a delivery's published events.
+	MaxItemBytes = 2 << 20
 	// MaxIDBytes bounds a document id.
 	MaxIDBytes = 255
 	// MaxPartitionKeyBytes bounds a partition key value: Cosmos DB takes
@@ -25,6 +31,17 @@ const (
 	// and its Bicep provisions (101 bytes in one created without them).
 	MaxPartitionKeyBytes = 2048
 )
+
+// systemPropertiesBytes bounds the system properties Cosmos DB adds to a
+// stored document (_rid, _self, _etag, _attachments, _ts), counted toward
+// its item size.
+const systemPropertiesBytes = 512
+
+// markerBytes bounds a marker document without its outbox entries and
+// response, as the request carries it: its fixed properties with the
+// longest endpoint and MessageId the inbox takes, and the longest
+// partition key value with every character escaped.
+const markerBytes = 1024 + 6*(inbox.MaxEndpointIDLength+inbox.MaxMessageIDLength+MaxPartitionKeyBytes)
 
 // CheckPartitionKey reports a partition key value Cosmos DB cannot take:
 // over MaxPartitionKeyBytes bytes, or not valid UTF-8 (which no JSON

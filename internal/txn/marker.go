@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
 // MarkerType is the "type" property of an inbox marker document, which
@@ -16,7 +17,10 @@ import (
 const MarkerType = "nimbus.inbox"
 
 // markerFields are the properties a marker document sets itself.
-var markerFields = map[string]bool{"id": true, "type": true, "endpointId": true, "messageId": true, "createdAtUtc": true, "ttl": true}
+var markerFields = map[string]bool{
+	"id": true, "type": true, "endpointId": true, "messageId": true, "createdAtUtc": true, "ttl": true,
+	fieldOutbox: true, fieldDispatchedAt: true, fieldResponse: true,
+}
 
 // createdAtLayout is the inbox document's createdAtUtc format: UTC with a
 // fixed seven-digit fraction (100 ns ticks, as .NET's "O" format).
@@ -30,8 +34,26 @@ type Marker struct {
 	EndpointID string
 	MessageID  string
 	// Retention is how long the marker lives (its item ttl, rounded up to
-	// whole seconds, 1 s to about 68 years).
+	// whole seconds, 1 s to about 68 years). A marker that holds events
+	// not yet dispatched has no ttl: it lives until MarkDispatched sets
+	// one.
 	Retention time.Duration
+	// Outbox makes this marker the one that holds the events the handler
+	// published (Unit.Publish) and Response, when it published any. At
+	// most one marker of a commit may have it; a commit whose unit
+	// published events needs one. The pipeline sets it on the marker of
+	// the delivery's own MessageId: a redelivery of this very message,
+	// the copy the broker brings back after a send failed, reads that
+	// marker before anything else, and the events' ParentMessageId is
+	// that MessageId. A stand-in's other marker (its source MessageId)
+	// stays a plain marker.
+	Outbox bool
+	// Response is the delivery's ResolutionResponse as it is to be sent,
+	// kept in the outbox marker with the events so that a later send (the
+	// OutboxSweep timer, which has no inbound message) can send it again
+	// byte for byte. nil keeps none. It is stored only on the marker with
+	// Outbox set, and only when the unit published events.
+	Response *message.Stored
 }
 
 // MarkerID returns the marker document id of (endpointID, messageID): the
@@ -39,13 +61,16 @@ type Marker struct {
 func MarkerID(endpointID, messageID string) string { return inbox.IdentityHash(endpointID, messageID) }
 
 // ttlSeconds returns the marker's item ttl.
-func (m Marker) ttlSeconds() (int64, error) {
-	if m.Retention <= 0 {
-		return 0, fmt.Errorf("%w: marker retention %v is not positive", ErrInvalid, m.Retention)
+func (m Marker) ttlSeconds() (int64, error) { return ttlSeconds(m.Retention) }
+
+// ttlSeconds returns the item ttl of a marker kept for retention.
+func ttlSeconds(retention time.Duration) (int64, error) {
+	if retention <= 0 {
+		return 0, fmt.Errorf("%w: marker retention %v is not positive", ErrInvalid, retention)
 	}
-	s := int64((m.Retention + time.Second - 1) / time.Second)
+	s := int64((retention + time.Second - 1) / time.Second)
 	if s > math.MaxInt32 {
-		return 0, fmt.Errorf("%w: marker retention %v exceeds the longest item ttl (%d s)", ErrInvalid, m.Retention, math.MaxInt32)
+		return 0, fmt.Errorf("%w: marker retention %v exceeds the longest item ttl (%d s)", ErrInvalid, retention, math.MaxInt32)
 	}
 	return s, nil
 }
@@ -58,8 +83,11 @@ func checkMarkerKey(endpointID, messageID string) error {
 }
 
 // markerDoc builds the marker document: id, type, endpointId, messageId,
-// createdAtUtc, ttl, and pk at the target's partition key path.
-func markerDoc(t Target, pk string, m Marker, now time.Time) (Op, error) {
+// createdAtUtc, and pk at the target's partition key path; then either ttl
+// (no events: out is nil) or the events not yet dispatched: outbox (the
+// encoded entries, in order), dispatchedAtUtc null and, when given,
+// response.
+func markerDoc(t Target, pk string, m Marker, now time.Time, out *outboxDoc) (Op, error) {
 	if err := checkMarkerKey(m.EndpointID, m.MessageID); err != nil {
 		return Op{}, err
 	}
@@ -72,8 +100,16 @@ func markerDoc(t Target, pk string, m Marker, now time.Time) (Op, error) {
 		"type":         MarkerType,
 		"endpointId":   m.EndpointID,
 		"messageId":    m.MessageID,
-		"createdAtUtc": now.UTC().Truncate(100 * time.Nanosecond).Format(createdAtLayout),
-		"ttl":          ttl,
+		"createdAtUtc": formatTime(now),
+	}
+	if out == nil {
+		doc["ttl"] = ttl
+	} else {
+		doc[fieldOutbox] = out.entries
+		doc[fieldDispatchedAt] = nil
+		if out.response != nil {
+			doc[fieldResponse] = out.response
+		}
 	}
 	setPath(doc, t.segments(), pk)
 	body, err := json.Marshal(doc)
@@ -96,40 +132,15 @@ func setPath(doc map[string]any, segs []string, v any) {
 	doc[segs[len(segs)-1]] = v
 }
 
+// formatTime renders t as a marker's createdAtUtc and dispatchedAtUtc.
+func formatTime(t time.Time) string {
+	return t.UTC().Truncate(100 * time.Nanosecond).Format(createdAtLayout)
+}
+
 // HasMarker reports whether the marker of (endpointID, messageID) exists
 // in partition pk of target: the duplicate check before the handler runs.
-// Only a clean "not found" answers false; any failure is an error. A
-// partition key value Cosmos DB cannot take fails before any request
-// (CheckPartitionKey). A document with the marker's id that is not that
-// marker (its type, endpointId or messageId differ) is an error an
-// operator must resolve, never a duplicate: the delivery's effects are not
-// there, and its commit could never create the marker.
+// It is ReadMarker's Found; see ReadMarker for its errors.
 func HasMarker(ctx context.Context, s Store, target Target, pk, endpointID, messageID string) (bool, error) {
-	if err := target.Validate(); err != nil {
-		return false, err
-	}
-	if err := CheckPartitionKey(pk); err != nil {
-		return false, err
-	}
-	if err := checkMarkerKey(endpointID, messageID); err != nil {
-		return false, err
-	}
-	id := MarkerID(endpointID, messageID)
-	body, _, found, err := s.Read(ctx, target, pk, id)
-	if err != nil {
-		return false, fmt.Errorf("txn: reading the inbox marker: %w", err)
-	}
-	if !found {
-		return false, nil
-	}
-	var m struct {
-		Type       string `json:"type"`
-		EndpointID string `json:"endpointId"`
-		MessageID  string `json:"messageId"`
-	}
-	if json.Unmarshal(body, &m) != nil || m.Type != MarkerType || m.EndpointID != endpointID || m.MessageID != messageID {
-		return false, &operatorError{err: fmt.Errorf("%w: document %q in container %s, in the delivery's partition, has the id of the delivery's inbox marker but is not that marker (type %s with this endpoint and MessageId); move or delete it so the delivery can be processed",
-			ErrNotMarker, id, target, MarkerType)}
-	}
-	return true, nil
+	st, err := ReadMarker(ctx, s, target, pk, endpointID, messageID)
+	return st.Found, err
 }

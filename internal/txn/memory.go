@@ -272,3 +272,94 @@ func (m *Memory) Documents(target Target) ([]json.RawMessage, error) {
 	}
 	return out, nil
 }
+
+var _ PendingFinder = (*Memory)(nil)
+
+// FindPending implements PendingFinder: the markers of q.EndpointID in
+// target's container, across its partitions, created before q.OlderThan
+// whose events are not dispatched (an outbox and a null dispatchedAtUtc),
+// in (partition key value, id) order. The cursor is the last marker
+// returned, so markers dispatched meanwhile do not shift the pages.
+func (m *Memory) FindPending(ctx context.Context, target Target, q PendingQuery) (PendingPage, error) {
+	if err := ctx.Err(); err != nil {
+		return PendingPage{}, err
+	}
+	if err := q.check(); err != nil {
+		return PendingPage{}, err
+	}
+	var after *[2]string
+	if q.Cursor != "" {
+		var c [2]string
+		if err := json.Unmarshal([]byte(q.Cursor), &c); err != nil {
+			return PendingPage{}, fmt.Errorf("%w: the cursor of pending markers is not one this store returned", ErrInvalid)
+		}
+		after = &c
+	}
+	cutoff := PendingCutoff(q)
+	m.mu.Lock()
+	c, err := m.container(target)
+	if err != nil {
+		m.mu.Unlock()
+		return PendingPage{}, err
+	}
+	now := m.now()
+	var keys [][2]string
+	for pk, part := range c.partitions {
+		for id, d := range part {
+			if !d.live(now, c) || !pendingDoc(d.obj, q.EndpointID, cutoff) {
+				continue
+			}
+			k := [2]string{pk, id}
+			if after == nil || k[0] > after[0] || (k[0] == after[0] && k[1] > after[1]) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	m.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i][0] != keys[j][0] {
+			return keys[i][0] < keys[j][0]
+		}
+		return keys[i][1] < keys[j][1]
+	})
+	var page PendingPage
+	if len(keys) > q.PageSize {
+		keys = keys[:q.PageSize]
+		next, _ := json.Marshal(keys[len(keys)-1])
+		page.Next = string(next)
+	}
+	for _, k := range keys {
+		body, _, found, err := m.Read(ctx, target, k[0], k[1])
+		if err != nil {
+			return PendingPage{}, err
+		}
+		if !found {
+			continue
+		}
+		p, ok, err := DecodePending(target, body)
+		switch {
+		case err != nil:
+			page.Unreadable++
+		case ok:
+			page.Pending = append(page.Pending, p)
+		}
+	}
+	return page, nil
+}
+
+// pendingDoc is the filter of FindPending: a marker of endpointID created
+// before cutoff (a createdAtUtc string) with an outbox and a null
+// dispatchedAtUtc.
+func pendingDoc(obj map[string]any, endpointID, cutoff string) bool {
+	if obj["type"] != MarkerType || obj["endpointId"] != endpointID {
+		return false
+	}
+	if _, ok := obj[fieldOutbox]; !ok {
+		return false
+	}
+	if v, ok := obj[fieldDispatchedAt]; !ok || v != nil {
+		return false
+	}
+	created, ok := obj["createdAtUtc"].(string)
+	return ok && created < cutoff
+}

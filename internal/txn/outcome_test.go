@@ -130,7 +130,7 @@ func TestTargetAndMarkerValidation(t *testing.T) {
 			t.Errorf("%s: %v, want a permanent ErrInvalid", name, err)
 		}
 	}
-	op, err := markerDoc(tg, "p", Marker{EndpointID: "e", MessageID: "m", Retention: 1500 * time.Millisecond}, time.Unix(0, 0))
+	op, err := markerDoc(tg, "p", Marker{EndpointID: "e", MessageID: "m", Retention: 1500 * time.Millisecond}, time.Unix(0, 0), nil)
 	if err != nil || !contains(op.Body, `"ttl":2`) {
 		t.Errorf("retention 1.5 s: %s %v, want ttl 2", op.Body, err)
 	}

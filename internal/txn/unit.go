@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
 // Txn is one delivery's transaction on (target, partition key value): the
@@ -52,12 +54,36 @@ type Receipt struct {
 	ETags []string
 	// Charge is the request charge the service reported.
 	Charge float64
+	// Pending is the outbox the commit stored, nil when the handler
+	// published no event: send Pending.Messages() (the events in publish
+	// order, then the response), then MarkDispatched.
+	Pending *Pending
+}
+
+// Events returns copies of the events the handler published
+// (Unit.Publish), in order.
+func (t *Txn) Events() []message.Stored {
+	t.unit.mu.Lock()
+	defer t.unit.mu.Unlock()
+	out := make([]message.Stored, len(t.unit.events))
+	for i := range t.unit.events {
+		out[i] = cloneStored(&t.unit.events[i])
+	}
+	return out
 }
 
 // Commit executes the handler's queued operations and the creation of
 // markers as one transactional batch, after checking every limit. The
 // markers come first in the batch, so a copy of the delivery that lost the
 // race is told Duplicate even when its own operations would also fail.
+//
+// When the handler published events (Unit.Publish), the marker with
+// Outbox set holds them, with its Response, in the same batch: all or
+// nothing with the handler's writes. That marker has no ttl until
+// MarkDispatched gives it one, and Receipt.Pending describes it. A commit
+// with events needs exactly one such marker (an ErrInvalid error
+// otherwise, before any request); the events and the response count
+// toward the request's MaxRequestBytes and the marker's MaxItemBytes.
 //
 // The error is nil (committed) or one of: *DuplicateError, *ConflictError,
 // *TransientError, *AmbiguousError, *LimitError, *RejectedError, or an
@@ -80,12 +106,25 @@ func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
 	if len(u.ops) > MaxHandlerOps || len(u.ops)+len(markers) > MaxOps {
 		return Receipt{}, &LimitError{Limit: LimitOperations, Index: -1, Detail: fmt.Sprintf("%d handler operations and %d markers; at most %d and %d in all", len(u.ops), len(markers), MaxHandlerOps, MaxOps)}
 	}
+	holder, out, err := u.outbox(markers)
+	if err != nil {
+		return Receipt{}, err
+	}
 	ops := make([]Op, 0, len(markers)+len(u.ops))
 	now := t.now()
-	for _, m := range markers {
-		op, err := markerDoc(t.target, t.pk, m, now)
+	for i, m := range markers {
+		var o *outboxDoc
+		if i == holder {
+			o = out
+		}
+		op, err := markerDoc(t.target, t.pk, m, now, o)
 		if err != nil {
 			return Receipt{}, err
+		}
+		if o != nil {
+			if n := len(op.Body) + systemPropertiesBytes; n > MaxItemBytes {
+				return Receipt{}, &LimitError{Limit: LimitDocumentBytes, Index: -1, Detail: fmt.Sprintf("the inbox marker holding %d published events would have about %d bytes, over Cosmos DB's item size of %d", len(u.events), n, MaxItemBytes)}
+			}
 		}
 		ops = append(ops, op)
 	}
@@ -94,13 +133,66 @@ func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
 		return Receipt{}, nil
 	}
 	if n := EstimateRequestBytes(ops); n > MaxRequestBytes {
-		return Receipt{}, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("about %d bytes, over %d", n, MaxRequestBytes)}
+		detail := fmt.Sprintf("about %d bytes, over %d", n, MaxRequestBytes)
+		if out != nil {
+			detail = fmt.Sprintf("the handler's operations, the markers and %d published events: %s", len(u.events), detail)
+		}
+		return Receipt{}, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: detail}
 	}
 	res, err := t.store.Execute(ctx, t.target, t.pk, ops)
 	if err != nil {
 		return Receipt{}, err
 	}
-	return verdict(res, len(markers), ops)
+	rc, err := verdict(res, len(markers), ops)
+	if err != nil || out == nil {
+		return rc, err
+	}
+	m := markers[holder]
+	p := &Pending{
+		Target: t.target, PartitionKey: t.pk, EndpointID: m.EndpointID, MessageID: m.MessageID,
+		CreatedAt: now.UTC().Truncate(100 * time.Nanosecond), ETag: res.Ops[holder].ETag,
+		Events: make([]message.Stored, len(u.events)),
+	}
+	for i := range u.events {
+		p.Events[i] = cloneStored(&u.events[i])
+	}
+	if m.Response != nil {
+		r := cloneStored(m.Response)
+		p.Response = &r
+	}
+	rc.Pending = p
+	return rc, nil
+}
+
+// outbox picks the marker that holds the published events (-1 when none
+// does) and encodes what it stores: nil when the handler published
+// nothing.
+func (u *Unit) outbox(markers []Marker) (int, *outboxDoc, error) {
+	holder := -1
+	for i, m := range markers {
+		if !m.Outbox {
+			continue
+		}
+		if holder >= 0 {
+			return -1, nil, fmt.Errorf("%w: markers %d and %d both have Outbox set; one marker holds the published events", ErrInvalid, holder, i)
+		}
+		holder = i
+	}
+	if len(u.entries) == 0 {
+		return holder, nil, nil
+	}
+	if holder < 0 {
+		return -1, nil, fmt.Errorf("%w: the handler published %d events but no marker of the commit holds them (Marker.Outbox)", ErrInvalid, len(u.entries))
+	}
+	out := &outboxDoc{entries: u.entries}
+	if r := markers[holder].Response; r != nil {
+		raw, err := json.Marshal(r)
+		if err != nil {
+			return -1, nil, fmt.Errorf("%w: the response cannot be stored: %w", ErrInvalid, err)
+		}
+		out.response = raw
+	}
+	return holder, out, nil
 }
 
 // verdict turns a batch's answer into a Receipt or a typed error. The
@@ -157,6 +249,13 @@ type Unit struct {
 	ops  []Op
 	err  error // the first failed queueing: the commit fails with it
 	done bool
+	// events are the published events in order, entries their encoded
+	// outbox entries, eventIDs their MessageIds (to their index), and
+	// entryBytes the entries' estimated size in a request.
+	events     []message.Stored
+	entries    []json.RawMessage
+	eventIDs   map[string]int
+	entryBytes int
 	// sealed: the handler has returned; every call fails with ErrDone,
 	// and only the pipeline's Commit still runs.
 	sealed bool
@@ -273,6 +372,74 @@ func (u *Unit) Patch(id string, p Patch, ifMatch string) error {
 		}
 		return Op{Kind: OpPatch, ID: id, Patch: append([]PatchOp(nil), p.ops...), IfMatch: ifMatch}, nil
 	})
+}
+
+// Publish queues m, an event the handler publishes, after the events it
+// published before: nothing is sent while the handler runs. The commit
+// stores the events in the outbox marker (Marker.Outbox), in the same
+// batch as the handler's writes; the pipeline sends them once the batch
+// committed. m is copied.
+//
+// It refuses, with a *LimitError (Permanent) and before any request: an
+// empty message id, one that repeats an event published earlier in the
+// same delivery (LimitMessageID), and an event that would take the batch
+// over MaxRequestBytes or the marker over MaxItemBytes
+// (LimitRequestBytes, LimitDocumentBytes), counting the handler's
+// operations queued so far; Commit checks the sizes again with the
+// response and the markers. A property of a type message.Stored cannot
+// keep is an ErrInvalid error. As with every queuing call, the first
+// failure also fails the commit. No error quotes the event.
+func (u *Unit) Publish(m message.Stored) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.done || u.sealed {
+		return ErrDone
+	}
+	if u.err != nil {
+		return u.err
+	}
+	fail := func(err error) error {
+		u.err = err
+		return err
+	}
+	index := len(u.events)
+	if strings.TrimSpace(m.MessageID) == "" {
+		return fail(&LimitError{Limit: LimitMessageID, Index: -1, Detail: fmt.Sprintf("published event %d has an empty message id; a deterministic message id is required", index)})
+	}
+	if j, dup := u.eventIDs[m.MessageID]; dup {
+		return fail(&LimitError{Limit: LimitMessageID, Index: -1, Detail: fmt.Sprintf("published event %d repeats the message id of event %d; every event of a delivery needs its own", index, j)})
+	}
+	c := cloneStored(&m)
+	raw, err := json.Marshal(outboxEntry{MessageID: c.MessageID, Message: &c})
+	if err != nil {
+		return fail(fmt.Errorf("%w: published event %d cannot be stored: %w", ErrInvalid, index, err))
+	}
+	n := u.entryBytes + escapedLen(raw) + 1
+	if est := markerBytes + n + systemPropertiesBytes; est > MaxItemBytes {
+		return fail(&LimitError{Limit: LimitDocumentBytes, Index: -1, Detail: fmt.Sprintf("published event %d takes the inbox marker holding the events to about %d bytes, over Cosmos DB's item size of %d", index, est, MaxItemBytes)})
+	}
+	if est := EstimateRequestBytes(u.ops) + 1 + opOverhead + markerBytes + n; est > MaxRequestBytes {
+		return fail(&LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("published event %d takes the batch (%d operations and %d events) to about %d bytes, over %d", index, len(u.ops), index+1, est, MaxRequestBytes)})
+	}
+	if u.eventIDs == nil {
+		u.eventIDs = map[string]int{}
+	}
+	u.eventIDs[c.MessageID] = index
+	u.events = append(u.events, c)
+	u.entries = append(u.entries, raw)
+	u.entryBytes = n
+	return nil
+}
+
+// cloneStored returns a copy of m sharing nothing with it.
+func cloneStored(m *message.Stored) message.Stored {
+	c, err := message.StoredOf(m.Outgoing())
+	if err != nil {
+		// Outgoing copies only the value types StoredOf keeps; a property
+		// of another type stays as it is and fails when encoded.
+		c = *m
+	}
+	return c
 }
 
 // queueDoc queues a Create, Upsert or Replace of doc.

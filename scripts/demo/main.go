@@ -62,6 +62,7 @@ func baseSettings() map[string]string {
 		"NimBus__Inbox__Store":           "InMemory",
 		"NimBus__Inbox__RetentionPeriod": "00:00:05",
 		"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
+		"NimBus__Outbox__SweepSchedule":  "0 */5 * * * *",
 		"NimBus__Resolver__Sink":         "InMemory",
 		// External CloudEvents producers, deduplicated by source and id.
 		"NimBus__CloudEvents__Enabled":       "true",

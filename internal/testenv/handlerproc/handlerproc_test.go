@@ -32,6 +32,7 @@ var settings = map[string]string{
 	"NimBus__Inbox__Enabled":         "true",
 	"NimBus__Inbox__Store":           "InMemory",
 	"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
+	"NimBus__Outbox__SweepSchedule":  "0 */5 * * * *",
 	"NimBus__Resolver__Sink":         "InMemory",
 }
 

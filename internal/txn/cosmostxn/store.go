@@ -24,6 +24,12 @@
 // after the request was sent is a *txn.AmbiguousError, since the batch may
 // have committed. The account's client sends the partition key value as
 // ASCII-only JSON, whatever characters it holds (internal/cosmos).
+//
+// FindPending, the OutboxSweep's search for markers whose events were not
+// dispatched, is a cross-partition query the gateway serves (filters only:
+// no TOP, ORDER BY, DISTINCT, GROUP BY or aggregates, which the Go SDK
+// cannot run across partitions), bounded by its page size and resumed by
+// the service's continuation token.
 package cosmostxn
 
 import (
@@ -40,7 +46,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
-var _ txn.Store = (*Store)(nil)
+var _ txn.PendingFinder = (*Store)(nil)
 
 // strongReason words the operator error of a relaxed account.
 var strongReason = cosmos.StrongReason{
@@ -152,15 +158,7 @@ func (s *Store) Read(ctx context.Context, t txn.Target, pk, id string) ([]byte, 
 	case cosmos.IsNotFound(err):
 		return nil, "", false, nil
 	}
-	switch c := cosmos.Classify(err); {
-	case c.Kind == cosmos.KindCanceled:
-		return nil, "", false, err
-	case c.Transient():
-		return nil, "", false, &txn.TransientError{Status: c.Status, Err: err}
-	case errors.Is(cosmos.Explain(err), cosmos.ErrAccessDenied):
-		return nil, "", false, &txn.TransientError{Status: c.Status, Err: cosmos.Explain(err)}
-	}
-	return nil, "", false, fmt.Errorf("cosmostxn: read: %w", cosmos.Explain(err))
+	return nil, "", false, readError(err, "read")
 }
 
 // Execute implements txn.Store with one transactional batch.
@@ -241,4 +239,80 @@ func patchOf(ops []txn.PatchOp) azcosmos.PatchOperations {
 		}
 	}
 	return p
+}
+
+// pendingQuery selects an endpoint's markers created before a cutoff whose
+// events were not dispatched. Only such markers have an outbox with a null
+// dispatchedAtUtc: a marker without events has neither property (and
+// IS_NULL of a missing property is false), a dispatched one a timestamp.
+// createdAtUtc is always written in the fixed seven-digit form, so the
+// string comparison is exact.
+const pendingQuery = "SELECT * FROM c WHERE c.type = @type AND c.endpointId = @endpointId" +
+	" AND IS_DEFINED(c.outbox) AND IS_NULL(c.dispatchedAtUtc) AND c.createdAtUtc < @olderThan"
+
+// FindPending implements txn.PendingFinder. It reads pages of the query
+// until one holds markers (a cross-partition query may answer empty pages
+// before a partition with matches) or the query ends, and returns that
+// page with the continuation token as the cursor.
+func (s *Store) FindPending(ctx context.Context, t txn.Target, q txn.PendingQuery) (txn.PendingPage, error) {
+	if err := txn.CheckPendingQuery(q); err != nil {
+		return txn.PendingPage{}, err
+	}
+	box, err := s.container(ctx, t)
+	if err != nil {
+		return txn.PendingPage{}, err
+	}
+	opts := &azcosmos.QueryOptions{
+		QueryParameters: []azcosmos.QueryParameter{
+			{Name: "@type", Value: txn.MarkerType},
+			{Name: "@endpointId", Value: q.EndpointID},
+			{Name: "@olderThan", Value: txn.PendingCutoff(q)},
+		},
+		PageSizeHint: int32(q.PageSize),
+	}
+	if q.Cursor != "" {
+		cursor := q.Cursor
+		opts.ContinuationToken = &cursor
+	}
+	pager := box.Client().NewQueryItemsPager(pendingQuery, azcosmos.NewPartitionKey(), opts)
+	var page txn.PendingPage
+	for pager.More() {
+		resp, err := pager.NextPage(ctx)
+		if err != nil {
+			return txn.PendingPage{}, readError(err, "finding pending markers")
+		}
+		page.Next = ""
+		if resp.ContinuationToken != nil {
+			page.Next = *resp.ContinuationToken
+		}
+		if len(resp.Items) == 0 {
+			continue
+		}
+		for _, it := range resp.Items {
+			p, ok, err := txn.DecodePending(t, it)
+			switch {
+			case err != nil:
+				page.Unreadable++
+			case ok:
+				page.Pending = append(page.Pending, p)
+			}
+		}
+		break
+	}
+	return page, nil
+}
+
+// readError classifies a failed read or query page: transient when the
+// service was throttled or unavailable (or the identity may not read, an
+// operator's fix), otherwise explained.
+func readError(err error, what string) error {
+	switch c := cosmos.Classify(err); {
+	case c.Kind == cosmos.KindCanceled:
+		return err
+	case c.Transient():
+		return &txn.TransientError{Status: c.Status, Err: err}
+	case errors.Is(cosmos.Explain(err), cosmos.ErrAccessDenied):
+		return &txn.TransientError{Status: c.Status, Err: cosmos.Explain(err)}
+	}
+	return fmt.Errorf("cosmostxn: %s: %w", what, cosmos.Explain(err))
 }

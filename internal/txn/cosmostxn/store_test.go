@@ -15,6 +15,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
@@ -346,4 +347,59 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestOutboxRequests measures an outbox on Cosmos DB: the commit of a
+// write, two published events and the response is one request, the
+// dispatched mark one more, and the query is cross-partition with the page
+// size sent as MaxItemCount.
+func TestOutboxRequests(t *testing.T) {
+	t.Parallel()
+	e, tg := newReadyEnv(t)
+	ctx := context.Background()
+	corr := "c-1"
+	events := []message.Stored{
+		{MessageID: "ev-1", SessionID: "s", CorrelationID: &corr, ApplicationProperties: map[string]any{"To": "A", "RetryCount": int32(0)}, Body: []byte(`{"a":"<&>"}`)},
+		{MessageID: "ev-2", SessionID: "s", CorrelationID: &corr, ApplicationProperties: map[string]any{"To": "B", "EventId": nil}, Body: []byte("{\"b\":\"\u2028\"}")},
+	}
+	resp := &message.Stored{MessageID: "r-1", SessionID: "s", ApplicationProperties: map[string]any{"To": "Resolver"}, Body: []byte(`{}`)}
+	tx := txn.Begin(e.store, tg, "t", func() time.Time { return time.Now().Add(-time.Hour) })
+	must(t, tx.Unit().Create(map[string]any{"id": "order-1", "tenant": "t"}))
+	for _, ev := range events {
+		must(t, tx.Unit().Publish(ev))
+	}
+	e.rec.Reset()
+	rc, err := tx.Commit(ctx, txn.Marker{EndpointID: "billing", MessageID: "m-1", Retention: time.Hour, Outbox: true, Response: resp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := e.rec.Sent()
+	if len(sent) != 1 {
+		t.Fatalf("the commit sent %d requests, want 1", len(sent))
+	}
+	commitBody := len(sent[0].Body)
+	if rc.Pending == nil || rc.Pending.ETag == "" {
+		t.Fatalf("receipt %+v: want a pending outbox with the marker's ETag", rc.Pending)
+	}
+
+	e.rec.Reset()
+	page, err := e.store.FindPending(ctx, tg, txn.PendingQuery{EndpointID: "billing", OlderThan: time.Now(), PageSize: 10})
+	if err != nil || len(page.Pending) != 1 || page.Unreadable != 0 {
+		t.Fatalf("FindPending = %+v, %v", page, err)
+	}
+	queries := e.rec.Count(func(s cosmostest.Sent) bool { return s.Query != "" })
+	for _, s := range e.rec.Sent() {
+		if s.Query != "" && (s.MaxItemCount != "10" || !strings.EqualFold(s.CrossPartition, "true")) {
+			t.Errorf("query sent with MaxItemCount %q, cross-partition %q", s.MaxItemCount, s.CrossPartition)
+		}
+	}
+
+	e.rec.Reset()
+	if ok, err := txn.MarkDispatched(ctx, e.store, rc.Pending, time.Hour, time.Now()); err != nil || !ok {
+		t.Fatalf("MarkDispatched = %v, %v", ok, err)
+	}
+	if n := len(e.rec.Sent()); n != 1 {
+		t.Fatalf("the mark sent %d requests, want 1", n)
+	}
+	t.Logf("outbox of 2 events and a response: commit 1 request (%d bytes), query %d request(s), mark 1 request (%d bytes)", commitBody, queries, len(e.rec.Sent()[0].Body))
 }

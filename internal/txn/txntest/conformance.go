@@ -2,7 +2,9 @@
 // batch is all or nothing, each operation kind fails with Cosmos DB's
 // status, ETag conditions and patches hold, a marker makes a second copy a
 // Duplicate, limits are refused before sending, a container with time to
-// live off is refused, and concurrent copies of one delivery apply once.
+// live off is refused, concurrent copies of one delivery apply once, and
+// published events are stored in the delivery's marker (its outbox),
+// marked dispatched and found by the sweep's query.
 package txntest
 
 import (
@@ -73,6 +75,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("LargestBatchCommits", func(t *testing.T) { testLargest(t, h) })
 	t.Run("TTLOffRefused", func(t *testing.T) { testTTLOff(t, h) })
 	t.Run("ConcurrentCopiesApplyOnce", func(t *testing.T) { testConcurrent(t, h) })
+	runOutbox(t, h)
 }
 
 // seed commits doc without a marker.

@@ -48,6 +48,12 @@ param inboxRetentionPeriod string = '7.00:00:00'
 @description('NimBus__Inbox__CleanupSchedule: NCRONTAB (6 fields) schedule of the InboxCleanup timer function.')
 param inboxCleanupSchedule string = '0 0 * * * *'
 
+@description('NimBus__Outbox__SweepSchedule: NCRONTAB (6 fields) schedule of the OutboxSweep timer function, which sends the events of transactional deliveries that no redelivery finished.')
+param outboxSweepSchedule string = '0 */5 * * * *'
+
+@description('NimBus__Outbox__MinimumAge: how long a delivery\'s stored events stay with its redeliveries before the OutboxSweep sends them (.NET TimeSpan d.hh:mm:ss).')
+param outboxMinimumAge string = '00:05:00'
+
 @description('Cosmos DB database id of the inbox (NimBus__Inbox__Cosmos__DatabaseId).')
 param cosmosDatabaseId string = 'MessageDatabase'
 
@@ -576,6 +582,14 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'NimBus__Inbox__CleanupSchedule'
           value: inboxCleanupSchedule
+        }
+        {
+          name: 'NimBus__Outbox__SweepSchedule'
+          value: outboxSweepSchedule
+        }
+        {
+          name: 'NimBus__Outbox__MinimumAge'
+          value: outboxMinimumAge
         }
         {
           name: 'NimBus__Inbox__Cosmos__AccountEndpoint'

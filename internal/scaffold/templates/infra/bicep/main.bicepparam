@@ -32,6 +32,8 @@ param duplicateDetectionWindow = 'PT10M'
 
 param inboxRetentionPeriod = '7.00:00:00'
 param inboxCleanupSchedule = '0 0 * * * *'
+param outboxSweepSchedule = '0 */5 * * * *'
+param outboxMinimumAge = '00:05:00'
 param cosmosServerless = true
 param maximumInstanceCount = 100
 param instanceMemoryMB = 2048

@@ -1,0 +1,123 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"strconv"
+
+	"github.com/rs/zerolog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+
+	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
+	"github.com/nimbus-go/functions-subscriber/internal/outbox"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+)
+
+// FuncOutboxSweep is the timer that sends the events of transactional
+// deliveries whose dispatch no redelivery finished. It is always served;
+// without transactional handlers it does nothing.
+const FuncOutboxSweep = "OutboxSweep"
+
+// opOutboxSweep names the sweep in reported store errors.
+const opOutboxSweep = "outbox_sweep"
+
+// invokeSweep handles the OutboxSweep timer: in every container a
+// transactional handler is registered on, it sends the events (and the
+// stored ResolutionResponse) of markers left undispatched for longer than
+// NimBus__Outbox__MinimumAge, marks them dispatched, and logs one line of
+// counts. A run that left markers pending for a failure fails the
+// invocation; the next tick retries them.
+func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation) error {
+	start := a.now()
+	timer, err := funchost.DecodeTimer(inv.Body, bindingTimer)
+	if err != nil {
+		a.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
+			Str("outcome", "malformed_invocation").Str("error", logsafe.Bound(err.Error())).Msg("malformed timer invocation")
+		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: malformed timer invocation: invocationId=" +
+			logsafe.Bound(inv.InvocationID) + " error=" + strconv.Quote(logsafe.Bound(err.Error())))
+		return err
+	}
+	base := func(ev *zerolog.Event) *zerolog.Event {
+		return ev.Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
+			Str("endpoint", a.cfg.Endpoint).Bool("isPastDue", timer.IsPastDue)
+	}
+	if len(a.txnTargets) == 0 {
+		base(a.log.Info()).Str("outcome", "no_outbox").Msg("no transactional handler is registered; nothing to sweep")
+		inv.Log("no transactional handler is registered; nothing to sweep: outcome=no_outbox")
+		return nil
+	}
+	finder, ok := a.txnStore.(txn.PendingFinder)
+	if !ok {
+		err := errors.New("the transactional handlers' store cannot find pending markers")
+		base(a.log.Error()).Str("outcome", "sweep_failed").Str("error", err.Error()).Msg("outbox sweep failed")
+		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + err.Error())
+		return err
+	}
+	s := outbox.Sweeper{
+		Store:      finder,
+		Targets:    a.txnTargets,
+		EndpointID: a.cfg.Endpoint,
+		Publisher:  a.publisher,
+		MinimumAge: a.cfg.Outbox.MinimumAge,
+		Retention:  a.cfg.Inbox.Retention,
+		Clock:      a.now,
+	}
+	ctx, span := a.tracer.Start(ctx, a.sweepSpanName)
+	defer span.End()
+	ctx, charge := telemetry.WithCharge(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(a.stopping, cancel)
+	defer stop()
+	rep, err := s.Run(ctx, a.now())
+	if span.IsRecording() {
+		span.SetAttributes(attribute.Int("nimbus.outbox.dispatched", rep.Dispatched), attribute.Int("nimbus.outbox.events", rep.Events),
+			attribute.Int("nimbus.outbox.left", rep.Left), attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()))
+		if err != nil {
+			span.SetStatus(codes.Error, newSafeError(opOutboxSweep, err))
+		}
+	}
+
+	ev := a.log.Info()
+	outcome, msg := "swept", "outbox sweep finished"
+	switch {
+	case err != nil && errors.Is(err, context.Canceled):
+		ev, outcome, msg = a.log.Warn(), "canceled", "outbox sweep cancelled; the next tick continues"
+	case err != nil:
+		ev, outcome, msg = a.log.Error(), "sweep_failed", "outbox sweep left markers pending; the next tick retries them"
+	case rep.StoppedOnBudget:
+		ev, msg = a.log.Warn(), "outbox sweep stopped on its time budget; the next tick continues"
+	}
+	ev = base(ev).Str("outcome", outcome).Int("containers", rep.Containers).Int("pages", rep.Pages).Int("found", rep.Found).
+		Int("dispatched", rep.Dispatched).Int("alreadyDone", rep.AlreadyDone).Int("events", rep.Events).Int("responses", rep.Responses).
+		Int("sendFailed", rep.SendFailed).Int("markFailed", rep.MarkFailed).Int("unreadable", rep.Unreadable).Int("queryFailed", rep.QueryFailed).
+		Int("left", rep.Left).Bool("drained", rep.Drained).Bool("stoppedOnBudget", rep.StoppedOnBudget).
+		Time("cutoff", rep.Cutoff).Float64("durationMs", float64(a.now().Sub(start).Microseconds())/1000)
+	var oldest string
+	if !rep.OldestLeft.IsZero() {
+		age := max(a.now().Sub(rep.OldestLeft), 0).Seconds()
+		ev = ev.Float64("oldestLeftSeconds", age)
+		oldest = " oldestLeftSeconds=" + strconv.FormatFloat(age, 'f', 0, 64)
+	}
+	ev = a.withCharge(ev, charge)
+	if err != nil {
+		ev = ev.Str("error", newSafeError(opOutboxSweep, err))
+	}
+	ev.Msg(msg)
+	summary := msg + ": outcome=" + outcome + " found=" + strconv.Itoa(rep.Found) + " dispatched=" + strconv.Itoa(rep.Dispatched) +
+		" events=" + strconv.Itoa(rep.Events) + " left=" + strconv.Itoa(rep.Left) + " drained=" + strconv.FormatBool(rep.Drained) +
+		" stoppedOnBudget=" + strconv.FormatBool(rep.StoppedOnBudget) + oldest
+	summary = string(a.appendCharge([]byte(summary), charge))
+	switch {
+	case err == nil:
+		inv.Log(summary)
+	case outcome == "canceled":
+		a.stderrLine("warning: " + logsafe.Bound(inv.Function) + " invocation answered 503: " + summary)
+	default:
+		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + summary + " error=" + strconv.Quote(newSafeError(opOutboxSweep, err)))
+	}
+	return err
+}

@@ -1,0 +1,311 @@
+// Package outbox is the OutboxSweep: it finishes the dispatch of events
+// that transactional handlers published and committed, when no delivery
+// will finish it.
+//
+// A transactional delivery stores its published events, and its
+// ResolutionResponse, in its inbox marker in the same batch as the
+// handler's writes (package txn), then sends them and marks the marker
+// dispatched. When the send or the mark fails, the broker redelivers the
+// message and that copy finishes the job. Only when no copy comes back (the
+// last delivery was dead-lettered after its commit, or the process stopped
+// for good) do the events stay in the marker: the sweep finds them, sends
+// them with the stored response in one send per marker where they fit,
+// and marks the marker dispatched. An event keeps its MessageId on every
+// send, so a re-send (the sweep and a late copy racing) is the same message
+// for every downstream inbox and for the broker's duplicate detection.
+//
+// A run is bounded like the inbox cleanup: query pages of PageSize
+// markers, a time budget checked between markers, and the caller's
+// context (shutdown). This package depends on the txn and resolver ports
+// only.
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
+)
+
+// Defaults of a Sweeper.
+const (
+	// DefaultMinimumAge is how long a marker's events stay with the
+	// deliveries before the sweep takes them: long enough for the
+	// broker's redelivery of a failed send (whose pause is at most a
+	// minute by default) to finish them first.
+	DefaultMinimumAge = 5 * time.Minute
+	// DefaultPageSize is the most markers one query page holds.
+	DefaultPageSize = 100
+	// DefaultBudget bounds one run. It leaves a minute of the Functions
+	// host's default five-minute timeout.
+	DefaultBudget = 4 * time.Minute
+)
+
+// ErrInvalidSweeper reports a Sweeper that cannot run.
+var ErrInvalidSweeper = errors.New("outbox: invalid sweeper")
+
+// ErrIncomplete matches the error of a run that left markers pending
+// because a send, a mark or a query failed; the report counts them.
+var ErrIncomplete = errors.New("outbox: the sweep left markers pending")
+
+// Sweeper sends the events of one endpoint's markers left undispatched in
+// the containers of its transactional handlers.
+type Sweeper struct {
+	// Store holds the markers and finds the pending ones.
+	Store txn.PendingFinder
+	// Targets are the containers transactional handlers are registered
+	// on. None: the run does nothing.
+	Targets []txn.Target
+	// EndpointID is the endpoint whose markers are swept: its events go
+	// out through its own topic only.
+	EndpointID string
+	// Publisher sends to the endpoint's topic (the sender the responses
+	// use); a resolver.BatchPublisher sends a marker's messages in one
+	// send where they fit.
+	Publisher resolver.Publisher
+	// MinimumAge: only markers created at least this long ago (from
+	// their createdAtUtc); 0 means DefaultMinimumAge.
+	MinimumAge time.Duration
+	// Retention is the ttl a marker gets when marked dispatched: the
+	// inbox retention, as the markers of deliveries without events have.
+	// Required.
+	Retention time.Duration
+	// PageSize bounds a query page; 0 means DefaultPageSize.
+	PageSize int
+	// Budget bounds a run; 0 means DefaultBudget. It is checked before
+	// each query page and each marker, so a send started in time runs to
+	// its end.
+	Budget time.Duration
+	// Clock measures the budget and stamps dispatchedAtUtc; nil means
+	// time.Now.
+	Clock func() time.Time
+}
+
+// Report describes one run, as far as it got (also when Run returns an
+// error). It holds counts and times only.
+type Report struct {
+	EndpointID string
+	// Cutoff is now − MinimumAge: markers created before it were swept.
+	Cutoff time.Time
+	// Containers is the number of containers searched.
+	Containers int
+	// Pages is the number of query pages read.
+	Pages int
+	// Found is the number of pending markers found.
+	Found int
+	// Dispatched is the number of markers whose events this run sent and
+	// marked dispatched.
+	Dispatched int
+	// AlreadyDone is the number of markers this run sent whose mark found
+	// them marked (a late copy of the delivery finished them meanwhile)
+	// or gone.
+	AlreadyDone int
+	// Events and Responses are the events and ResolutionResponses sent.
+	Events    int
+	Responses int
+	// SendFailed is the number of markers whose send failed; MarkFailed
+	// of those sent whose mark failed (sent again by a later run). Both
+	// stay pending.
+	SendFailed int
+	MarkFailed int
+	// Unreadable is the number of markers whose outbox does not decode:
+	// left for an operator.
+	Unreadable int
+	// QueryFailed is the number of containers whose query failed.
+	QueryFailed int
+	// Left is the number of pending markers this run saw and left:
+	// SendFailed + MarkFailed + Unreadable. More may be left unseen when
+	// the run stopped early (StoppedOnBudget, or a failed query).
+	Left int
+	// OldestLeft is the creation time of the oldest marker this run saw
+	// and left (zero when none).
+	OldestLeft time.Time
+	// Drained reports that every container's query ran to its end.
+	Drained bool
+	// StoppedOnBudget reports that the budget ran out first.
+	StoppedOnBudget bool
+	// Elapsed is the run's duration on Clock.
+	Elapsed time.Duration
+}
+
+// Run sweeps the markers created before now − MinimumAge, container by
+// container and page by page, until every query has ended or the budget is
+// spent. For each pending marker it sends the events, in publish order,
+// then the stored response (resolver.PublishAll), and marks the marker
+// dispatched. A failed send or mark leaves the marker pending and the run
+// goes on; a failed query ends that container's search. The error is nil
+// when nothing was left for a failure, otherwise it matches ErrIncomplete
+// and wraps the first failure. A cancelled ctx stops the run between (and
+// inside) sends with ctx's error.
+func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
+	rep := Report{EndpointID: s.EndpointID}
+	minAge, pageSize, budget := s.MinimumAge, s.PageSize, s.Budget
+	if minAge == 0 {
+		minAge = DefaultMinimumAge
+	}
+	if pageSize == 0 {
+		pageSize = DefaultPageSize
+	}
+	if budget == 0 {
+		budget = DefaultBudget
+	}
+	switch {
+	case s.Store == nil:
+		return rep, fmt.Errorf("%w: no store", ErrInvalidSweeper)
+	case s.Publisher == nil:
+		return rep, fmt.Errorf("%w: no publisher", ErrInvalidSweeper)
+	case strings.TrimSpace(s.EndpointID) == "":
+		return rep, fmt.Errorf("%w: blank endpoint", ErrInvalidSweeper)
+	case s.Retention <= 0:
+		return rep, fmt.Errorf("%w: retention %v is not positive", ErrInvalidSweeper, s.Retention)
+	case minAge < 0:
+		return rep, fmt.Errorf("%w: negative minimum age %v", ErrInvalidSweeper, minAge)
+	case pageSize < 1 || pageSize > txn.MaxPendingPageSize:
+		return rep, fmt.Errorf("%w: page size %d is not 1 to %d", ErrInvalidSweeper, pageSize, txn.MaxPendingPageSize)
+	case budget < 0:
+		return rep, fmt.Errorf("%w: negative budget %v", ErrInvalidSweeper, budget)
+	}
+	clock := s.Clock
+	if clock == nil {
+		clock = time.Now
+	}
+	start := clock()
+	rep.Cutoff = now.Add(-minAge)
+	r := run{s: s, rep: &rep, clock: clock, start: start, budget: budget, pageSize: pageSize}
+	drained := true
+	for _, t := range s.Targets {
+		done, err := r.container(ctx, t)
+		if err != nil {
+			rep.Elapsed = clock().Sub(start)
+			return rep, err
+		}
+		if !done {
+			drained = false
+		}
+		if rep.StoppedOnBudget {
+			break
+		}
+	}
+	rep.Drained = drained && !rep.StoppedOnBudget
+	rep.Left = rep.SendFailed + rep.MarkFailed + rep.Unreadable
+	rep.Elapsed = clock().Sub(start)
+	if r.first != nil {
+		return rep, fmt.Errorf("%w: %w", ErrIncomplete, r.first)
+	}
+	return rep, nil
+}
+
+// run is the state of one Run.
+type run struct {
+	s        *Sweeper
+	rep      *Report
+	clock    func() time.Time
+	start    time.Time
+	budget   time.Duration
+	pageSize int
+	// first is the first failure that left markers pending.
+	first error
+}
+
+// fail records err as the run's first failure.
+func (r *run) fail(err error) {
+	if r.first == nil {
+		r.first = err
+	}
+}
+
+// spent reports (and records) that the budget ran out.
+func (r *run) spent() bool {
+	if r.clock().Sub(r.start) >= r.budget {
+		r.rep.StoppedOnBudget = true
+	}
+	return r.rep.StoppedOnBudget
+}
+
+// container sweeps one container page by page. done reports that its
+// query ran to its end; an error (only ctx's) ends the run.
+func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error) {
+	r.rep.Containers++
+	q := txn.PendingQuery{EndpointID: r.s.EndpointID, OlderThan: r.rep.Cutoff, PageSize: r.pageSize}
+	for {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if r.spent() {
+			return false, nil
+		}
+		page, err := r.s.Store.FindPending(ctx, t, q)
+		if err != nil {
+			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+				return false, err
+			}
+			r.rep.QueryFailed++
+			r.fail(fmt.Errorf("finding the pending markers of %s: %w", t, err))
+			return false, nil
+		}
+		r.rep.Pages++
+		r.rep.Unreadable += page.Unreadable
+		if page.Unreadable > 0 {
+			r.fail(fmt.Errorf("%d markers of %s: %w", page.Unreadable, t, txn.ErrUnreadableOutbox))
+		}
+		for i := range page.Pending {
+			if err := ctx.Err(); err != nil {
+				return false, err
+			}
+			if r.spent() {
+				return false, nil
+			}
+			if err := r.marker(ctx, &page.Pending[i]); err != nil {
+				return false, err
+			}
+		}
+		if page.Next == "" {
+			return true, nil
+		}
+		q.Cursor = page.Next
+	}
+}
+
+// marker sends p's messages and marks p dispatched. A failure is counted
+// and leaves p pending; only ctx's error is returned.
+func (r *run) marker(ctx context.Context, p *txn.Pending) error {
+	r.rep.Found++
+	if err := resolver.PublishAll(ctx, r.s.Publisher, p.Messages()); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			return err
+		}
+		r.rep.SendFailed++
+		r.left(p)
+		r.fail(fmt.Errorf("sending the events of a marker in %s: %w", p.Target, err))
+		return nil
+	}
+	r.rep.Events += len(p.Events)
+	if p.Response != nil {
+		r.rep.Responses++
+	}
+	marked, err := txn.MarkDispatched(ctx, r.s.Store, p, r.s.Retention, r.clock())
+	switch {
+	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return err
+	case err != nil:
+		r.rep.MarkFailed++
+		r.left(p)
+		r.fail(fmt.Errorf("marking a marker of %s dispatched: %w", p.Target, err))
+	case marked:
+		r.rep.Dispatched++
+	default:
+		r.rep.AlreadyDone++
+	}
+	return nil
+}
+
+// left records p as seen and left pending.
+func (r *run) left(p *txn.Pending) {
+	if r.rep.OldestLeft.IsZero() || p.CreatedAt.Before(r.rep.OldestLeft) {
+		r.rep.OldestLeft = p.CreatedAt
+	}
+}
