@@ -55,6 +55,9 @@ type job struct {
 
 	// out is the outbox of the handler's last run.
 	out *outbox
+	// outboxSent: a transactional outbox's events and its
+	// ResolutionResponse were sent (the delivery's answer is sent).
+	outboxSent bool
 
 	// settle is the context of the steps after the handler (see settling),
 	// and endSettle releases it.

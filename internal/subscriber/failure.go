@@ -90,8 +90,11 @@ func outcomeOf(err error, props map[string]any) result {
 		}
 		return res
 	case errors.As(err, &events):
-		if events.canceled {
+		switch {
+		case events.canceled:
 			return result{outcome: OutcomeCanceled, err: err}
+		case events.committed:
+			return result{outcome: OutcomeOutboxSendFailed, err: err}
 		}
 		return result{outcome: OutcomeEventsSendFailed, err: err}
 	case errors.As(err, &send):

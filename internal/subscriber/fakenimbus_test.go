@@ -56,8 +56,10 @@ type fakeNimbus struct {
 	order  []string
 	failAt int
 	mode   faultMode
-	// failOp, when set, fails every call of that operation.
-	failOp map[string]bool
+	// failOp, when set, fails every call of that operation; failNth fails
+	// the nth call (from 1) of an operation, before it takes effect.
+	failOp  map[string]bool
+	failNth map[string]int
 	// recordOutageFrom fails that inbox record call and the ones after it
 	// for as many attempts as the pipeline makes in one invocation: the
 	// one window in which a handler that succeeded runs again.
@@ -129,7 +131,7 @@ type fakeNimbusOptions struct {
 }
 
 func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
-	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
+	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, failNth: map[string]int{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
 	w.inner, _ = inbox.NewMemoryStore(inbox.MemoryOptions{})
 	w.sessions = session.NewMemory(session.MemoryOptions{Now: func() time.Time { return w.clock() }})
 	w.reg = NewRegistry()
@@ -202,6 +204,9 @@ func (w *fakeNimbus) call(op string, do func() error) error {
 	if op == "inbox.record" && w.recordOutageFrom > 0 && w.calls[op] >= w.recordOutageFrom && w.calls[op] < w.recordOutageFrom+w.p.o.RecordAttempts {
 		fail, mode = true, faultBefore
 		w.failed = fmt.Sprintf("record outage from record call %d", w.recordOutageFrom)
+	}
+	if n, ok := w.failNth[op]; ok && w.calls[op] == n {
+		fail, mode = true, faultBefore
 	}
 	if op == w.failNext {
 		fail, mode, w.failNext = true, w.failNextMode, ""

@@ -66,7 +66,17 @@ const (
 	// OutcomeEventsSendFailed: the events a plain handler published could
 	// not be sent; the delivery is not recorded, and its redelivery runs
 	// the handler again, which publishes them again under the same ids.
-	OutcomeEventsSendFailed       Outcome = "events_send_failed"
+	OutcomeEventsSendFailed Outcome = "events_send_failed"
+	// OutcomeOutboxSendFailed: a transactional handler's batch committed
+	// its effects and published events, and the send of the events (with
+	// the ResolutionResponse) failed; the redelivery finds the marker and
+	// sends them.
+	OutcomeOutboxSendFailed Outcome = "outbox_send_failed"
+	// OutcomeOutboxDispatched: a copy of a delivery another copy committed
+	// found its published events not yet dispatched, and sent them with the
+	// ResolutionResponse that copy stored, instead of answering a
+	// duplicate.
+	OutcomeOutboxDispatched       Outcome = "outbox_dispatched"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
 	OutcomeInvalidCloudEvent      Outcome = "invalid_cloudevent"
@@ -123,6 +133,10 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomePublishFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
 	OutcomeEventsSendFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel,
 		"the events the handler published could not be sent; nothing recorded; the message will be retried and the handler runs again"),
+	OutcomeOutboxSendFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel,
+		"the handler's effects and published events were committed, and sending the events failed; the message will be retried and its redelivery sends them"),
+	OutcomeOutboxDispatched: outcome.Row(http.StatusOK, false, zerolog.InfoLevel,
+		"inbox duplicate whose committed events were not yet dispatched; handler skipped, the stored events and ResolutionResponse sent"),
 	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
 	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,

@@ -29,6 +29,8 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeHandlerFailed:          {503, true},
 		OutcomePublishFailed:          {503, true},
 		OutcomeEventsSendFailed:       {503, true},
+		OutcomeOutboxSendFailed:       {503, true},
+		OutcomeOutboxDispatched:       {200, false},
 		OutcomePermanentFailure:       {422, false},
 		OutcomeInvalidMessage:         {422, false},
 		OutcomeUnsupportedMessageType: {422, false},

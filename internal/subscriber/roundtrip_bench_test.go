@@ -89,6 +89,7 @@ func roundTripCases() []roundTripCase {
 		txFreshCase,
 		plainTwoWritesCase,
 		publishingCase,
+		txPublishingCase,
 	}
 }
 
