@@ -243,6 +243,12 @@ func handleOrderPlaced(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (ni
 	// because the handler completes, in this order; their message ids
 	// derive from the order, so a redelivery that runs the handler again
 	// publishes the same ids, and every downstream inbox recognises them.
+	// A delivery without a MessageId cannot be the parent of an event
+	// (NimBus refuses to publish from one): the order completes without
+	// them.
+	if ev.MessageID == "" {
+		return nimbus.Completed(), nil
+	}
 	if err := ev.Publish(nimbus.Publication{
 		EventTypeID: "InvoiceRequested", MessageID: "InvoiceRequested-" + o.OrderID,
 		Payload: InvoiceRequested{OrderID: o.OrderID, CustomerID: o.CustomerID, Amount: o.Amount},

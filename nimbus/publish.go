@@ -64,9 +64,11 @@ type Publication struct {
 // value of the payload, for: an empty EventTypeID or MessageID, a
 // MessageID this delivery already published, a MessageID or SessionID
 // longer than Service Bus accepts, a payload encoding/json cannot encode,
-// a delivery without a MessageId, SessionId or CorrelationId (NimBus's
-// rule), a limit of a transactional batch; and after the handler
-// returned. A refused publication fails the delivery permanently even if
+// a delivery without a MessageId or SessionId (NimBus's rule: there is
+// nothing to parent the event, or no session to send it in), a limit of a
+// transactional batch; and after the handler returned. A delivery without
+// a CorrelationId (a CloudEvent without the correlation extension) starts
+// the workflow: its events take its MessageId as their CorrelationId. A refused publication fails the delivery permanently even if
 // the handler ignores the error, so an event is never silently lost.
 // Publish is safe for concurrent use by the handler's goroutines.
 //

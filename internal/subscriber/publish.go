@@ -74,8 +74,8 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // above). It returns a Permanent *PublishError for a publication that is
 // refused: an empty event type or message id, a message id already
 // published by this delivery, a payload that is not JSON, an id longer
-// than Service Bus accepts, a delivery without a MessageId, SessionId or
-// CorrelationId, or a limit of the transactional batch; and a Permanent
+// than Service Bus accepts, a delivery without a MessageId or SessionId,
+// or a limit of the transactional batch; and a Permanent
 // error after the handler returned. A refused publication fails the
 // delivery permanently even when the handler ignores the error, as a
 // refused write of a unit of work does: an event is never silently lost.
@@ -89,8 +89,8 @@ func (e *Event) Publish(p Publication) error {
 
 // DetachedOutbox keeps the publications of an event the pipeline did not
 // deliver (one a test of a handler builds): it checks each as Publish
-// does, apart from what depends on a delivery (its MessageId, SessionId
-// and CorrelationId, and a transactional batch's limits), and sends
+// does, apart from what depends on a delivery (its MessageId and
+// SessionId, and a transactional batch's limits), and sends
 // nothing. The zero value is ready; it is safe for concurrent use.
 type DetachedOutbox struct {
 	mu  sync.Mutex
