@@ -260,6 +260,13 @@ func TestOrderPlacedPublishesItsEvents(t *testing.T) {
 			t.Errorf("publication %d: %s %s %s (session %q), want %s %s %s", i, got[i].EventTypeID, got[i].MessageID, raw, got[i].SessionID, w.typ, w.id, w.json)
 		}
 	}
+	// A delivery without a MessageId cannot parent an event: the order
+	// completes unannounced.
+	noID := orderEvent(`{"OrderId":"o-1"}`, 1)
+	noID.MessageID = ""
+	if res, err := callOrderPlaced(noID); err != nil || handoff(res) || len(noID.Published()) != 0 {
+		t.Errorf("without a MessageId: %v, published %+v", err, noID.Published())
+	}
 	for _, order := range []string{
 		`{"OrderId":"o-1","Fail":"failed"}`, `{"OrderId":"o-1","Fail":"transient"}`, `{"OrderId":"o-1","Fail":"permanent"}`,
 		`{"OrderId":"o-1","Fail":"discard"}`, `{"OrderId":"o-1","Handoff":true}`, `{"OrderId":"o-1","Amount":20000}`,
