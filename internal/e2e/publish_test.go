@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
@@ -148,5 +151,86 @@ func TestOrderPlacedPublishesOverAMQP(t *testing.T) {
 	}
 	if t.Failed() {
 		t.Log(fmt.Sprint(s.handler.Output(20)))
+	}
+}
+
+// TestPaymentRecordedPublishesOverAMQP runs two payments of one customer
+// through the real binary, the local Cosmos DB server and the AMQP
+// stand-in: each PaymentRecorded, stored in its delivery's marker with the
+// ledger's writes, reaches the endpoint's topic before its
+// ResolutionResponse exactly as NimBus's PublishFromContext writes it, with
+// the balance the payment left, and NimBus's forwarder delivers it to the
+// consumer; the markers, read straight from Cosmos, keep the events' ids,
+// are marked dispatched and expire with the inbox retention.
+func TestPaymentRecordedPublishesOverAMQP(t *testing.T) {
+	t.Parallel()
+	container := ledgerContainerFor(t)
+	s := startStack(t, stackConfig{topology: publishingTopology("PaymentRecorded"), settings: ledgerSettings(container)})
+	const (
+		traceID = "0af7651916cd43dd8448eb211c80319c"
+		session = "customer-wire"
+	)
+	payments := []event{
+		payment("PaymentReceived-wire-1", session, "P-1", "C-9", 1250, ""),
+		payment("PaymentReceived-wire-2", session, "P-2", "C-9", 750, ""),
+	}
+	for _, p := range payments {
+		m := p.message()
+		m.ApplicationProperties["traceparent"] = "00-" + traceID + "-b7ad6b7169203331-01"
+		s.sendRaw(p.MessageID, m)
+	}
+	s.waitResponses(2, 60*time.Second)
+
+	tapped := testenv.ReceiveSession(t, s.sb.Client(t), endpointID, tapSub, session, 4, 30*time.Second)
+	bodies := []string{
+		eventBody("PaymentRecorded", `{"PaymentId":"P-1","CustomerId":"C-9","AmountCents":1250,"BalanceCents":1250}`),
+		eventBody("PaymentRecorded", `{"PaymentId":"P-2","CustomerId":"C-9","AmountCents":750,"BalanceCents":2000}`),
+	}
+	for i, p := range payments {
+		ev, resp := tapped[2*i], tapped[2*i+1]
+		checkPublished(t, "published for "+p.MessageID, ev, publishedWant(p, "PaymentRecorded"), traceID,
+			fmt.Sprintf("PaymentRecorded-P-%d", i+1), session, guidFor("correlation/"+p.MessageID), bodies[i])
+		if resp.ApplicationProperties["MessageType"] != "ResolutionResponse" || deref(resp.CorrelationID) != p.MessageID {
+			t.Errorf("after the event of %s the topic got %v (CorrelationId %s), want its ResolutionResponse",
+				p.MessageID, resp.ApplicationProperties["MessageType"], deref(resp.CorrelationID))
+		}
+	}
+	forwarded := testenv.ReceiveSession(t, s.sb.Client(t), consumerID, consumerID, session, 2, 30*time.Second)
+	for i, p := range payments {
+		want := publishedWant(p, "PaymentRecorded")
+		id, _ := forwarded[i].ApplicationProperties["EventId"].(string)
+		want["EventId"], want["From"], want["To"] = id, endpointID, consumerID
+		checkPublished(t, "forwarded for "+p.MessageID, forwarded[i], want, traceID,
+			fmt.Sprintf("PaymentRecorded-P-%d", i+1), session, guidFor("correlation/"+p.MessageID), bodies[i])
+	}
+
+	// The markers, straight from Cosmos: the events' ids kept, dispatched,
+	// the payloads cleared, a ttl.
+	s.settle(2, 0, 30*time.Second)
+	c, err := s.cosmosClient(t).NewContainer(ledgerDatabase, container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range payments {
+		id := inboxID(endpointID, p.MessageID)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		resp, err := c.ReadItem(ctx, azcosmos.NewPartitionKeyString("C-9"), id, nil)
+		cancel()
+		if err != nil {
+			t.Fatalf("marker of %s: %v", p.MessageID, err)
+		}
+		var m struct {
+			Outbox []map[string]any `json:"outbox"`
+			At     *string          `json:"dispatchedAtUtc"`
+			TTL    *int64           `json:"ttl"`
+			Resp   json.RawMessage  `json:"response"`
+		}
+		if err := json.Unmarshal(resp.Value, &m); err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf("PaymentRecorded-P-%d", i+1)
+		if len(m.Outbox) != 1 || m.Outbox[0]["messageId"] != want || len(m.Outbox[0]) != 1 || m.At == nil || m.TTL == nil || *m.TTL <= 0 || m.Resp != nil {
+			t.Errorf("marker of %s: %s", p.MessageID, resp.Value)
+		}
 	}
 }
