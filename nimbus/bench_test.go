@@ -15,7 +15,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
@@ -101,11 +101,11 @@ func benchInvocation(b *testing.B, reg *subscriber.Registry, settings ...map[str
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: app.FuncSubscriber,
 		Body:         []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1001\",\"Amount\":42.5}"},"ErrorContent":null}`),
-		MessageID:    "m-00000000", SessionID: funchosttest.S("customer-7"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
+		MessageID:    "m-00000000", SessionID: hostwire.S("customer-7"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
 		Namespace:  "sb", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 	})
 	h := svc.Handler()

@@ -154,6 +154,9 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 	if opts.Stderr == nil {
 		opts.Stderr = os.Stderr
 	}
+	if environLookup(opts.Environ)(describeEnv) != "" {
+		return a.describe(opts)
+	}
 	version := buildVersion(opts.Version)
 	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
 	log := zerolog.New(opts.Stdout).With().Timestamp().Logger()

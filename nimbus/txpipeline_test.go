@@ -19,7 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
@@ -105,11 +105,11 @@ func deliverPayment(h http.Handler, msgID string, event ...string) int {
 	if len(event) > 0 {
 		ev, _ = json.Marshal(event[0])
 	}
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: app.FuncSubscriber,
 		Body:         []byte(`{"EventContent":{"EventTypeId":"PaymentReceived","EventJson":` + string(ev) + `},"ErrorContent":null}`),
-		MessageID:    msgID, SessionID: funchosttest.S("k"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "PaymentReceived"),
+		MessageID:    msgID, SessionID: hostwire.S("k"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "PaymentReceived"),
 		Namespace:  "sb", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 	})
 	rec := httptest.NewRecorder()

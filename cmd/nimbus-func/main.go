@@ -1,12 +1,14 @@
-// Command nimbus-func sets up, checks, packages and publishes a NimBus
-// subscriber endpoint built on this module: run it from the endpoint's own
-// module, which requires this one, so that the files it writes match the
-// library version in use:
+// Command nimbus-func sets up, checks, runs, packages and publishes a NimBus
+// subscriber endpoint built on this module. Add it to the endpoint's own
+// module as a tool, pinned at the library's version, so that the files it
+// writes and checks match the library in use:
 //
-//	go run github.com/nimbus-go/functions-subscriber/cmd/nimbus-func init --endpoint BillingEndpoint
-//	go run github.com/nimbus-go/functions-subscriber/cmd/nimbus-func check
-//	go run github.com/nimbus-go/functions-subscriber/cmd/nimbus-func package
-//	go run github.com/nimbus-go/functions-subscriber/cmd/nimbus-func publish my-function-app
+//	go get -tool github.com/nimbus-go/functions-subscriber/cmd/nimbus-func@latest
+//	go tool nimbus-func init --endpoint BillingEndpoint
+//	go tool nimbus-func check
+//	go tool nimbus-func invoke OrderPlaced '{"OrderId":"O-1"}'
+//	go tool nimbus-func package
+//	go tool nimbus-func publish my-function-app
 //
 // Run it without arguments for the options of each command.
 package main

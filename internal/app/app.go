@@ -19,6 +19,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -230,7 +231,9 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	a.server.Handle(FuncCloudEventsIngress, a.invokeIngress)
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
 	if a.memory != nil {
-		a.server.HandleGet("/_nimbus/resolver", http.HandlerFunc(a.serveMemorySink))
+		a.server.HandleGet(devhost.SentPath, http.HandlerFunc(a.serveMemorySink))
+		a.recent = newRecentInvocations()
+		a.server.HandleGet(devhost.InvocationsPath, a.recent)
 	}
 	if a.txnMemory != nil {
 		a.server.HandleGet("/_nimbus/txn", http.HandlerFunc(a.serveTxnDocuments))

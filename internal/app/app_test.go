@@ -16,7 +16,8 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -91,10 +92,10 @@ func envelope(m msg) []byte {
 	if m.noID {
 		id = ""
 	}
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: funchosttest.S("customer-1"),
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostwire.S("customer-1"),
 		DeliveryCount: m.deliveryCount, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",
 			"EventTypeId", m.eventType, "OriginatingMessageId", "self", "ParentMessageId", "self",
 			"RetryCount", 0, "OriginatingFrom", "ShopEndpoint"),
@@ -205,10 +206,10 @@ func TestLogLinesAreBoundedAndCarryNoBodyValues(t *testing.T) {
 	ta := newTestApp(t, nil, nil)
 	bodyType := secretPayload + strings.Repeat("t", 1<<20)
 	body := `{"EventContent":{"EventTypeId":"` + bodyType + `","EventJson":"{}"},"ErrorContent":null}`
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: strings.Repeat("m", 1<<20), SessionID: funchosttest.S("s-1"),
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: strings.Repeat("m", 1<<20), SessionID: hostwire.S("s-1"),
 		DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1"),
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1"),
 		Namespace:  "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 	})
 	req := httptest.NewRequest(http.MethodPost, "/"+FuncSubscriber, bytes.NewReader(env))
@@ -290,7 +291,7 @@ func TestMemorySinkShowsTypedProperties(t *testing.T) {
 	ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"}))
 	rec := httptest.NewRecorder()
 	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
-	var sent []SentResponse
+	var sent []devhost.SentResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
 		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
 	}

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -46,18 +46,18 @@ const idWidth = 12
 // benchEnvelope is a realistic NimBus EventRequest envelope whose MessageId
 // is a fixed-width number that the loop rewrites in place.
 func benchEnvelope(id string) ([]byte, int) {
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName:   FuncSubscriber,
 		Body:           []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1001\",\"CustomerId\":\"C-7\",\"Amount\":42.5,\"Lines\":[{\"Sku\":\"A\",\"Qty\":2}]}"},"ErrorContent":null}`),
 		MessageID:      id,
-		SessionID:      funchosttest.S("customer-7"),
-		CorrelationID:  funchosttest.S("corr-1"),
-		ContentType:    funchosttest.S("application/json"),
+		SessionID:      hostwire.S("customer-7"),
+		CorrelationID:  hostwire.S("corr-1"),
+		ContentType:    hostwire.S("application/json"),
 		LockToken:      "5e3d6a39-8f6c-4f55-9c0e-0d2a1f4b7c11",
 		DeliveryCount:  1,
 		SequenceNumber: 41,
 		EnqueuedTime:   time.Now(),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "8c1f3f0e-3f4e-4d1a-9a0e-0f2f8b0f6c21",
 			"EventTypeId", "OrderPlaced", "OriginatingMessageId", "self", "ParentMessageId", "self",
 			"RetryCount", 0, "OriginatingFrom", "ShopEndpoint"),
@@ -205,11 +205,11 @@ func BenchmarkLargeInvocation(b *testing.B) {
 		b.Fatal(err)
 	}
 	event := `{\"Blob\":\"` + string(bytes.Repeat([]byte("x"), 4<<20)) + `\"}`
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: FuncSubscriber,
 		Body:         []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"` + event + `"},"ErrorContent":null}`),
-		MessageID:    "m-1", SessionID: funchosttest.S("s"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
+		MessageID:    "m-1", SessionID: hostwire.S("s"), DeliveryCount: 1, SequenceNumber: 1, EnqueuedTime: time.Now(),
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "Shop", "MessageType", "EventRequest", "EventId", "e-1", "EventTypeId", "OrderPlaced"),
 		Namespace:  "sb", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 	})
 	h := a.Handler()

@@ -11,7 +11,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/testlog"
@@ -27,7 +27,7 @@ func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.
 
 func timerEnvelope() []byte {
 	now := time.Now()
-	return funchosttest.TimerEnvelope(funchosttest.Timer{FunctionName: FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now, UtcNow: now, RandGUID: "g"})
+	return hostwire.BuildTimer(hostwire.Timer{FunctionName: FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now, UtcNow: now, RandGUID: "g"})
 }
 
 func newCleanupApp(t *testing.T, store inbox.Store, clk *clock, settings map[string]string) (*App, *testlog.Buffer) {

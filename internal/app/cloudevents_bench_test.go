@@ -12,7 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
@@ -42,11 +42,11 @@ func BenchmarkCloudEventInvocation(b *testing.B) {
 }
 
 func ceBenchEnvelope(contentType string, body []byte, messageID string, props ...any) []byte {
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: FuncCloudEventsIngress, Body: body, MessageID: messageID,
-		SessionID: funchosttest.S("lead-42"), ContentType: funchosttest.S(contentType),
+		SessionID: hostwire.S("lead-42"), ContentType: hostwire.S(contentType),
 		LockToken: "5e3d6a39-8f6c-4f55-9c0e-0d2a1f4b7c11", DeliveryCount: 1, SequenceNumber: 41, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props(props...),
+		Properties: hostwire.Props(props...),
 		Namespace:  "sb-bench.servicebus.windows.net", UtcNow: time.Now(), RandGUID: "0f8fad5b-d9cb-469f-a165-70867728950e",
 	})
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 var ceSettings = map[string]string{
@@ -22,18 +22,18 @@ var ceSettings = map[string]string{
 // cloudEvents:type and ce-id arrive as they are, the content type only in
 // the (doubly encoded) ContentType metadata.
 func ceEnvelope(messageID, contentType string, body []byte, props ...any) []byte {
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName:       FuncCloudEventsIngress,
 		Body:               body,
 		MessageID:          messageID,
-		SessionID:          funchosttest.S("lead-42"),
-		ContentType:        funchosttest.S(contentType),
+		SessionID:          hostwire.S("lead-42"),
+		ContentType:        hostwire.S(contentType),
 		LockToken:          "5e3d6a39-8f6c-4f55-9c0e-0d2a1f4b7c11",
 		DeliveryCount:      1,
 		SequenceNumber:     7,
 		EnqueuedTime:       time.Date(2026, 11, 30, 9, 15, 2, 0, time.UTC),
 		SessionLockedUntil: time.Date(2026, 11, 30, 9, 16, 2, 0, time.UTC),
-		Properties:         funchosttest.Props(props...),
+		Properties:         hostwire.Props(props...),
 	})
 }
 
@@ -114,10 +114,10 @@ func TestCloudEventsIngressThroughTheProtocol(t *testing.T) {
 func TestStringDataTypeLetsAStructuredEventOverwriteBrokerProperties(t *testing.T) {
 	body := []byte(`{"specversion":"1.0","id":"evt-1","source":"/crm","type":"T","subject":"from-event","sessionid":"from-event"}`)
 	for _, stringData := range []bool{false, true} {
-		env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+		env := hostwire.ServiceBus(hostwire.ServiceBusMessage{
 			FunctionName: FuncCloudEventsIngress, StringData: stringData, Body: body, MessageID: "m-1",
-			SessionID: funchosttest.S("broker-session"), Subject: funchosttest.S("broker-subject"),
-			ContentType: funchosttest.S("application/cloudevents+json"), DeliveryCount: 1,
+			SessionID: hostwire.S("broker-session"), Subject: hostwire.S("broker-subject"),
+			ContentType: hostwire.S("application/cloudevents+json"), DeliveryCount: 1,
 			EnqueuedTime: time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC), SessionLockedUntil: time.Date(2026, 11, 30, 9, 1, 0, 0, time.UTC),
 		})
 		m, err := funchost.DecodeServiceBus(env, "message")

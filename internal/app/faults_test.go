@@ -17,7 +17,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -203,10 +203,10 @@ func TestPipelineUnderCosmosFaults(t *testing.T) {
 
 func faultEnvelope(id string, deliveryCount int) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"` + id + `\"}"},"ErrorContent":null}`
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: funchosttest.S("s-" + id[len(id)-1:]),
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, Body: []byte(body), MessageID: id, SessionID: hostwire.S("s-" + id[len(id)-1:]),
 		DeliveryCount: deliveryCount, EnqueuedTime: time.Now(),
-		Properties: funchosttest.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
+		Properties: hostwire.Props("To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-"+id, "EventTypeId", "OrderPlaced"),
 		Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "g",
 	})

@@ -49,6 +49,9 @@ type host struct {
 	spanName string
 	stderrMu sync.Mutex
 	stderr   io.Writer
+	// recent keeps the latest invocations' lines in a local run; nil
+	// otherwise.
+	recent *recentInvocations
 	// stopping is cancelled when shutdown begins: background work such as a
 	// cleanup run stops at once, while in-flight deliveries finish.
 	stopping context.Context
@@ -295,11 +298,12 @@ func (h *host) writeFailureLine(inv *funchost.Invocation, f failedInvocation) {
 	if f.err != nil && prefix == "error: " {
 		b = appendField(b, "error", logsafe.Bound(f.err.Error()))
 	}
-	h.stderrLine(string(b))
+	h.recent.add(inv.InvocationID, h.stderrLine(string(b)))
 }
 
-// stderrLine writes line, bounded and flattened to one line, to stderr.
-func (h *host) stderrLine(line string) {
+// stderrLine writes line, bounded and flattened to one line, to stderr,
+// and returns what it wrote (without the newline).
+func (h *host) stderrLine(line string) string {
 	line = strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' || r == '\u2028' || r == '\u2029' {
 			return ' '
@@ -309,6 +313,7 @@ func (h *host) stderrLine(line string) {
 	h.stderrMu.Lock()
 	defer h.stderrMu.Unlock()
 	_, _ = io.WriteString(h.stderr, line+"\n")
+	return line
 }
 
 // appendMillis appends us microseconds as milliseconds with three

@@ -88,6 +88,7 @@ func (a *endpointApp) finishInvocation(span trace.Span, inv *funchost.Invocation
 	a.logInvocation(inv, r, deliveryCount, charge)
 	if r.Outcome.Completes() {
 		a.invocationLogs(inv, r, deliveryCount, charge)
+		a.recent.add(inv.InvocationID, inv.Logs()...)
 	} else {
 		a.failureLine(inv, r, deliveryCount)
 	}

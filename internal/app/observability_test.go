@@ -17,8 +17,9 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -123,11 +124,11 @@ const (
 func tracedEnvelope(id string, extra ...any) []byte {
 	props := append([]any{"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest", "EventId", "evt-1",
 		"EventTypeId", "OrderPlaced", "OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", 0, "OriginatingFrom", "ShopEndpoint"}, extra...)
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncSubscriber, MessageID: id, SessionID: funchosttest.S("customer-1"),
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncSubscriber, MessageID: id, SessionID: hostwire.S("customer-1"),
 		Body:          []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"` + secretPayload + `\"}"},"ErrorContent":null}`),
 		DeliveryCount: 1, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
-		Properties: funchosttest.Props(props...),
+		Properties: hostwire.Props(props...),
 		Namespace:  "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 	})
 }
@@ -208,11 +209,11 @@ func TestMemorySinkShowsTheSendSpansTraceContext(t *testing.T) {
 	}
 	rec := httptest.NewRecorder()
 	oa.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
-	var sent []SentResponse
+	var sent []devhost.SentResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 1 {
 		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
 	}
-	want := map[string]TypedValue{
+	want := map[string]devhost.TypedValue{
 		"traceparent": {Type: "string", Value: "00-" + inTrace + "-" + send.SpanContext().SpanID().String() + "-01"},
 		"tracestate":  {Type: "string", Value: "congo=t61rcWkgMzE"},
 	}

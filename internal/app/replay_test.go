@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 var update = flag.Bool("update", false, "rewrite the NimBus replay fixtures")
@@ -17,19 +17,19 @@ var update = flag.Bool("update", false, "rewrite the NimBus replay fixtures")
 // nimbusFixture is an EventRequest as NimBus's forwarder delivers it to
 // BillingEndpoint, in the envelope the Functions host builds.
 func nimbusFixture(stringData bool) []byte {
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName:       FuncSubscriber,
 		StringData:         stringData,
 		Body:               []byte(`{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1001\",\"CustomerId\":\"C-7\",\"Amount\":42.5,\"Note\":\"<b>\\u00e9t\\u00e9</b>\"}"},"ErrorContent":null}`),
 		MessageID:          "OrderPlaced-3f2a9c0d11e84b7a",
-		SessionID:          funchosttest.S("C-7"),
-		CorrelationID:      funchosttest.S("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"),
+		SessionID:          hostwire.S("C-7"),
+		CorrelationID:      hostwire.S("9b1deb4d-3b7d-4bad-9bdd-2b0d7b3dcb6d"),
 		LockToken:          "5e3d6a39-8f6c-4f55-9c0e-0d2a1f4b7c11",
 		DeliveryCount:      1,
 		SequenceNumber:     1042,
 		EnqueuedTime:       time.Date(2026, 11, 30, 9, 15, 2, 0, time.UTC),
 		SessionLockedUntil: time.Date(2026, 11, 30, 9, 16, 2, 510e6, time.UTC),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "7f9c2b6e-1d4a-4c8e-9b1f-3a2d5e6f7a8b", "EventTypeId", "OrderPlaced",
 			"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", int32(0),

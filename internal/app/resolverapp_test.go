@@ -16,7 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/testlog"
@@ -79,13 +79,13 @@ func newResolverTestApp(t *testing.T, store tracking.Writer) *resolverFixture {
 // invocation the Resolver app receives: the fan-out subscription stamps
 // From with the endpoint and the broker assigns a MessageId.
 func asResolverEnvelope(o *message.Outgoing, messageID, endpoint string) []byte {
-	var props []funchosttest.Property
+	var props []hostwire.Property
 	for k, v := range o.ApplicationProperties {
-		props = append(props, funchosttest.Property{Name: k, Value: v})
+		props = append(props, hostwire.Property{Name: k, Value: v})
 	}
-	props = append(props, funchosttest.Property{Name: message.PropFrom, Value: endpoint})
+	props = append(props, hostwire.Property{Name: message.PropFrom, Value: endpoint})
 	sid := o.SessionID
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName: FuncResolver, Body: o.Body, MessageID: messageID, SessionID: &sid, CorrelationID: o.CorrelationID,
 		DeliveryCount: 1, SequenceNumber: 9, EnqueuedTime: time.Now().Add(-time.Second), Properties: props,
 		SessionLockedUntil: time.Now().Add(time.Minute), Namespace: "sb.test", UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
@@ -178,9 +178,9 @@ func envelopeAs(fn, id string) []byte {
 func TestResolverAppFailures(t *testing.T) {
 	store := &failingWriter{Writer: &tracking.Memory{}}
 	ra := newResolverTestApp(t, store)
-	bad := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: FuncResolver, Body: []byte(`{}`), MessageID: "x", SessionID: funchosttest.S("s"), DeliveryCount: 1,
-		EnqueuedTime: time.Now(), Properties: funchosttest.Props("MessageType", "ResolutionResponse", "EventId", "e"),
+	bad := hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: FuncResolver, Body: []byte(`{}`), MessageID: "x", SessionID: hostwire.S("s"), DeliveryCount: 1,
+		EnqueuedTime: time.Now(), Properties: hostwire.Props("MessageType", "ResolutionResponse", "EventId", "e"),
 		UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 	})
 	for _, c := range []struct {

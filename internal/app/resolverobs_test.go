@@ -25,7 +25,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
@@ -294,9 +294,9 @@ func TestResolverLogsMetricsAndStderr(t *testing.T) {
 		prefix string
 		has    string
 	}{
-		{"invalid message", context.Background, funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-			FunctionName: FuncResolver, Body: []byte(`{"EventJson":"` + secretPayload + `"}`), MessageID: "m-6", SessionID: funchosttest.S("s"), DeliveryCount: 1,
-			EnqueuedTime: time.Now(), Properties: funchosttest.Props("MessageType", "ResolutionResponse", "EventId", "e"),
+		{"invalid message", context.Background, hostwire.ServiceBus(hostwire.ServiceBusMessage{
+			FunctionName: FuncResolver, Body: []byte(`{"EventJson":"` + secretPayload + `"}`), MessageID: "m-6", SessionID: hostwire.S("s"), DeliveryCount: 1,
+			EnqueuedTime: time.Now(), Properties: hostwire.Props("MessageType", "ResolutionResponse", "EventId", "e"),
 			UtcNow: time.Now(), RandGUID: "00000000-0000-0000-0000-000000000000",
 		}),
 			"error: Resolver invocation answered 422: message is not a valid NimBus message", "outcome=invalid_message"},

@@ -7,6 +7,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
@@ -35,7 +36,7 @@ func TestMemorySinkShowsABatch(t *testing.T) {
 
 	rec := httptest.NewRecorder()
 	ta.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/_nimbus/resolver", nil))
-	var sent []SentResponse
+	var sent []devhost.SentResponse
 	if err := json.Unmarshal(rec.Body.Bytes(), &sent); err != nil || len(sent) != 3 {
 		t.Fatalf("sink = %s (%v)", rec.Body.String(), err)
 	}
@@ -43,10 +44,10 @@ func TestMemorySinkShowsABatch(t *testing.T) {
 		t.Errorf("MessageIds %q %q %q, want only the event's", sent[0].MessageID, sent[1].MessageID, sent[2].MessageID)
 	}
 	e := sent[1]
-	want := map[string]TypedValue{
-		"To": {"string", "OrderAccepted"}, "MessageType": {"string", "EventRequest"}, "EventId": {"null", nil},
-		"OriginatingMessageId": {"string", "m-2"}, "ParentMessageId": {"string", "m-2"}, "RetryCount": {"int", 0.0},
-		"OriginatingFrom": {"string", "BillingEndpoint"}, "EventTypeId": {"string", "OrderAccepted"},
+	want := map[string]devhost.TypedValue{
+		"To": {Type: "string", Value: "OrderAccepted"}, "MessageType": {Type: "string", Value: "EventRequest"}, "EventId": {Type: "null", Value: nil},
+		"OriginatingMessageId": {Type: "string", Value: "m-2"}, "ParentMessageId": {Type: "string", Value: "m-2"}, "RetryCount": {Type: "int", Value: 0.0},
+		"OriginatingFrom": {Type: "string", Value: "BillingEndpoint"}, "EventTypeId": {Type: "string", Value: "OrderAccepted"},
 	}
 	if len(e.Properties) != len(want) {
 		t.Errorf("properties %v", e.Properties)

@@ -5,36 +5,19 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 )
 
-// SentResponse is how /_nimbus/resolver shows a response kept by the
-// in-memory sink (local demos only): properties with their AMQP types.
-type SentResponse struct {
-	// MessageID is set for a message sent with its own MessageId (a
-	// published event); the broker assigns the others one.
-	MessageID     string                `json:"messageId,omitempty"`
-	SessionID     string                `json:"sessionId"`
-	CorrelationID *string               `json:"correlationId"`
-	Properties    map[string]TypedValue `json:"applicationProperties"`
-	Body          string                `json:"body"`
-	// ScheduledEnqueueTime is set for a scheduled message (a RetryRequest).
-	ScheduledEnqueueTime string `json:"scheduledEnqueueTime,omitempty"`
-}
-
-// TypedValue is a property value and its AMQP type name.
-type TypedValue struct {
-	Type  string `json:"type"`
-	Value any    `json:"value"`
-}
-
+// serveMemorySink answers GET /_nimbus/resolver with every message the
+// in-memory sink kept (local runs only).
 func (a *endpointApp) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 	sent := a.memory.Sent()
-	out := make([]SentResponse, 0, len(sent))
+	out := make([]devhost.SentResponse, 0, len(sent))
 	for _, m := range sent {
-		props := make(map[string]TypedValue, len(m.ApplicationProperties))
+		props := make(map[string]devhost.TypedValue, len(m.ApplicationProperties))
 		for k, v := range m.ApplicationProperties {
 			t := "null"
 			switch v.(type) {
@@ -48,9 +31,9 @@ func (a *endpointApp) serveMemorySink(w http.ResponseWriter, _ *http.Request) {
 			default:
 				t = fmt.Sprintf("%T", v)
 			}
-			props[k] = TypedValue{Type: t, Value: v}
+			props[k] = devhost.TypedValue{Type: t, Value: v}
 		}
-		sr := SentResponse{MessageID: m.MessageID, SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)}
+		sr := devhost.SentResponse{MessageID: m.MessageID, SessionID: m.SessionID, CorrelationID: m.CorrelationID, Properties: props, Body: string(m.Body)}
 		if at, ok := a.memory.ScheduledAt(m); ok {
 			sr.ScheduledEnqueueTime = message.FormatRoundTrip(at)
 		}

@@ -5,17 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 // managerEnvelope is a native Manager request for evt-1 as the host
 // delivers it to function fn.
 func managerEnvelope(fn, messageType string) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{}"},"ErrorContent":null}`
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
-		FunctionName: fn, Body: []byte(body), MessageID: "m-" + messageType, SessionID: funchosttest.S("customer-1"),
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
+		FunctionName: fn, Body: []byte(body), MessageID: "m-" + messageType, SessionID: hostwire.S("customer-1"),
 		DeliveryCount: 1, SequenceNumber: 7, EnqueuedTime: time.Now().Add(-time.Second),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"To", "BillingEndpoint", "From", "Manager", "MessageType", messageType, "EventId", "evt-1",
 			"EventTypeId", "OrderPlaced", "OriginatingMessageId", "self", "ParentMessageId", "self",
 			"RetryCount", 0, "OriginatingFrom", "self"),

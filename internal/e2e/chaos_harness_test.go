@@ -19,7 +19,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
@@ -447,7 +447,7 @@ func (s *chaosStack) errorResponse(eventID string) *received {
 // e, built from its ErrorResponse as the Resolver stores it.
 func resubmission(er received, e chaosEvent) *azservicebus.Message {
 	orig, _ := er.msg.ApplicationProperties["OriginatingMessageId"].(string)
-	m := nimbustest.Resubmission(nimbustest.ErrorResponse{
+	m := nimbusmsg.Resubmission(nimbusmsg.ErrorResponse{
 		MessageID: er.msg.MessageID, CorrelationID: er.correlationID(), EventID: e.EventID, SessionID: e.SessionID,
 		OriginatingMessageID: orig,
 	}, endpointID, e.EventTypeID, e.EventJSON)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // TestDeadLetterPathWithoutPacing sends, each in its own session, an order
@@ -26,7 +26,7 @@ func TestDeadLetterPathWithoutPacing(t *testing.T) {
 	unknownMsg := unknown.message()
 	unknownMsg.ApplicationProperties["MessageType"] = "FooRequest"
 	failed := order("OrderPlaced-dl-resubmit", "dl-resubmit", 3, 0)
-	resub := nimbustest.Resubmission(nimbustest.ErrorResponse{
+	resub := nimbusmsg.Resubmission(nimbusmsg.ErrorResponse{
 		MessageID: "0e8e2a1c1b5b4f0a9d3c2b1a09876543", CorrelationID: failed.MessageID, EventID: failed.EventID,
 		SessionID: failed.SessionID, OriginatingMessageID: failed.MessageID,
 	}, endpointID, orderPlaced, failed.EventJSON)

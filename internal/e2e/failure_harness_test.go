@@ -11,7 +11,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
@@ -51,7 +51,7 @@ func orderWith(messageID, session string, amount int, fields string) event {
 
 // sendNimBus publishes m (a message as a NimBus component writes it) on
 // the endpoint topic. A message without MessageId gets one from the broker.
-func (s *stack) sendNimBus(m nimbustest.Message) {
+func (s *stack) sendNimBus(m nimbusmsg.Message) {
 	s.tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -61,7 +61,7 @@ func (s *stack) sendNimBus(m nimbustest.Message) {
 }
 
 // sbMessage is m as the Service Bus SDK sends it.
-func sbMessage(m nimbustest.Message) *azservicebus.Message {
+func sbMessage(m nimbusmsg.Message) *azservicebus.Message {
 	sid := m.SessionID
 	out := &azservicebus.Message{SessionID: &sid, CorrelationID: m.CorrelationID, Body: m.Body, ApplicationProperties: map[string]any{}}
 	for k, v := range m.ApplicationProperties {
@@ -132,12 +132,12 @@ func labels(rs []received) []string {
 
 // errorResponseOf is what NimBus's Manager knows of a received
 // ErrorResponse (the Resolver's stored message).
-func errorResponseOf(r received) nimbustest.ErrorResponse {
+func errorResponseOf(r received) nimbusmsg.ErrorResponse {
 	sid := ""
 	if r.msg.SessionID != nil {
 		sid = *r.msg.SessionID
 	}
-	return nimbustest.ErrorResponse{MessageID: r.msg.MessageID, CorrelationID: r.correlationID(), EventID: r.prop("EventId"),
+	return nimbusmsg.ErrorResponse{MessageID: r.msg.MessageID, CorrelationID: r.correlationID(), EventID: r.prop("EventId"),
 		SessionID: sid, OriginatingMessageID: r.prop("OriginatingMessageId")}
 }
 

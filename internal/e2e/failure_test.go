@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // TestFailureKindsThroughTheBinary drives the sample handler down the
@@ -64,7 +64,7 @@ func TestReplayedCopyThatFailsBlocksTheSessionAgain(t *testing.T) {
 	e4 := orderWith("OrderPlaced-"+sid+"-4", sid, 4, "")
 	s.send(e1, e2, e3)
 	rs := s.waitReplies(sid, 60*time.Second, "the failure and two deferrals", func(rs []received) bool { return len(rs) >= 3 })
-	s.sendNimBus(nimbustest.Resubmission(errorResponseOf(rs[0]), endpointID, orderPlaced, e1.EventJSON))
+	s.sendNimBus(nimbusmsg.Resubmission(errorResponseOf(rs[0]), endpointID, orderPlaced, e1.EventJSON))
 
 	// The resubmission resolves 1; the replay of 2 fails.
 	rs = s.waitReplies(sid, 60*time.Second, "the replayed copy's ErrorResponse", func(rs []received) bool { return len(rs) >= 5 })
@@ -91,7 +91,7 @@ func TestReplayedCopyThatFailsBlocksTheSessionAgain(t *testing.T) {
 	checkResponse(t, rs[5], e4, "DeferralResponse", e4.errorBody(blockedText(sid, e2.EventID), "SessionBlockedException"), nil, s.firstSent(e4.MessageID))
 
 	changed := strings.Replace(e2.EventJSON, `,"Fail":"failed","FailOn":"always"`, "", 1)
-	s.sendNimBus(nimbustest.Resubmission(errorResponseOf(replayedErr), endpointID, orderPlaced, changed))
+	s.sendNimBus(nimbusmsg.Resubmission(errorResponseOf(replayedErr), endpointID, orderPlaced, changed))
 	s.waitReplies(sid, 60*time.Second, "the resubmission of 2 and the replay of 3 and 4", func(rs []received) bool { return len(rs) >= 9 })
 	waitSettled(t, s)
 	rs = s.resolver.replies(sid)

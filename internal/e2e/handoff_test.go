@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // handoffSession sends event 1 (handed off: PendingHandoffResponse, the
@@ -41,8 +41,8 @@ func handoffSession(t *testing.T, s *stack, sid string) []event {
 
 // settlementFor addresses a Manager settlement to the pending event e, as
 // the handoff client fills the coordinates from the Resolver's row.
-func settlementFor(e event) nimbustest.Settlement {
-	return nimbustest.Settlement{To: endpointID, EventID: e.EventID, SessionID: e.SessionID,
+func settlementFor(e event) nimbusmsg.Settlement {
+	return nimbusmsg.Settlement{To: endpointID, EventID: e.EventID, SessionID: e.SessionID,
 		CorrelationID: guidFor("correlation/" + e.MessageID), ParentMessageID: e.MessageID,
 		OriginatingMessageID: e.MessageID, EventTypeID: e.EventTypeID}
 }
@@ -81,7 +81,7 @@ func TestPendingHandoffCompletedByTheManager(t *testing.T) {
 	const sid = "handoff-done"
 	evs := handoffSession(t, s, sid)
 
-	m := nimbustest.HandoffCompleted(settlementFor(evs[0]), "")
+	m := nimbusmsg.HandoffCompleted(settlementFor(evs[0]), "")
 	s.sendNimBus(m)
 	s.waitReplies(sid, 60*time.Second, "the settlement and the replay", func(rs []received) bool { return len(rs) >= 6 })
 	waitSettled(t, s)
@@ -121,7 +121,7 @@ func TestPendingHandoffFailedThenResubmitted(t *testing.T) {
 	evs := handoffSession(t, s, sid)
 
 	const opText = "the approver rejected the order"
-	m := nimbustest.HandoffFailed(settlementFor(evs[0]), opText, "ApprovalRejected")
+	m := nimbusmsg.HandoffFailed(settlementFor(evs[0]), opText, "ApprovalRejected")
 	s.sendNimBus(m)
 	rs := s.waitReplies(sid, 60*time.Second, "the ErrorResponse of the failed handoff", func(rs []received) bool { return len(rs) >= 4 })
 	failedIn := evs[0]
@@ -141,7 +141,7 @@ func TestPendingHandoffFailedThenResubmitted(t *testing.T) {
 	if changed == evs[0].EventJSON {
 		t.Fatal("the event's JSON has no Handoff switch to remove")
 	}
-	s.sendNimBus(nimbustest.Resubmission(errorResponseOf(rs[3]), endpointID, orderPlaced, changed))
+	s.sendNimBus(nimbusmsg.Resubmission(errorResponseOf(rs[3]), endpointID, orderPlaced, changed))
 	s.waitReplies(sid, 60*time.Second, "the resubmission and the replay", func(rs []received) bool { return len(rs) >= 9 })
 	waitSettled(t, s)
 	rs = s.resolver.replies(sid)

@@ -11,8 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
@@ -57,15 +57,15 @@ func payment(messageID, session, paymentID, customer string, cents int, extra st
 // on delivery deliveryCount: the envelope a host POSTs.
 func (e event) delivery(deliveryCount int, enqueued time.Time) []byte {
 	m := e.message()
-	d := nimbustest.Message{
+	d := nimbusmsg.Message{
 		ApplicationProperties: m.ApplicationProperties, MessageID: e.MessageID, SessionID: e.SessionID,
 		CorrelationID: m.CorrelationID, Body: m.Body,
 	}.Delivery("Subscriber", "", deliveryCount, enqueued)
-	d.ContentType = funchosttest.S("application/json")
+	d.ContentType = hostwire.S("application/json")
 	d.Namespace = "sb-e2e.servicebus.windows.net"
 	d.UtcNow = time.Now().UTC()
 	d.RandGUID = minihost.NewGUID()
-	return funchosttest.ServiceBus(d)
+	return hostwire.ServiceBus(d)
 }
 
 // ledgerDoc is any document of the ledger container: a payment, a balance

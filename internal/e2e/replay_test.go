@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // unblock is how the scenario lifts the block of the failed event 2.
@@ -85,11 +85,11 @@ func runBlockedSession(t testing.TB, s *stack, sid string, how unblock) *scenari
 	switch how {
 	case byResubmission:
 		sc.sentAt = time.Now()
-		s.sendNimBus(nimbustest.Resubmission(errorResponseOf(errResp), endpointID, orderPlaced, ev(2).EventJSON))
+		s.sendNimBus(nimbusmsg.Resubmission(errorResponseOf(errResp), endpointID, orderPlaced, ev(2).EventJSON))
 		unblockLabel = "ResolutionResponse:" + ev(2).MessageID
 	case bySkip:
 		sc.sentAt = time.Now()
-		s.sendNimBus(nimbustest.Skip(errorResponseOf(errResp), endpointID, orderPlaced))
+		s.sendNimBus(nimbusmsg.Skip(errorResponseOf(errResp), endpointID, orderPlaced))
 		unblockLabel = "SkipResponse:" + ev(2).MessageID
 	case byRetry:
 		sc.sentAt = errResp.at

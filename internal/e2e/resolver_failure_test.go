@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // TestResolverTracksTheGoEndpointFailedDeferredCompleted deploys the binary
@@ -45,11 +45,11 @@ func TestResolverTracksTheGoEndpointFailedDeferredCompleted(t *testing.T) {
 	}
 
 	// The Manager resubmits from what the Resolver stored.
-	er := nimbustest.ErrorResponse{MessageID: *failed.LastMessageID, CorrelationID: evs[1].MessageID, EventID: evs[1].EventID,
+	er := nimbusmsg.ErrorResponse{MessageID: *failed.LastMessageID, CorrelationID: evs[1].MessageID, EventID: evs[1].EventID,
 		SessionID: sid, OriginatingMessageID: evs[1].MessageID}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := s.sender.SendMessage(ctx, sbMessage(nimbustest.Resubmission(er, endpointID, orderPlaced, evs[1].EventJSON)), nil); err != nil {
+	if err := s.sender.SendMessage(ctx, sbMessage(nimbusmsg.Resubmission(er, endpointID, orderPlaced, evs[1].EventJSON)), nil); err != nil {
 		t.Fatal(err)
 	}
 	s.send(evs[4])

@@ -8,6 +8,6 @@
 // The package decodes envelopes with encoding/json (Metadata strings are
 // JSON strings inside JSON strings, numbers arrive as strings, dates have
 // second precision), encodes the response, and routes by function name. It
-// knows nothing of NimBus. Package funchosttest builds envelopes as the host
-// does, for tests.
+// knows nothing of NimBus. Package hostwire builds envelopes as the host
+// does (for nimbus-func invoke, the demo and tests).
 package funchost

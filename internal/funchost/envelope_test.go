@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 func TestDecodeServiceBusReplayFixtures(t *testing.T) {
@@ -57,17 +58,17 @@ func TestDecodeTimerReplayFixture(t *testing.T) {
 // nimbusEnvelope builds a host envelope carrying a NimBus EventRequest.
 func nimbusEnvelope(stringData bool) []byte {
 	body := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"Note\":\"<a&b> \\\"q\\\" ünï 😀\"}"},"ErrorContent":null}`
-	return funchosttest.ServiceBus(funchosttest.ServiceBusMessage{
+	return hostwire.ServiceBus(hostwire.ServiceBusMessage{
 		FunctionName:   "Subscriber",
 		StringData:     stringData,
 		Body:           []byte(body),
 		MessageID:      `OrderPlaced-"quoted"\id`,
-		SessionID:      funchosttest.S("customer-1"),
-		CorrelationID:  funchosttest.S("corr-1"),
+		SessionID:      hostwire.S("customer-1"),
+		CorrelationID:  hostwire.S("corr-1"),
 		DeliveryCount:  3,
 		SequenceNumber: 1 << 40,
 		EnqueuedTime:   time.Date(2026, 11, 30, 8, 0, 1, 0, time.UTC),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"To", "BillingEndpoint", "From", "ShopEndpoint", "MessageType", "EventRequest",
 			"EventId", "evt-1", "EventTypeId", "OrderPlaced", "OriginatingMessageId", "self",
 			"ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint",
@@ -105,7 +106,7 @@ func TestDecodeServiceBusNimBusProperties(t *testing.T) {
 }
 
 func TestDecodeServiceBusAbsentValues(t *testing.T) {
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{FunctionName: "Subscriber", Body: nil, DeliveryCount: 1})
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{FunctionName: "Subscriber", Body: nil, DeliveryCount: 1})
 	m, err := DecodeServiceBus(env, "message")
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +118,7 @@ func TestDecodeServiceBusAbsentValues(t *testing.T) {
 		t.Errorf("body %q, props %v", m.Body, m.ApplicationProperties)
 	}
 	// An empty (but present) message id stays distinguishable from absent.
-	env = funchosttest.ServiceBus(funchosttest.ServiceBusMessage{FunctionName: "Subscriber", Body: []byte("x")})
+	env = hostwire.ServiceBus(hostwire.ServiceBusMessage{FunctionName: "Subscriber", Body: []byte("x")})
 	env = []byte(strings.Replace(string(env), `"SequenceNumber"`, `"MessageId":"\"\"","SequenceNumber"`, 1))
 	m, err = DecodeServiceBus(env, "message")
 	if err != nil {
@@ -253,7 +254,7 @@ func TestMalformedErrorTextNamesTheProblem(t *testing.T) {
 }
 
 func TestDecodeServiceBusOtherBindingName(t *testing.T) {
-	env := funchosttest.ServiceBus(funchosttest.ServiceBusMessage{Binding: "msg", Body: []byte("hello"), MessageID: "m"})
+	env := hostwire.ServiceBus(hostwire.ServiceBusMessage{Binding: "msg", Body: []byte("hello"), MessageID: "m"})
 	m, err := DecodeServiceBus(env, "message")
 	if err != nil || string(m.Body) != "hello" {
 		t.Fatalf("single binding of another name: %q, %v", m.Body, err)

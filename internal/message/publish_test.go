@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // delivered reads m as the subscriber reads a delivery, with brokerID as
 // its MessageId when m carries none.
-func delivered(t *testing.T, m nimbustest.Message, brokerID string) *message.Inbound {
+func delivered(t *testing.T, m nimbusmsg.Message, brokerID string) *message.Inbound {
 	t.Helper()
 	id := m.MessageID
 	if id == "" {
@@ -31,7 +31,7 @@ func delivered(t *testing.T, m nimbustest.Message, brokerID string) *message.Inb
 
 // sameMessage compares every property (name, Go type, value), the broker
 // fields and the body.
-func sameMessage(t *testing.T, got, want nimbustest.Message) {
+func sameMessage(t *testing.T, got, want nimbusmsg.Message) {
 	t.Helper()
 	for k, w := range want.ApplicationProperties {
 		g, ok := got.ApplicationProperties[k]
@@ -70,45 +70,45 @@ const (
 )
 
 // Each published event is what NimBus's PublishFromContext sends for the
-// same delivery, property for property, built independently by nimbustest.
+// same delivery, property for property, built independently by nimbusmsg.
 func TestPublishedEventIsNimBusPublishFromContext(t *testing.T) {
-	order := nimbustest.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "PaymentReceived",
+	order := nimbusmsg.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "PaymentReceived",
 		EventJSON: `{"PaymentId":"P-1"}`, SessionID: "customer-1", CorrelationID: "corr-1", EventID: "ev-1", MessageID: "in-1"}
-	firstHop := nimbustest.EventRequest(order)
-	secondHop := nimbustest.EventRequest(order)
+	firstHop := nimbusmsg.EventRequest(order)
+	secondHop := nimbusmsg.EventRequest(order)
 	secondHop.ApplicationProperties["OriginatingMessageId"] = "origin-0"
 	secondHop.ApplicationProperties["ParentMessageId"] = "parent-0"
 
 	cases := []struct {
 		name     string
-		delivery nimbustest.Message
+		delivery nimbusmsg.Message
 		brokerID string
 		session  string // the override
 		traceSt  string
 		endpoint string
-		wantCtx  nimbustest.HandlerContext
+		wantCtx  nimbusmsg.HandlerContext
 	}{
 		{name: "first hop: the origin is the delivery", delivery: firstHop,
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self"}},
 		{name: "second hop: the origin is kept", delivery: secondHop, traceSt: "congo=t61rcWkgMzE",
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "origin-0"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "origin-0"}},
 		{name: "origin SELF in another case", delivery: withProp(firstHop, "OriginatingMessageId", "SeLf"),
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "SeLf"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "SeLf"}},
 		{name: "blank origin", delivery: withProp(firstHop, "OriginatingMessageId", " \t"),
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: " \t"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: " \t"}},
 		{name: "another session key", delivery: secondHop, session: "invoice-9",
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "invoice-9", CorrelationID: "corr-1", OriginatingMessageID: "origin-0"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "invoice-9", CorrelationID: "corr-1", OriginatingMessageID: "origin-0"}},
 		{name: "no endpoint writes self", delivery: firstHop, endpoint: "-",
-			wantCtx: nimbustest.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "self"}},
 		// A RetryRequest carries the failed delivery's MessageId as its
 		// CorrelationId; the event takes that and the RetryRequest's own id.
 		{name: "while handling a RetryRequest", delivery: retryOf(t, firstHop), brokerID: "retry-7",
-			wantCtx: nimbustest.HandlerContext{MessageID: "retry-7", SessionID: "customer-1", CorrelationID: "in-1", OriginatingMessageID: "in-1"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "retry-7", SessionID: "customer-1", CorrelationID: "in-1", OriginatingMessageID: "in-1"}},
 		// The Manager's resubmission: its own broker id and the ErrorResponse's lineage.
 		{name: "while handling a resubmission", brokerID: "resub-3",
-			delivery: nimbustest.Resubmission(nimbustest.ErrorResponse{MessageID: "er-1", CorrelationID: "in-1", EventID: "ev-1",
+			delivery: nimbusmsg.Resubmission(nimbusmsg.ErrorResponse{MessageID: "er-1", CorrelationID: "in-1", EventID: "ev-1",
 				SessionID: "customer-1", OriginatingMessageID: "in-1"}, "Billing", "PaymentReceived", `{"PaymentId":"P-1"}`),
-			wantCtx: nimbustest.HandlerContext{MessageID: "resub-3", SessionID: "customer-1", CorrelationID: "in-1", OriginatingMessageID: "in-1"}},
+			wantCtx: nimbusmsg.HandlerContext{MessageID: "resub-3", SessionID: "customer-1", CorrelationID: "in-1", OriginatingMessageID: "in-1"}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -126,14 +126,14 @@ func TestPublishedEventIsNimBusPublishFromContext(t *testing.T) {
 			}
 			ctx := c.wantCtx
 			ctx.TraceParent, ctx.TraceState = traceParent, c.traceSt
-			want := nimbustest.PublishedFromContext(nimbustest.Event{Publisher: endpoint, EventTypeID: "PaymentRecorded",
+			want := nimbusmsg.PublishedFromContext(nimbusmsg.Event{Publisher: endpoint, EventTypeID: "PaymentRecorded",
 				EventJSON: recordedJSON, MessageID: "PaymentRecorded-P-1"}, ctx)
-			sameMessage(t, nimbustest.FromOutgoing(out), want)
+			sameMessage(t, nimbusmsg.FromOutgoing(out), want)
 		})
 	}
 }
 
-func withProp(m nimbustest.Message, name string, v any) nimbustest.Message {
+func withProp(m nimbusmsg.Message, name string, v any) nimbusmsg.Message {
 	p := make(map[string]any, len(m.ApplicationProperties))
 	for k, x := range m.ApplicationProperties {
 		p[k] = x
@@ -145,16 +145,16 @@ func withProp(m nimbustest.Message, name string, v any) nimbustest.Message {
 
 // retryOf is the RetryRequest the subscriber schedules for a failed
 // delivery of m, as the endpoint subscription's retry rule delivers it.
-func retryOf(t *testing.T, m nimbustest.Message) nimbustest.Message {
+func retryOf(t *testing.T, m nimbusmsg.Message) nimbusmsg.Message {
 	t.Helper()
 	in := delivered(t, m, "")
-	return nimbustest.FromOutgoing(message.NewRetryRequest(in, m.Body, "")).Routed("Billing")
+	return nimbusmsg.FromOutgoing(message.NewRetryRequest(in, m.Body, "")).Routed("Billing")
 }
 
 // The wire text of one event, literally: NimBus's property set and
 // Newtonsoft's body.
 func TestPublishedEventWireText(t *testing.T) {
-	in := delivered(t, nimbustest.EventRequest(nimbustest.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "OrderPlaced",
+	in := delivered(t, nimbusmsg.EventRequest(nimbusmsg.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "OrderPlaced",
 		EventJSON: `{}`, SessionID: "s-1", CorrelationID: "c-1", EventID: "ev-1", MessageID: "m-1"}), "")
 	out, err := message.NewPublishedEvent(in, message.Publication{Endpoint: "Billing", EventTypeID: "OrderAccepted",
 		EventJSON: `{"OrderId":"O-1","Text":"a\"b\\c\n"}`, MessageID: "OrderAccepted-O-1"})
@@ -179,7 +179,7 @@ func TestPublishedEventWireText(t *testing.T) {
 	}
 	// The event reads back as an EventRequest once a forwarder has stamped
 	// From, EventId and To.
-	m := nimbustest.FromOutgoing(out)
+	m := nimbusmsg.FromOutgoing(out)
 	m = withProp(withProp(withProp(m, "From", "Billing"), "EventId", "ev-9"), "To", "Invoicing")
 	back := delivered(t, m, "")
 	if back.Type != message.EventRequest || deref(back.EventTypeID) != "OrderAccepted" || back.Content == nil ||
@@ -191,7 +191,7 @@ func TestPublishedEventWireText(t *testing.T) {
 func TestPublishedEventRefusesBadInput(t *testing.T) {
 	const secret = `{"Card":"4111-1111-1111-1111"`
 	base := func() (*message.Inbound, message.Publication) {
-		in := delivered(t, nimbustest.EventRequest(nimbustest.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "X",
+		in := delivered(t, nimbusmsg.EventRequest(nimbusmsg.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "X",
 			EventJSON: `{}`, SessionID: "s-1", CorrelationID: "c-1", EventID: "ev-1", MessageID: "m-1"}), "")
 		return in, message.Publication{Endpoint: "Billing", EventTypeID: "Y", EventJSON: `{"A":1}`, MessageID: "Y-1"}
 	}

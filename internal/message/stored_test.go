@@ -11,7 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // roundTrip stores o, writes it as JSON, reads it back and returns the
@@ -52,7 +52,7 @@ func sameOutgoing(t testing.TB, got, want *message.Outgoing) {
 }
 
 func TestStoredRoundTrip(t *testing.T) {
-	in := delivered(t, nimbustest.EventRequest(nimbustest.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "OrderPlaced",
+	in := delivered(t, nimbusmsg.EventRequest(nimbusmsg.Event{Publisher: "Shop", Endpoint: "Billing", EventTypeID: "OrderPlaced",
 		EventJSON: `{"OrderId":"O-1"}`, SessionID: "s-1", CorrelationID: "c-1", EventID: "ev-1", MessageID: "m-1"}), "")
 	event, err := message.NewPublishedEvent(in, message.Publication{Endpoint: "Billing", EventTypeID: "PaymentRecorded",
 		EventJSON: recordedJSON, MessageID: "PaymentRecorded-P-1", TraceParent: traceParent, TraceState: "k=v"})

@@ -1,10 +1,10 @@
 // Package minihost stands in for the Azure Functions host in tests: it
 // receives from a Service Bus subscription with azservicebus (a session
 // subscription, or one without sessions), builds each invocation envelope
-// exactly as the host does for a custom handler (with funchosttest.Build: a
+// exactly as the host does for a custom handler (with hostwire.Build: a
 // "dataType": "binary" trigger, cardinality one, sessions on or off), POSTs
 // it to the handler and settles the message the way the host does: complete
-// on a successful (2xx, JSON) invocation, abandon otherwise. Timer invocations are built with funchosttest.TimerEnvelope.
+// on a successful (2xx, JSON) invocation, abandon otherwise. Timer invocations are built with hostwire.BuildTimer.
 package minihost
 
 import (
@@ -15,7 +15,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 // maxDateTimeOffset is .NET's DateTimeOffset.MaxValue, the cap on a
@@ -26,12 +26,12 @@ var maxDateTimeOffset = time.Date(9999, 12, 31, 23, 59, 59, 999999900, time.UTC)
 // the host, received under a session lock held until sessionLockedUntil
 // (the zero time for a trigger without sessions) by a client of namespace
 // whose identifier is clientID. The caller sets the invocation's
-// FunctionName, Binding, UtcNow and RandGUID before funchosttest.Build.
+// FunctionName, Binding, UtcNow and RandGUID before hostwire.Build.
 // Application properties are sorted by name: the SDK hands them over as a
 // Go map, so their wire order is lost (JSON object order carries no
 // meaning).
-func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time.Time, namespace, clientID string) funchosttest.ServiceBusMessage {
-	t := funchosttest.ServiceBusMessage{
+func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time.Time, namespace, clientID string) hostwire.ServiceBusMessage {
+	t := hostwire.ServiceBusMessage{
 		Body:               m.Body,
 		MessageID:          m.MessageID,
 		LockToken:          formatGUID(m.LockToken),
@@ -66,7 +66,7 @@ func TriggerFromMessage(m *azservicebus.ReceivedMessage, sessionLockedUntil time
 	}
 	sort.Strings(names)
 	for _, k := range names {
-		t.Properties = append(t.Properties, funchosttest.Property{Name: k, Value: m.ApplicationProperties[k]})
+		t.Properties = append(t.Properties, hostwire.Property{Name: k, Value: m.ApplicationProperties[k]})
 	}
 	return t
 }

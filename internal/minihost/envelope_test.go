@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -45,7 +46,7 @@ func TestServiceBusInvocationMatchesFixture(t *testing.T) {
 	trigger := TriggerFromMessage(m, at("2025-01-15T10:21:05.123Z"), "sb-demo.servicebus.windows.net", "")
 	trigger.FunctionName, trigger.Binding = "OrderEvents", "message"
 	trigger.UtcNow, trigger.RandGUID = at("2025-01-15T10:20:05.4567891Z"), "0f8fad5b-d9cb-469f-a165-70867728950e"
-	got, err := funchosttest.Build(trigger)
+	got, err := hostwire.Build(trigger)
 	if err != nil {
 		t.Fatal(err)
 	}

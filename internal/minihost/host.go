@@ -10,7 +10,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 )
 
@@ -336,7 +336,7 @@ func (h *Host) process(sr settler, m *azservicebus.ReceivedMessage, sessionLocke
 	trigger := TriggerFromMessage(m, sessionLockedUntil, h.cfg.Namespace, h.clientID)
 	trigger.FunctionName, trigger.Binding, trigger.UtcNow, trigger.RandGUID = h.cfg.Function, h.cfg.Binding, time.Now().UTC(), NewGUID()
 	ok := false
-	envelope, err := funchosttest.Build(trigger)
+	envelope, err := hostwire.Build(trigger)
 	if err == nil {
 		h.invocations.Add(1)
 		ictx, cancel := context.WithTimeout(context.Background(), h.cfg.InvocationTimeout)

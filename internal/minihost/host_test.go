@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
@@ -513,7 +514,7 @@ func TestInvokerVerdicts(t *testing.T) {
 		}
 	}
 
-	timer := funchosttest.TimerEnvelope(funchosttest.Timer{FunctionName: "InboxCleanup", Next: time.Now(), UtcNow: time.Now(), RandGUID: NewGUID()})
+	timer := hostwire.BuildTimer(hostwire.Timer{FunctionName: "InboxCleanup", Next: time.Now(), UtcNow: time.Now(), RandGUID: NewGUID()})
 	res, err := iv.Invoke(testctx.Timeout(t, 5*time.Second), "json", timer)
 	if err != nil || !res.Succeeded {
 		t.Fatalf("timer invocation: %v %v", res, err)

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -18,27 +19,43 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
+// CheckOptions are check's arguments besides the directory.
+type CheckOptions struct {
+	// Resolver checks the Resolver app in dir/apps/resolver too.
+	Resolver bool
+	// AppSettings returns the app setting names the app itself reads
+	// besides the library's (the settings its registrations declare). It
+	// is called at most once, and only when a local settings file holds a
+	// NimBus__ name the library does not read; nil declares none.
+	AppSettings func() ([]string, error)
+}
+
 // Check validates the host files of the endpoint app in dir (and, with
-// resolver, of the Resolver app in dir/apps/resolver) against what this
-// version of the library needs. It returns one line per problem, each naming
-// the file; none means the files are fine.
-func Check(dir string, resolver bool) []string {
-	files, err := Render("Endpoint", resolver)
+// opts.Resolver, of the Resolver app in dir/apps/resolver) against what
+// this version of the library needs, reading them as the Functions host
+// does (keys case-insensitively). It returns one line per problem, each
+// naming the file; none means the files are fine.
+func Check(dir string, opts CheckOptions) []string {
+	files, err := Render("Endpoint", opts.Resolver)
 	if err != nil {
 		return []string{err.Error()}
 	}
-	c := &checker{dir: dir, templates: files}
+	c := &checker{dir: dir, templates: files, appSettings: opts.AppSettings}
 	c.app("", true)
-	if resolver {
+	if opts.Resolver {
 		c.app(resolverDir, false)
 	}
 	return c.problems
 }
 
 type checker struct {
-	dir       string
-	templates []File
-	problems  []string
+	dir         string
+	templates   []File
+	problems    []string
+	appSettings func() ([]string, error)
+	// declared are the app's own setting names once asked (nil before).
+	declared    map[string]bool
+	declaredErr error
 }
 
 func (c *checker) addf(file, format string, args ...any) {
@@ -83,6 +100,16 @@ func (c *checker) app(root string, needSettings bool) {
 	c.settings(root, needSettings, bindings)
 }
 
+// requiredFunctions says, for each function an app must run, what stops
+// when it is disabled. The others may be disabled: CloudEventsIngress
+// while CloudEvents are off, and InboxCleanup, which only purges expired
+// inbox records.
+var requiredFunctions = map[string]string{
+	"Subscriber":        "no event would reach the endpoint",
+	"DeferredProcessor": "parked messages would never be replayed, so a blocked session would stay blocked",
+	"Resolver":          "the Resolver app would track nothing",
+}
+
 // hostJSON checks host.json and returns the executable it names ("" when
 // it names none).
 func (c *checker) hostJSON(rel string) string {
@@ -90,6 +117,7 @@ func (c *checker) hostJSON(rel string) string {
 	if !c.readJSON(rel, &h) {
 		return ""
 	}
+	c.caseDuplicates(rel, "", h)
 	c.want(rel, h, "version", "2.0", false)
 	c.want(rel, h, "extensionBundle.id", "Microsoft.Azure.Functions.ExtensionBundle", false)
 	if _, ok := lookup(h, "extensionBundle.version"); !ok {
@@ -99,13 +127,15 @@ func (c *checker) hostJSON(rel string) string {
 		c.addf(rel, "customHandler is missing: the host would not start the handler binary")
 		return ""
 	}
-	c.want(rel, h, "customHandler.enableForwardingHttpRequest", false, true)
-	// A custom handler cannot settle messages: a 2xx answer completes the
-	// message only with auto-completion, and sessions stay ordered only
-	// with one call per session.
-	c.want(rel, h, "extensions.serviceBus.autoCompleteMessages", true, true)
-	c.want(rel, h, "extensions.serviceBus.maxConcurrentCallsPerSession", float64(1), true)
+	// The host must call the handler with envelopes, not forward HTTP
+	// requests; a custom handler cannot settle messages, so a 2xx answer
+	// completes the message only with auto-completion; sessions stay
+	// ordered only with one call per session.
+	for _, n := range hostNeeds {
+		c.want(rel, h, n.key, n.want, true)
+	}
 	c.lockRenewal(rel, h)
+	c.functionsList(rel, h, path.Dir(rel))
 
 	v, _ := lookup(h, "customHandler.description.defaultExecutablePath")
 	exe, _ := v.(string)
@@ -114,6 +144,31 @@ func (c *checker) hostJSON(rel string) string {
 		return ""
 	}
 	return exe
+}
+
+// functionsList checks host.json's optional "functions" array, the only
+// functions the host loads when it is present: it must name every
+// required function of the app root.
+func (c *checker) functionsList(rel string, h map[string]any, root string) {
+	v, ok := lookup(h, "functions")
+	if !ok {
+		return
+	}
+	list, ok := v.([]any)
+	if !ok {
+		c.addf(rel, "functions is %s, want a list of function names (or none, to load every function)", show(v))
+		return
+	}
+	if root == "." {
+		root = ""
+	}
+	for _, name := range functionNames(c.templates, root) {
+		role, required := requiredFunctions[name]
+		if !required || slices.ContainsFunc(list, func(e any) bool { s, _ := e.(string); return strings.EqualFold(s, name) }) {
+			continue
+		}
+		c.addf(rel, "functions does not name %s, so the host would not load it: %s", name, role)
+	}
 }
 
 // plainFileRE is a file name directly in the app root.
@@ -150,12 +205,16 @@ func (c *checker) want(rel string, doc map[string]any, key string, want any, opt
 	case !ok && optional:
 	case !ok:
 		c.addf(rel, "%s is missing, want %s", key, show(want))
-	case !reflect.DeepEqual(got, want):
+	case !sameValue(key, got, want):
 		c.addf(rel, "%s is %s, want %s", key, show(got), show(want))
 	}
 }
 
-// lookup returns the value at a dotted key of a decoded JSON object.
+// lookup returns the value at a dotted key of a decoded JSON object,
+// matching each key case-insensitively, as the host reads host.json and
+// function.json. When an object has several keys differing only in case
+// (reported by caseDuplicates), the one spelt as key is taken, else the
+// first in byte order.
 func lookup(doc map[string]any, key string) (any, bool) {
 	var v any = doc
 	for _, k := range strings.Split(key, ".") {
@@ -163,11 +222,99 @@ func lookup(doc map[string]any, key string) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		if v, ok = m[k]; !ok {
+		if v, ok = get(m, k); !ok {
 			return nil, false
 		}
 	}
 	return v, true
+}
+
+// get returns the value of the key of m equal to k in case.
+func get(m map[string]any, k string) (any, bool) {
+	if v, ok := m[k]; ok {
+		return v, true
+	}
+	var found string
+	for mk := range m {
+		if strings.EqualFold(mk, k) && (found == "" || mk < found) {
+			found = mk
+		}
+	}
+	if found == "" {
+		return nil, false
+	}
+	return m[found], true
+}
+
+// caseDuplicates reports every object in v (at the dotted path at) that
+// has keys differing only in case: the host reads keys case-insensitively
+// and would take only one of them.
+func (c *checker) caseDuplicates(rel, at string, v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		byFold := map[string][]string{}
+		for _, k := range sortedKeys(x) {
+			byFold[strings.ToLower(k)] = append(byFold[strings.ToLower(k)], k)
+		}
+		for _, k := range sortedKeys(x) {
+			if keys := byFold[strings.ToLower(k)]; len(keys) > 1 && keys[0] == k {
+				where := "the top level"
+				if at != "" {
+					where = at
+				}
+				c.addf(rel, "%s has the keys %s, which differ only in case: the host reads keys case-insensitively and takes one of them; keep one", where, quoteAll(keys))
+			}
+			c.caseDuplicates(rel, join(at, k), x[k])
+		}
+	case []any:
+		for i, e := range x {
+			c.caseDuplicates(rel, at+"["+strconv.Itoa(i)+"]", e)
+		}
+	}
+}
+
+func join(at, k string) string {
+	if at == "" {
+		return k
+	}
+	return at + "." + k
+}
+
+func quoteAll(keys []string) string {
+	q := make([]string, len(keys))
+	for i, k := range keys {
+		q[i] = strconv.Quote(truncate(k, 60))
+	}
+	return strings.Join(q, " and ")
+}
+
+// enumKeys are the properties whose string values the host compares
+// case-insensitively (binding types, directions and data types).
+var enumKeys = map[string]bool{"type": true, "direction": true, "datatype": true, "cardinality": true}
+
+// sameValue reports whether the host reads got as want for the property
+// key (the last part of a dotted key): equal JSON, or a bool or number
+// written as a string (host.json goes through .NET configuration, binding
+// properties through Newtonsoft.Json; both convert), or an enum value in
+// another case.
+func sameValue(key string, got, want any) bool {
+	if reflect.DeepEqual(got, want) {
+		return true
+	}
+	gs, ok := got.(string)
+	if !ok {
+		return false
+	}
+	switch w := want.(type) {
+	case bool:
+		return strings.EqualFold(gs, strconv.FormatBool(w))
+	case float64:
+		f, err := strconv.ParseFloat(strings.TrimSpace(gs), 64)
+		return err == nil && f == w
+	case string:
+		return enumKeys[strings.ToLower(key[strings.LastIndex(key, ".")+1:])] && strings.EqualFold(gs, w)
+	}
+	return false
 }
 
 // show formats a JSON value for a problem line, bounded.
@@ -177,10 +324,6 @@ func show(v any) string {
 		return "?"
 	}
 	return truncate(string(b), 80)
-}
-
-type functionJSON struct {
-	Bindings []map[string]any `json:"bindings"`
 }
 
 // usedBinding is a binding of a function folder, for the settings checks.
@@ -218,20 +361,67 @@ func (c *checker) functions(root, exe string) []usedBinding {
 			c.addf(rel, "is missing")
 			continue
 		}
-		var got, tmpl functionJSON
-		if !c.readJSON(rel, &got) {
+		var doc map[string]any
+		if !c.readJSON(rel, &doc) {
 			continue
 		}
+		c.caseDuplicates(rel, "", doc)
+		if d, ok := get(doc, "disabled"); ok && isTrue(d) {
+			if role, required := requiredFunctions[name]; required {
+				c.addf(rel, "disabled is %s: the host would not run %s, and %s", show(d), name, role)
+			}
+		}
+		got, ok := bindingList(doc)
+		if !ok {
+			v, _ := get(doc, "bindings")
+			c.addf(rel, "bindings is %s, want a list of bindings", show(v))
+			continue
+		}
+		var tmpl map[string]any
 		b, _ := renderedFile(c.templates, rel)
 		if err := decodeStrict(b, &tmpl); err != nil {
 			panic("scaffold: template " + rel + ": " + err.Error())
 		}
-		c.bindings(rel, got.Bindings, tmpl.Bindings)
-		for _, b := range got.Bindings {
+		want, _ := bindingList(tmpl)
+		c.bindings(rel, got, want)
+		for _, b := range got {
 			used = append(used, usedBinding{rel, b})
 		}
 	}
 	return used
+}
+
+// bindingList returns the bindings of a decoded function.json; false when
+// they are not a list of objects.
+func bindingList(doc map[string]any) ([]map[string]any, bool) {
+	v, ok := get(doc, "bindings")
+	if !ok {
+		return nil, true
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		m, ok := e.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, m)
+	}
+	return out, true
+}
+
+// isTrue reports whether a JSON value or app setting value reads as true.
+func isTrue(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return strings.EqualFold(strings.TrimSpace(x), "true")
+	}
+	return false
 }
 
 // bindings compares the bindings of a function.json with the template's:
@@ -246,17 +436,30 @@ func (c *checker) bindings(rel string, got, want []map[string]any) {
 		g := got[i]
 		for _, k := range sortedKeys(w) {
 			key := "bindings[" + strconv.Itoa(i) + "]." + k
-			gv, ok := g[k]
+			gv, ok := get(g, k)
 			switch {
 			case !ok && k == "cardinality" && w[k] == "one":
 			case !ok:
 				c.addf(rel, "%s is missing, want %s", key, show(w[k]))
-			case !reflect.DeepEqual(gv, w[k]):
+			case !sameValue(k, gv, w[k]):
 				c.addf(rel, "%s is %s, want %s%s", key, show(gv), show(w[k]), expressionHint(gv))
 			}
 		}
-		if v, ok := g["autoCompleteMessages"]; ok && v != true {
+		if v, ok := get(g, "autoCompleteMessages"); ok && !sameValue("autoCompleteMessages", v, true) {
 			c.addf(rel, "bindings[%d].autoCompleteMessages is %s, want it left out: a custom handler cannot settle messages itself", i, show(v))
+		}
+	}
+	// A function has exactly one trigger: the host does not load one with
+	// more.
+	triggers := 0
+	for i, g := range got {
+		t, _ := get(g, "type")
+		ts, _ := t.(string)
+		if !strings.HasSuffix(strings.ToLower(ts), "trigger") {
+			continue
+		}
+		if triggers++; triggers > 1 {
+			c.addf(rel, "bindings[%d] is a second trigger (%s): a function has exactly one trigger, and the host would not load this one", i, show(t))
 		}
 	}
 }
@@ -317,14 +520,14 @@ func (c *checker) settings(root string, need bool, bindings []usedBinding) {
 			c.addf(rel, "Values is missing")
 			continue
 		}
-		c.settingValues(rel, s.Values, bindings)
+		c.settingValues(rel, root, s.Values, bindings)
 	}
 	if need && !found {
 		c.addf(path.Join(root, settingsFiles[1]), "is missing (and there is no %s): 'nimbus-func init' writes one", settingsFiles[0])
 	}
 }
 
-func (c *checker) settingValues(rel string, values map[string]any, bindings []usedBinding) {
+func (c *checker) settingValues(rel, root string, values map[string]any, bindings []usedBinding) {
 	if rt, ok := values["FUNCTIONS_WORKER_RUNTIME"]; !ok {
 		c.addf(rel, "Values.FUNCTIONS_WORKER_RUNTIME is missing, want \"custom\"")
 	} else if v, _ := rt.(string); !strings.EqualFold(v, "custom") {
@@ -337,17 +540,29 @@ func (c *checker) settingValues(rel string, values map[string]any, bindings []us
 		if !strings.HasPrefix(strings.ToLower(k), "nimbus__") || knownSetting(k) {
 			continue
 		}
+		if ok, err := c.declaredSetting(k); ok {
+			continue
+		} else if err != nil {
+			c.addf(rel, "Values.%s is not a setting this version of the library reads, and the app's own settings could not be learned: %s", truncate(k, 80), truncate(err.Error(), 300))
+			continue
+		}
 		hint := ""
 		if s, ok := knownSettingFold(k); ok {
 			hint = " (app setting names are case-sensitive: " + s + ")"
 		}
-		c.addf(rel, "Values.%s is not a setting this version of the library reads%s", truncate(k, 80), hint)
+		declare := ""
+		if c.appSettings != nil {
+			declare = ", nor one the app's registrations declare"
+		}
+		c.addf(rel, "Values.%s is not a setting this version of the library reads%s%s", truncate(k, 80), declare, hint)
 	}
+	c.disabledFunctions(rel, root, values)
+	c.hostOverrides(rel, values)
 	reported := map[string]bool{}
 	for _, u := range bindings {
 		for _, k := range sortedKeys(u.binding) {
 			s, _ := u.binding[k].(string)
-			if k == "connection" && s != "" && !hasConnection(values, s) {
+			if strings.EqualFold(k, "connection") && s != "" && !hasConnection(values, s) {
 				c.addf(rel, "Values has neither %s nor %s__fullyQualifiedNamespace, which %s's connection names", truncate(s, 80), truncate(s, 80), u.file)
 			}
 			for _, m := range bindingExprRE.FindAllStringSubmatch(s, -1) {
@@ -362,6 +577,88 @@ func (c *checker) settingValues(rel string, values map[string]any, bindings []us
 			}
 		}
 	}
+}
+
+// disabledFunctions reports the app settings that disable a function the
+// app needs (AzureWebJobs.<Name>.Disabled, which the host reads), and the
+// CloudEvents ingress function disabled while CloudEvents are enabled.
+func (c *checker) disabledFunctions(rel, root string, values map[string]any) {
+	disabled := map[string]string{} // function name, lower case → setting name
+	for _, k := range sortedKeys(values) {
+		lk := strings.ToLower(k)
+		if name, ok := strings.CutPrefix(lk, "azurewebjobs."); ok && strings.HasSuffix(name, ".disabled") && isTrue(values[k]) {
+			disabled[strings.TrimSuffix(name, ".disabled")] = k
+		}
+	}
+	for _, name := range functionNames(c.templates, root) {
+		k, off := disabled[strings.ToLower(name)]
+		if !off {
+			continue
+		}
+		if role, required := requiredFunctions[name]; required {
+			c.addf(rel, "Values.%s is %s: the host would not run %s, and %s", truncate(k, 80), show(values[k]), name, role)
+		}
+		if name == cloudEventsFunction && isTrue(values[config.KeyCloudEventsEnabled]) {
+			c.addf(rel, "Values.%s is %s while %s is true: no CloudEvent would be consumed", truncate(k, 80), show(values[k]), config.KeyCloudEventsEnabled)
+		}
+	}
+}
+
+// hostNeeds are the host.json values the app needs, as hostJSON checks
+// them; an app setting AzureFunctionsJobHost__<path with __> overrides
+// them.
+var hostNeeds = []struct {
+	key  string
+	want any
+}{
+	{"customHandler.enableForwardingHttpRequest", false},
+	{"extensions.serviceBus.autoCompleteMessages", true},
+	{"extensions.serviceBus.maxConcurrentCallsPerSession", float64(1)},
+}
+
+// hostOverrides reports the app settings that override a host.json value
+// the app needs with another one (the host reads
+// AzureFunctionsJobHost__a__b as host.json's a.b, case-insensitively).
+func (c *checker) hostOverrides(rel string, values map[string]any) {
+	for _, k := range sortedKeys(values) {
+		rest, ok := cutPrefixFold(k, "AzureFunctionsJobHost__")
+		if !ok {
+			continue
+		}
+		for _, n := range hostNeeds {
+			if strings.EqualFold(strings.ReplaceAll(rest, "__", "."), n.key) && !sameValue(n.key, values[k], n.want) {
+				c.addf(rel, "Values.%s is %s: it overrides host.json's %s, want %s", truncate(k, 120), show(values[k]), n.key, show(n.want))
+			}
+		}
+	}
+}
+
+// cutPrefixFold is strings.CutPrefix with the prefix in any case.
+func cutPrefixFold(s, prefix string) (string, bool) {
+	if len(s) < len(prefix) || !strings.EqualFold(s[:len(prefix)], prefix) {
+		return s, false
+	}
+	return s[len(prefix):], true
+}
+
+// cloudEventsFunction receives the CloudEvents ingress subscription; it
+// may be disabled while CloudEvents are.
+const cloudEventsFunction = "CloudEventsIngress"
+
+// declaredSetting reports whether the app's registrations declare the
+// setting name, asking the app once.
+func (c *checker) declaredSetting(name string) (bool, error) {
+	if c.appSettings == nil {
+		return false, nil
+	}
+	if c.declared == nil && c.declaredErr == nil {
+		names, err := c.appSettings()
+		c.declared, c.declaredErr = map[string]bool{}, err
+		for _, n := range names {
+			c.declared[n] = true
+		}
+	}
+	return c.declared[name], c.declaredErr
 }
 
 // hasConnection reports whether the settings define the Service Bus

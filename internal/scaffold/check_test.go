@@ -1,7 +1,9 @@
 package scaffold
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,6 +39,20 @@ func editJSON(t *testing.T, dir, rel string, edit func(m map[string]any)) {
 	}
 }
 
+// appSettingsOf returns an AppSettings that declares names.
+func appSettingsOf(names []string) func() ([]string, error) {
+	return func() ([]string, error) { return names, nil }
+}
+
+// declaresNone makes the command learn, for the rest of the test, that
+// the app declares no setting of its own (the test modules have no app to
+// build).
+func declaresNone(t *testing.T) {
+	prev := appSettings
+	appSettings = func(context.Context, string, string) ([]string, error) { return nil, nil }
+	t.Cleanup(func() { appSettings = prev })
+}
+
 // binding0 edits the first binding of a function.json.
 func binding0(edit func(b map[string]any)) func(m map[string]any) {
 	return func(m map[string]any) { edit(m["bindings"].([]any)[0].(map[string]any)) }
@@ -56,7 +72,7 @@ func TestCheckAcceptsWhatInitWrites(t *testing.T) {
 		}
 	}
 	// The repository's own files, and a local.settings.json next to the sample.
-	if problems := Check(repoRoot(t), true); len(problems) != 0 {
+	if problems := Check(repoRoot(t), CheckOptions{Resolver: true}); len(problems) != 0 {
 		t.Errorf("the repository's host files: %q", problems)
 	}
 	ls := readFile(t, filepath.Join(dir, "local.settings.sample.json"))
@@ -68,8 +84,58 @@ func TestCheckAcceptsWhatInitWrites(t *testing.T) {
 		v["FUNCTIONS_WORKER_RUNTIME"] = "Custom"                               // compared case-insensitively
 		v["MyOwnSetting"] = "x"                                                // not NimBus's business
 	}))
-	if problems := Check(dir, true); len(problems) != 0 {
+	if problems := Check(dir, CheckOptions{Resolver: true}); len(problems) != 0 {
 		t.Errorf("with local.settings.json: %q", problems)
+	}
+}
+
+// What the host reads as the template's values passes: keys and enum
+// values in another case, booleans and numbers written as strings, an
+// optional function disabled, host.json's functions list naming every
+// required function, and the settings the app's registrations declare.
+func TestCheckAcceptsWhatTheHostReadsTheSame(t *testing.T) {
+	dir := initModule(t)
+	editJSON(t, dir, "host.json", func(m map[string]any) {
+		sb := m["extensions"].(map[string]any)["serviceBus"].(map[string]any)
+		delete(sb, "autoCompleteMessages")
+		sb["AutoCompleteMessages"], sb["maxConcurrentCallsPerSession"] = "True", "1"
+		m["functions"] = []any{"Subscriber", "deferredprocessor", "InboxCleanup"}
+	})
+	editJSON(t, dir, "functions/Subscriber/function.json", binding0(func(b map[string]any) {
+		delete(b, "type")
+		b["Type"], b["dataType"], b["isSessionsEnabled"] = "ServiceBusTrigger", "Binary", "true"
+	}))
+	editJSON(t, dir, "functions/CloudEventsIngress/function.json", func(m map[string]any) { m["disabled"] = true })
+	editJSON(t, dir, "functions/InboxCleanup/function.json", func(m map[string]any) { m["disabled"] = true })
+	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) {
+		v["NimBus__Ledger__DatabaseId"] = "Payments"
+		v["NimBus__Ledger__ContainerId"] = "ledger"
+	}))
+	asked := 0
+	declared := func() ([]string, error) {
+		asked++
+		return []string{"NimBus__Ledger__DatabaseId", "NimBus__Ledger__ContainerId", "LEDGER_ACCOUNT"}, nil
+	}
+	if problems := Check(dir, CheckOptions{AppSettings: declared}); len(problems) != 0 {
+		t.Errorf("problems: %q", problems)
+	}
+	if asked != 1 {
+		t.Errorf("the app was asked %d times for its settings, want once", asked)
+	}
+}
+
+// The app is asked for its settings only when a NimBus__ name is not the
+// library's; when it cannot answer, the line says why.
+func TestCheckAsksTheAppOnlyForUnknownSettings(t *testing.T) {
+	dir := initModule(t)
+	failing := func() ([]string, error) { return nil, errors.New("go build .: exit status 1") }
+	if problems := Check(dir, CheckOptions{AppSettings: failing}); len(problems) != 0 {
+		t.Errorf("the library's settings alone: %q", problems)
+	}
+	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { v["NimBus__Ledger__DatabaseId"] = "Payments" }))
+	want := `local.settings.sample.json: Values.NimBus__Ledger__DatabaseId is not a setting this version of the library reads, and the app's own settings could not be learned: go build .: exit status 1`
+	if problems := Check(dir, CheckOptions{AppSettings: failing}); strings.Join(problems, "\n") != want {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), want)
 	}
 }
 
@@ -163,6 +229,73 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			`host.json: extensions.serviceBus.autoCompleteMessages is false, want true`,
 			`host.json: extensions.serviceBus.maxConcurrentCallsPerSession is 2, want 1`,
 		}},
+		// The host reads host.json and function.json keys
+		// case-insensitively: a key in another case is the same setting.
+		{"service bus settings in PascalCase", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) {
+				ext := m["extensions"].(map[string]any)
+				sb := ext["serviceBus"].(map[string]any)
+				delete(ext, "serviceBus")
+				delete(sb, "autoCompleteMessages")
+				delete(sb, "maxConcurrentCallsPerSession")
+				sb["AutoCompleteMessages"], sb["MaxConcurrentCallsPerSession"] = false, 8
+				ext["ServiceBus"] = sb
+			})
+		}, []string{
+			`host.json: extensions.serviceBus.autoCompleteMessages is false, want true`,
+			`host.json: extensions.serviceBus.maxConcurrentCallsPerSession is 8, want 1`,
+		}},
+		{"a key twice in two cases", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) {
+				m["extensions"].(map[string]any)["serviceBus"].(map[string]any)["AutoCompleteMessages"] = false
+			})
+		}, []string{
+			`host.json: extensions.serviceBus has the keys "AutoCompleteMessages" and "autoCompleteMessages", which differ only in case: the host reads keys case-insensitively and takes one of them; keep one`,
+		}},
+		{"binding properties in PascalCase", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, binding0(func(b map[string]any) {
+				delete(b, "dataType")
+				delete(b, "isSessionsEnabled")
+				b["DataType"], b["IsSessionsEnabled"] = "string", false
+			}))
+		}, []string{
+			`functions/Subscriber/function.json: bindings[0].dataType is "string", want "binary"`,
+			`functions/Subscriber/function.json: bindings[0].isSessionsEnabled is false, want true`,
+		}},
+		{"a disabled function", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, func(m map[string]any) { m["disabled"] = true })
+			editJSON(t, dir, deferred, func(m map[string]any) { m["Disabled"] = "True" })
+		}, []string{
+			`functions/DeferredProcessor/function.json: disabled is "True": the host would not run DeferredProcessor, and parked messages would never be replayed, so a blocked session would stay blocked`,
+			`functions/Subscriber/function.json: disabled is true: the host would not run Subscriber, and no event would reach the endpoint`,
+		}},
+		{"a function disabled by a setting", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) {
+				v["AzureWebJobs.Subscriber.Disabled"] = "true"
+				v["NimBus__CloudEvents__Enabled"] = "true" // and CloudEventsIngress stays disabled
+			}))
+		}, []string{
+			`local.settings.sample.json: Values.AzureWebJobs.CloudEventsIngress.Disabled is "true" while NimBus__CloudEvents__Enabled is true: no CloudEvent would be consumed`,
+			`local.settings.sample.json: Values.AzureWebJobs.Subscriber.Disabled is "true": the host would not run Subscriber, and no event would reach the endpoint`,
+		}},
+		{"host.json overridden by app settings", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sample, values(func(v map[string]any) {
+				v["AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages"] = "false"
+				v["azurefunctionsjobhost__Extensions__ServiceBus__MaxConcurrentCallsPerSession"] = "1" // the value needed
+				v["AzureFunctionsJobHost__extensions__serviceBus__maxConcurrentSessions"] = "8"        // not one check needs
+			}))
+		}, []string{`local.settings.sample.json: Values.AzureFunctionsJobHost__extensions__serviceBus__autoCompleteMessages is "false": it overrides host.json's extensions.serviceBus.autoCompleteMessages, want true`}},
+		{"bindings not a list", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, func(m map[string]any) { delete(m, "bindings"); m["Bindings"] = map[string]any{} })
+		}, []string{`functions/Subscriber/function.json: bindings is {}, want a list of bindings`}},
+		{"a second trigger", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, sub, func(m map[string]any) {
+				m["bindings"] = append(m["bindings"].([]any), map[string]any{"name": "tick", "type": "TimerTrigger", "direction": "in", "schedule": "0 * * * * *"})
+			})
+		}, []string{`functions/Subscriber/function.json: bindings[1] is a second trigger ("TimerTrigger"): a function has exactly one trigger, and the host would not load this one`}},
+		{"host.json loads only some functions", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) { m["Functions"] = []any{"subscriber", "InboxCleanup"} })
+		}, []string{`host.json: functions does not name DeferredProcessor, so the host would not load it: parked messages would never be replayed, so a blocked session would stay blocked`}},
 		{"lock renewal shorter than the timeout", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, "host.json", func(m map[string]any) {
 				m["extensions"].(map[string]any)["serviceBus"].(map[string]any)["maxAutoLockRenewalDuration"] = "00:05:00"
@@ -174,8 +307,8 @@ func TestCheckNamesEachProblem(t *testing.T) {
 				v["NimBus__inbox__Enabled"] = "true"
 			}))
 		}, []string{
-			`local.settings.sample.json: Values.NimBus__Inbox__Retention is not a setting this version of the library reads`,
-			`local.settings.sample.json: Values.NimBus__inbox__Enabled is not a setting this version of the library reads (app setting names are case-sensitive: NimBus__Inbox__Enabled)`,
+			`local.settings.sample.json: Values.NimBus__Inbox__Retention is not a setting this version of the library reads, nor one the app's registrations declare`,
+			`local.settings.sample.json: Values.NimBus__inbox__Enabled is not a setting this version of the library reads, nor one the app's registrations declare (app setting names are case-sensitive: NimBus__Inbox__Enabled)`,
 		}},
 		{"setting a binding expression needs", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, sample, values(func(v map[string]any) { delete(v, "NimBus__Endpoint") }))
@@ -209,7 +342,8 @@ func TestCheckNamesEachProblem(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			dir := initModule(t)
 			c.break_(t, dir)
-			got := Check(dir, c.resolver)
+			declaresNone(t)
+			got := Check(dir, CheckOptions{Resolver: c.resolver, AppSettings: appSettingsOf(nil)})
 			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package scaffold
 
 import (
@@ -5,18 +7,20 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
@@ -24,17 +28,18 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
-// The team's module, endpoint and event in the fresh-module test.
+// The library's module path, and the team's publisher and event in the
+// fresh-module test; its module and endpoint are the README's.
 const (
 	libraryModule = "github.com/nimbus-go/functions-subscriber"
-	teamModule    = "example.com/billing"
-	teamEndpoint  = "InvoiceEndpoint"
 	teamPublisher = "ShopEndpoint"
 	teamEvent     = "InvoiceRequested"
 )
 
 // teamMain is the team's own main.go, replacing the sample init writes: one
-// handler that fails the event when its body asks for it.
+// handler that fails the event when its body asks for it, and a
+// transactional one whose container ids come from settings of the team's
+// own (check must accept them).
 const teamMain = `package main
 
 import (
@@ -61,37 +66,65 @@ func main() {
 		}
 		return nimbus.Completed(), nil
 	})
+	app.HandleTx("InvoicePaid", nimbus.Container{DatabaseID: "Billing", ContainerID: "invoices", PartitionKeyPath: "/customerId",
+		DatabaseSetting: "NimBus__Invoices__DatabaseId", ContainerSetting: "NimBus__Invoices__ContainerId"},
+		func(*nimbus.Event) (string, error) { return "", errors.New("not delivered in this test") },
+		func(context.Context, *nimbus.Event, *nimbus.Tx) (nimbus.Result, error) { return nimbus.Completed(), nil })
 	app.Main()
 }
 `
 
+// teamSettings are the settings of the team's own that teamMain reads.
+var teamSettings = map[string]string{"NimBus__Invoices__DatabaseId": "Billing", "NimBus__Invoices__ContainerId": "invoices"}
+
 // rejectedText is the ErrorText of teamMain's failure.
 const rejectedText = "invoice rejected: the event asks for it"
 
-// TestFreshModuleEndToEnd is what a team does with the library: a new module
-// that requires it (a replace to this checkout), `nimbus-func init`, its own
-// handler, `check` and `package`. The staged executable then runs against
-// the local Cosmos DB and Service Bus stand-ins, invoked by mini hosts built
-// from the staged function.json files and configured from the scaffolded
-// local settings: a fresh delivery, its duplicate, a failure that blocks its
-// session (the next event is parked) and the Manager's resubmission, which
-// resolves it and replays the parked event. Finally a broken binding makes
-// `check` fail naming it.
+// TestFreshModuleEndToEnd is what a team does with the library, from the
+// README: its commands under "Create your own endpoint" run as written in
+// a new module, except that the library is this checkout (a replace
+// directive after `go mod init`, and the checkout's go.sum standing in for
+// the checksum database), and offline: the module cache holds what
+// building this repository needs and the go.mod files of its module graph,
+// which `go get` reads. "Run it locally" runs `go run .` of the sample
+// init writes and sends it an event with `nimbus-func invoke`.
+//
+// The team's own handler then replaces the sample: `check` (which asks
+// the app for the settings it declares) and `package`; the staged
+// executable runs against the local Cosmos DB and Service Bus stand-ins,
+// invoked by mini hosts built from the staged function.json files and
+// configured from the scaffolded local settings: a fresh delivery, its
+// duplicate, a failure that blocks its session (the next event is parked)
+// and the Manager's resubmission, which resolves it and replays the parked
+// event. Finally a broken binding makes `check` fail naming it.
 func TestFreshModuleEndToEnd(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a new module and runs it against the local stand-ins")
 	}
 	cosmos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(teamEndpoint))
+	root, err := handlerproc.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := readQuickStart(t, root)
+	sb := testenv.StartServiceBus(t, testenv.NimBusTopology(qs.endpoint))
+	primeModuleGraph(t, root)
 
-	mod := newTeamModule(t)
-	tool := filepath.Join(t.TempDir(), "nimbus-func")
-	goCmd(t, mod, "build", "-o", tool, libraryModule+"/cmd/nimbus-func")
-	nimbusFunc(t, mod, tool, 0, "init: 17 files written, 0 skipped", "init", "--endpoint", teamEndpoint)
+	mod := t.TempDir()
+	for i, c := range qs.create {
+		out := shell(t, mod, c)
+		if i == 0 {
+			useCheckout(t, mod, root)
+		}
+		if strings.Contains(c, "nimbus-func init") && !strings.Contains(out, "init: 17 files written, 0 skipped") {
+			t.Fatalf("%s wrote:\n%s", c, out)
+		}
+	}
+	runLocally(t, mod, qs)
+
 	if err := os.WriteFile(filepath.Join(mod, "main.go"), []byte(teamMain), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	goCmd(t, mod, "mod", "tidy")
 
 	// Connection strings instead of the sample's identity-based
 	// placeholders, which name Azure accounts.
@@ -101,9 +134,9 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		"NimBus__Inbox__Cosmos__AccountEndpoint":        "",
 		"ServiceBusConnection":                          sb.ConnectionString,
 		"ServiceBusConnection__fullyQualifiedNamespace": "",
-	})
-	nimbusFunc(t, mod, tool, 0, "the host files are fine", "check")
-	nimbusFunc(t, mod, tool, 0, "package: staged the endpoint app", "package")
+	}, teamSettings)
+	goTool(t, mod, 0, "the host files are fine", "check")
+	goTool(t, mod, 0, "package: staged the endpoint app", "package")
 	dist := filepath.Join(mod, "dist")
 	checkDistLayout(t, dist)
 
@@ -131,9 +164,9 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = sender.Close(context.Background()) })
-	send := func(m nimbustest.Message) {
+	send := func(m nimbusmsg.Message) {
 		t.Helper()
-		err := sender.Send(testctx.Timeout(t, 10*time.Second), teamEndpoint, &servicebus.Message{Body: m.Body,
+		err := sender.Send(testctx.Timeout(t, 10*time.Second), qs.endpoint, &servicebus.Message{Body: m.Body,
 			ApplicationProperties: m.ApplicationProperties, SessionID: m.SessionID, CorrelationID: m.CorrelationID, MessageID: m.MessageID})
 		if err != nil {
 			t.Fatal(err)
@@ -143,12 +176,18 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 
 	// A fresh delivery is resolved; its duplicate (the outbox sending the
 	// same MessageId again, with a new EventId) is skipped unhandled.
+	invoice := func(messageID, session string, reject bool) nimbusmsg.Event {
+		return nimbusmsg.Event{
+			Publisher: teamPublisher, Endpoint: qs.endpoint, EventTypeID: teamEvent, SessionID: session, MessageID: messageID,
+			EventJSON: fmt.Sprintf(`{"InvoiceId":"%s","Reject":%t}`, messageID, reject),
+		}
+	}
 	fresh := invoice("inv-1", "customer-1", false)
-	send(nimbustest.EventRequest(fresh))
+	send(nimbusmsg.EventRequest(fresh))
 	wantResponses(t, resolver, fresh.SessionID, []string{"ResolutionResponse:inv-1"})
 	again := fresh
 	again.EventID = "5d0b6c1e-8a53-4c1f-9d7e-2a9f3c4b5e60"
-	send(nimbustest.EventRequest(again))
+	send(nimbusmsg.EventRequest(again))
 	rs := wantResponses(t, resolver, fresh.SessionID, []string{"SkipResponse:inv-1"})
 	if text := errorText(t, rs[0]); text != "DuplicateDetected" {
 		t.Errorf("the duplicate's SkipResponse says %q, want DuplicateDetected", text)
@@ -158,9 +197,9 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	// and the next event of the session is parked behind it.
 	failing := invoice("inv-2", "customer-2", true)
 	next := invoice("inv-3", "customer-2", false)
-	failed := nimbustest.EventRequest(failing)
+	failed := nimbusmsg.EventRequest(failing)
 	send(failed)
-	send(nimbustest.EventRequest(next))
+	send(nimbusmsg.EventRequest(next))
 	rs = wantResponses(t, resolver, failing.SessionID, []string{"ErrorResponse:inv-2", "DeferralResponse:inv-3"})
 	if text := errorText(t, rs[0]); text != rejectedText {
 		t.Errorf("ErrorResponse text %q, want the handler's %q", text, rejectedText)
@@ -173,9 +212,9 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 	// resolved, and the parked event replays after it.
 	er := rs[0]
 	fixed := strings.Replace(failing.EventJSON, `"Reject":true`, `"Reject":false`, 1)
-	send(nimbustest.Resubmission(nimbustest.ErrorResponse{MessageID: er.MessageID, CorrelationID: deref(er.CorrelationID),
+	send(nimbusmsg.Resubmission(nimbusmsg.ErrorResponse{MessageID: er.MessageID, CorrelationID: deref(er.CorrelationID),
 		EventID: prop(er, "EventId"), SessionID: deref(er.SessionID), OriginatingMessageID: prop(er, "OriginatingMessageId")},
-		teamEndpoint, teamEvent, fixed))
+		qs.endpoint, teamEvent, fixed))
 	wantResponses(t, resolver, failing.SessionID, []string{"ResolutionResponse:inv-2", "ResolutionResponse:inv-3"})
 
 	// A binding check names what is broken.
@@ -192,22 +231,114 @@ func TestFreshModuleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	const problem = `functions/Subscriber/function.json: bindings[0].dataType is "string", want "binary"`
-	if out := nimbusFunc(t, mod, tool, 1, problem, "check"); out != problem+"\n" {
+	if out := goTool(t, mod, 1, problem, "check"); out != problem+"\n" {
 		t.Errorf("check printed\n%s\nwant only the broken binding's line", out)
 	}
 }
 
-// newTeamModule returns a new module that requires this checkout, with this
-// checkout's go.sum so that `go mod tidy` needs no network.
-func newTeamModule(t *testing.T) string {
+// quickStart are the README's commands under "Create your own endpoint".
+type quickStart struct {
+	// create are the commands that create the module, `go mod init` first.
+	create []string
+	// run is the command that runs the app locally (`… go run .`), and
+	// invoke the one that sends it an event.
+	run, invoke string
+	// endpoint is the endpoint name given to init.
+	endpoint string
+}
+
+// readQuickStart reads the shell commands of the README's section "Create
+// your own endpoint": the first bash block creates the module, one command
+// ends with `go run .` and one runs `nimbus-func invoke`.
+func readQuickStart(t *testing.T, root string) quickStart {
 	t.Helper()
-	root, err := handlerproc.RepoRoot()
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mod := t.TempDir()
-	goCmd(t, mod, "mod", "init", teamModule)
-	goCmd(t, mod, "mod", "edit", "-require", libraryModule+"@v0.0.0", "-replace", libraryModule+"="+root)
+	_, section, ok := strings.Cut(string(b), "\n## Create your own endpoint\n")
+	if !ok {
+		t.Fatal(`README.md has no section "## Create your own endpoint"`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	var qs quickStart
+	for i, block := range bashBlocks(section) {
+		for _, c := range block {
+			switch {
+			case i == 0:
+				qs.create = append(qs.create, c)
+			case strings.HasSuffix(c, " go run ."):
+				qs.run = c
+			case strings.Contains(c, "nimbus-func invoke "):
+				qs.invoke = c
+			}
+		}
+	}
+	if len(qs.create) == 0 || !strings.HasPrefix(qs.create[0], "go mod init ") || qs.run == "" || qs.invoke == "" {
+		t.Fatalf("README.md's quick start: create %q, run %q, invoke %q; want `go mod init` first, a `go run .` and an invoke", qs.create, qs.run, qs.invoke)
+	}
+	for _, c := range qs.create {
+		if _, rest, ok := strings.Cut(c, "nimbus-func init --endpoint "); ok {
+			qs.endpoint, _, _ = strings.Cut(rest, " ")
+		}
+	}
+	if qs.endpoint == "" {
+		t.Fatalf("README.md's quick start runs no `nimbus-func init --endpoint NAME`: %q", qs.create)
+	}
+	return qs
+}
+
+// bashBlocks returns the commands of each ```bash block of a Markdown
+// text: lines joined where they end with a backslash, comments and blank
+// lines left out.
+func bashBlocks(md string) [][]string {
+	var blocks [][]string
+	for {
+		_, rest, ok := strings.Cut(md, "```bash\n")
+		if !ok {
+			return blocks
+		}
+		body, after, _ := strings.Cut(rest, "```")
+		var cmds []string
+		pending := ""
+		for _, line := range strings.Split(body, "\n") {
+			line = strings.TrimSpace(line)
+			if strings.HasSuffix(line, "\\") {
+				pending += strings.TrimSuffix(line, "\\") + " "
+				continue
+			}
+			line = strings.TrimSpace(pending + line)
+			pending = ""
+			if line != "" && !strings.HasPrefix(line, "#") {
+				cmds = append(cmds, line)
+			}
+		}
+		blocks = append(blocks, cmds)
+		md = after
+	}
+}
+
+// primeModuleGraph makes sure the module cache holds the go.mod files of
+// the library's whole module graph: `go get` reads them all, while
+// building reads only those of the modules it builds with (lazy module
+// loading). `go mod download` in the checkout fetches what is missing
+// (nothing on a machine that ran it, a few small files on one that only
+// built the repository); every other command of the test runs offline.
+func primeModuleGraph(t *testing.T, root string) {
+	t.Helper()
+	cmd := exec.CommandContext(testctx.Timeout(t, 5*time.Minute), "go", "mod", "download")
+	cmd.Dir, cmd.Env = root, append(os.Environ(), "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go mod download in the checkout (the go.mod files of the module graph `go get` reads): %v\n%s", err, out)
+	}
+}
+
+// useCheckout makes the library of the module mod this checkout, as a
+// published version would be: a replace directive, and the checkout's
+// go.sum in place of the checksum database, which the test does not reach.
+func useCheckout(t *testing.T, mod, root string) {
+	t.Helper()
+	shell(t, mod, "go mod edit -replace "+libraryModule+"="+root)
 	sum, err := os.ReadFile(filepath.Join(root, "go.sum"))
 	if err != nil {
 		t.Fatal(err)
@@ -215,30 +346,34 @@ func newTeamModule(t *testing.T) string {
 	if err := os.WriteFile(filepath.Join(mod, "go.sum"), sum, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return mod
 }
 
-// offline is the environment of the go and nimbus-func commands: modules
-// come from the module cache only.
-func offline() []string {
-	return append(os.Environ(), "GOPROXY=off", "GOFLAGS=-mod=mod", "GOWORK=off")
+// offline is the environment of the team's commands: the machine's, without
+// its NimBus, Service Bus and Functions settings, modules from the module
+// cache only, and no workspace.
+func offline(extra ...string) []string {
+	return handlerproc.Env(append([]string{"GOPROXY=off", "GOWORK=off"}, extra...)...)
 }
 
-// goCmd runs go with args in dir.
-func goCmd(t *testing.T, dir string, args ...string) {
+// shell runs a command line with bash (the README's blocks are bash) in
+// dir, offline, and returns its
+// output; a failure fails t.
+func shell(t *testing.T, dir, command string) string {
 	t.Helper()
-	cmd := exec.CommandContext(testctx.Timeout(t, 10*time.Minute), "go", args...)
+	cmd := exec.CommandContext(testctx.Timeout(t, 10*time.Minute), "bash", "-c", command)
 	cmd.Dir, cmd.Env = dir, offline()
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, out)
 	}
+	return string(out)
 }
 
-// nimbusFunc runs the built command in dir, wants exit code and the line
-// want in its output, and returns its standard output.
-func nimbusFunc(t *testing.T, dir, tool string, code int, want string, args ...string) string {
+// goTool runs `go tool nimbus-func args…` in dir, offline, wants exit code
+// and the line want in its output, and returns its standard output.
+func goTool(t *testing.T, dir string, code int, want string, args ...string) string {
 	t.Helper()
-	cmd := exec.CommandContext(testctx.Timeout(t, 10*time.Minute), tool, args...)
+	cmd := exec.CommandContext(testctx.Timeout(t, 10*time.Minute), "go", append([]string{"tool", "nimbus-func"}, args...)...)
 	cmd.Dir, cmd.Env = dir, offline()
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -251,15 +386,109 @@ func nimbusFunc(t *testing.T, dir, tool string, code int, want string, args ...s
 		t.Fatal(err)
 	}
 	if got != code || !strings.Contains(string(out), want) {
-		t.Fatalf("nimbus-func %s: exit %d, want %d and %q; output:\n%s%s", strings.Join(args, " "), got, code, want, out, stderr.String())
+		t.Fatalf("go tool nimbus-func %s: exit %d, want %d and %q; output:\n%s%s", strings.Join(args, " "), got, code, want, out, stderr.String())
 	}
 	return string(out)
 }
 
+// runLocally runs the README's "Run it locally": the app with `go run .`
+// (on a free port, given as FUNCTIONS_CUSTOMHANDLER_PORT), then the invoke
+// command twice: the event is handled and resolved, then a duplicate.
+// Interrupted as Ctrl-C interrupts it (SIGINT to its process group), the
+// app shuts down cleanly: its last log line says it stopped with exit code
+// 0 (go run itself exits 1 when interrupted).
+func runLocally(t *testing.T, mod string, qs quickStart) {
+	t.Helper()
+	port, err := handlerproc.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	portEnv := fmt.Sprintf("%s=%d", portSetting, port)
+	var output strings.Builder
+	app := exec.Command("bash", "-c", qs.run)
+	app.Dir, app.Env = mod, offline(portEnv)
+	app.Stdout, app.Stderr = &output, &output
+	app.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := app.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- app.Wait() }()
+	stopped := false
+	defer func() {
+		if !stopped {
+			_ = syscall.Kill(-app.Process.Pid, syscall.SIGKILL)
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("%s printed:\n%s", qs.run, output.String())
+		}
+	}()
+	waitListening(t, port, exited)
+
+	for _, want := range [][]string{
+		{"→ HTTP 200: the host completes the message; log: invocation completed: outcome=completed inbox=new", "Resolver ← ResolutionResponse ("},
+		{"outcome=duplicate inbox=duplicate", "Resolver ← SkipResponse ("},
+	} {
+		cmd := exec.CommandContext(testctx.Timeout(t, 5*time.Minute), "bash", "-c", qs.invoke)
+		cmd.Dir, cmd.Env = mod, offline(portEnv)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", qs.invoke, err, out)
+		}
+		for _, w := range append(want, "Subscriber ← EventRequest OrderPlaced to "+qs.endpoint+" ") {
+			if !strings.Contains(string(out), w) {
+				t.Errorf("%s printed\n%s\nwithout %q", qs.invoke, out, w)
+			}
+		}
+	}
+
+	_ = syscall.Kill(-app.Process.Pid, syscall.SIGINT)
+	select {
+	case <-exited:
+		stopped = true
+		lines := strings.Split(strings.TrimSpace(output.String()), "\n")
+		var last struct {
+			ExitCode *int
+			Message  string
+		}
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Message != "stopped" || last.ExitCode == nil || *last.ExitCode != 0 {
+			t.Errorf("the app's last line is %q, want it stopped with exit code 0", lines[len(lines)-1])
+		}
+	case <-time.After(time.Minute):
+		t.Errorf("%s did not stop within a minute of SIGINT", qs.run)
+	}
+}
+
+// waitListening waits until something answers the host's health probe on
+// 127.0.0.1:port (go run builds the app first), failing t when the
+// process exits or three minutes pass.
+func waitListening(t *testing.T, port int, exited <-chan error) {
+	t.Helper()
+	url := fmt.Sprintf("http://127.0.0.1:%d/", port)
+	deadline := time.After(3 * time.Minute)
+	for {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the app exited before it listened: %v", err)
+		case <-deadline:
+			t.Fatalf("the app did not listen on port %d within three minutes", port)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // writeLocalSettings fills the scaffolded sample settings in as a team
-// would (local.settings.json: the sample with the connections set) and
-// returns the settings the Functions host would pass the handler.
-func writeLocalSettings(t *testing.T, mod string, set map[string]string) map[string]string {
+// would (local.settings.json: the sample with set's values, and add's
+// settings of the team's own) and returns the settings the Functions host
+// would pass the handler.
+func writeLocalSettings(t *testing.T, mod string, set, add map[string]string) map[string]string {
 	t.Helper()
 	var s struct {
 		IsEncrypted bool
@@ -272,13 +501,13 @@ func writeLocalSettings(t *testing.T, mod string, set map[string]string) map[str
 	if err := json.Unmarshal(b, &s); err != nil {
 		t.Fatalf("local.settings.sample.json: %v", err)
 	}
-	if s.Values["NimBus__Endpoint"] != teamEndpoint {
-		t.Fatalf("local.settings.sample.json names the endpoint %q, want %q", s.Values["NimBus__Endpoint"], teamEndpoint)
-	}
 	for k, v := range set {
 		if _, ok := s.Values[k]; !ok {
 			t.Fatalf("local.settings.sample.json has no %s to fill in", k)
 		}
+		s.Values[k] = v
+	}
+	for k, v := range add {
 		s.Values[k] = v
 	}
 	if b, err = json.MarshalIndent(s, "", "  "); err != nil {
@@ -377,15 +606,6 @@ func startHosts(t *testing.T, sb *testenv.ServiceBus, dist string, settings map[
 	}
 	if want := []string{"DeferredProcessor", "Subscriber"}; !slices.Equal(started, want) {
 		t.Fatalf("Service Bus triggers started %v, want %v", started, want)
-	}
-}
-
-// invoice is an InvoiceRequested event from the shop to the team's
-// endpoint; reject makes the handler fail it.
-func invoice(messageID, session string, reject bool) nimbustest.Event {
-	return nimbustest.Event{
-		Publisher: teamPublisher, Endpoint: teamEndpoint, EventTypeID: teamEvent, SessionID: session, MessageID: messageID,
-		EventJSON: fmt.Sprintf(`{"InvoiceId":"%s","Reject":%t}`, messageID, reject),
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 )
 
 // InitOptions are init's arguments.
@@ -19,18 +21,31 @@ type InitOptions struct {
 
 // Init writes the rendered templates into opts.Dir, leaving every existing
 // file alone unless opts.Force, and tells out which it wrote and which it
-// skipped.
+// skipped. It writes nothing through a symbolic link that leads out of the
+// module: when a file it would write, or a directory on its way, is one,
+// it refuses before writing anything, naming each.
 func Init(opts InitOptions, out io.Writer) error {
 	files, err := Render(opts.Endpoint, opts.Resolver)
 	if err != nil {
 		return err
 	}
-	if _, err := ModuleRoot(opts.Dir); err != nil {
+	root, err := ModuleRoot(opts.Dir)
+	if err != nil {
 		return err
 	}
-	var wrote, skipped int
+	dir, err := filepath.Abs(opts.Dir)
+	if err != nil {
+		return err
+	}
+	type write struct {
+		f   File
+		dst string
+	}
+	var writes []write
+	var skipped int
+	var outside []string
 	for _, f := range files {
-		dst := filepath.Join(opts.Dir, filepath.FromSlash(f.Path))
+		dst := filepath.Join(dir, filepath.FromSlash(f.Path))
 		if _, err := os.Lstat(dst); err == nil && !opts.Force {
 			fmt.Fprintf(out, "skipped %s (it exists; --force overwrites it)\n", f.Path)
 			skipped++
@@ -38,19 +53,68 @@ func Init(opts InitOptions, out io.Writer) error {
 		} else if err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+		if problem, err := leavesModule(root, dst); err != nil {
 			return err
+		} else if problem != "" && !slices.Contains(outside, problem) {
+			outside = append(outside, problem)
 		}
-		if err := os.WriteFile(dst, f.Data, 0o644); err != nil {
-			return err
-		}
-		fmt.Fprintf(out, "wrote   %s\n", f.Path)
-		wrote++
+		writes = append(writes, write{f, dst})
 	}
-	fmt.Fprintf(out, "init: %d files written, %d skipped for endpoint %s\n", wrote, skipped, opts.Endpoint)
-	fmt.Fprintf(out, "next: copy local.settings.sample.json to local.settings.json and fill in the namespace and Cosmos DB account; "+
-		"'nimbus-func check' validates the host files, 'nimbus-func package' stages dist/\n")
+	if len(outside) > 0 {
+		return fmt.Errorf("nothing written: init writes nothing through a symbolic link that leads out of the module %s:\n  %s", root, strings.Join(outside, "\n  "))
+	}
+	for _, w := range writes {
+		if err := os.MkdirAll(filepath.Dir(w.dst), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(w.dst, w.f.Data, 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote   %s\n", w.f.Path)
+	}
+	fmt.Fprintf(out, "init: %d files written, %d skipped for endpoint %s\n", len(writes), skipped, opts.Endpoint)
+	fmt.Fprintf(out, "next: 'go get .' adds what main.go imports; copy local.settings.sample.json to local.settings.json and fill in "+
+		"the namespace and Cosmos DB account; 'go tool nimbus-func check' validates the host files, "+
+		"'go tool nimbus-func invoke' sends an event to the app running locally, 'go tool nimbus-func package' stages dist/\n")
 	return nil
+}
+
+// leavesModule walks the path of dst below the module root and returns a
+// problem naming the first symbolic link on it (dst included) that leads
+// out of the module or nowhere; "" when there is none. The parts of dst
+// that do not exist yet are created as plain directories and files.
+func leavesModule(root, dst string) (string, error) {
+	realRoot, err := filepath.EvalSymlinks(root)
+	if err != nil {
+		return "", err
+	}
+	rel, err := filepath.Rel(root, dst)
+	if err != nil || !filepath.IsLocal(rel) {
+		return dst + " is outside the module", nil
+	}
+	p := root
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		target, err := filepath.EvalSymlinks(p)
+		if err != nil {
+			link, _ := os.Readlink(p)
+			return fmt.Sprintf("%s is a symbolic link to %s, which does not resolve", p, link), nil
+		}
+		if in, err := filepath.Rel(realRoot, target); err != nil || !filepath.IsLocal(in) {
+			return fmt.Sprintf("%s is a symbolic link to %s", p, target), nil
+		}
+	}
+	return "", nil
 }
 
 // ModuleRoot returns the directory holding the go.mod of the module dir is

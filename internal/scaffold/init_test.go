@@ -8,6 +8,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -71,6 +72,18 @@ func TestInitWritesTheApp(t *testing.T) {
 	}
 	if !strings.Contains(out, strconv.Itoa(len(want))+" files written, 0 skipped") {
 		t.Errorf("the output does not count %d files written:\n%s", len(want), out)
+	}
+	// The closing lines name the next commands of the README's flow.
+	readme := string(readFile(t, filepath.Join(repoRoot(t), "README.md")))
+	_, next, _ := strings.Cut(out, "\nnext: ")
+	cmds := regexp.MustCompile(`'([^']+)'`).FindAllStringSubmatch(next, -1)
+	if len(cmds) < 4 {
+		t.Errorf("the closing lines name %d commands:\n%s", len(cmds), out)
+	}
+	for _, c := range cmds {
+		if !strings.HasPrefix(c[1], "go ") || !strings.Contains(readme, c[1]) {
+			t.Errorf("the closing lines name %q, which the README's flow does not use", c[1])
+		}
 	}
 
 	var ls struct{ Values map[string]string }
@@ -199,5 +212,103 @@ func TestInitRefuses(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// init writes nothing through a symbolic link that leads out of the
+// module: a linked directory on the way to a file, or, with --force, a
+// linked file. It refuses before writing anything, naming the link.
+func TestInitWritesNothingThroughALinkOutOfTheModule(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		force bool
+		link  func(t *testing.T, mod, outside string) string // returns the link's path
+	}{
+		{"a linked directory", false, func(t *testing.T, mod, outside string) string {
+			link := filepath.Join(mod, "functions")
+			if err := os.Symlink(outside, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}},
+		{"a linked directory deeper down", false, func(t *testing.T, mod, outside string) string {
+			if err := os.MkdirAll(filepath.Join(mod, "infra"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(mod, "infra", "bicep")
+			if err := os.Symlink(outside, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}},
+		{"a linked file overwritten with --force", true, func(t *testing.T, mod, outside string) string {
+			target := filepath.Join(outside, "host.json")
+			if err := os.WriteFile(target, []byte("theirs"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(mod, "host.json")
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}},
+		{"a link that resolves nowhere, with --force", true, func(t *testing.T, mod, outside string) string {
+			link := filepath.Join(mod, "main.go")
+			if err := os.Symlink(filepath.Join(outside, "missing", "main.go"), link); err != nil {
+				t.Fatal(err)
+			}
+			return link
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mod, outside := newModule(t), t.TempDir()
+			link := c.link(t, mod, outside)
+			beforeOut, beforeMod := staged(t, outside), staged(t, mod)
+			args := []string{"init", "--endpoint", "Orders", "--dir", mod}
+			if c.force {
+				args = append(args, "--force")
+			}
+			code, out, errOut := run(t, args...)
+			if code != exitFailed || !strings.Contains(errOut, "nothing written") || !strings.Contains(errOut, link+" is a symbolic link to ") {
+				t.Errorf("init: exit %d\n%s%s\nwant exit 1 naming %s", code, out, errOut, link)
+			}
+			if got := staged(t, outside); strings.Join(got, ",") != strings.Join(beforeOut, ",") {
+				t.Errorf("outside the module: %v, before %v", got, beforeOut)
+			}
+			if got := staged(t, mod); strings.Join(got, ",") != strings.Join(beforeMod, ",") {
+				t.Errorf("in the module: %v, before %v", got, beforeMod)
+			}
+			if b, err := os.ReadFile(filepath.Join(outside, "host.json")); err == nil && string(b) != "theirs" {
+				t.Errorf("the link's target was overwritten: %q", b)
+			}
+		})
+	}
+}
+
+// A link that stays inside the module is followed, and a linked file is
+// left alone without --force.
+func TestInitFollowsLinksInsideTheModule(t *testing.T) {
+	mod, outside := newModule(t), t.TempDir()
+	if err := os.Mkdir(filepath.Join(mod, "shared"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(mod, "shared"), filepath.Join(mod, "functions")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(outside, "host.json"), []byte("theirs"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(outside, "host.json"), filepath.Join(mod, "host.json")); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, "init", "--endpoint", "Orders", "--dir", mod)
+	if code != 0 || !strings.Contains(out, "skipped host.json (it exists; --force overwrites it)") {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(mod, "shared", "Subscriber", "function.json")); err != nil {
+		t.Errorf("the linked functions directory inside the module was not written: %v", err)
+	}
+	if b := readFile(t, filepath.Join(outside, "host.json")); string(b) != "theirs" {
+		t.Errorf("the linked host.json was overwritten: %q", b)
 	}
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -124,14 +124,14 @@ func inOrder(t *testing.T, transcript, what string, wants []string) {
 // TestCheckReportsMisses: a step whose status, outcome, sent messages,
 // flags or replays differ from what it expects is recorded as a failure.
 func TestCheckReportsMisses(t *testing.T) {
-	sent := func(types ...string) []app.SentResponse {
-		var out []app.SentResponse
+	sent := func(types ...string) []devhost.SentResponse {
+		var out []devhost.SentResponse
 		for _, mt := range types {
 			to := "Resolver"
 			if mt == "EventRequest" {
 				to = "Deferred"
 			}
-			out = append(out, app.SentResponse{Properties: map[string]app.TypedValue{
+			out = append(out, devhost.SentResponse{Properties: map[string]devhost.TypedValue{
 				"MessageType": {Type: "string", Value: mt}, "To": {Type: "string", Value: to}}})
 		}
 		return out

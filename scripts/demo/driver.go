@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -14,9 +13,10 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
@@ -37,7 +37,7 @@ type script struct {
 type proc struct {
 	s    *script
 	proc *handlerproc.Proc
-	base string
+	host *devhost.Client
 	errs *lineLog // the process's stderr
 	seen int      // sent messages already printed
 	seq  int64
@@ -62,9 +62,9 @@ type expect struct {
 type result struct {
 	status int
 	line   handlerproc.Line
-	sent   []app.SentResponse
+	sent   []devhost.SentResponse
 	// delivered is the message a step delivered, with its broker MessageId.
-	delivered   nimbustest.Message
+	delivered   nimbusmsg.Message
 	deliveredID string
 }
 
@@ -101,7 +101,7 @@ func (s *script) start(ctx context.Context, settings map[string]string) (*proc, 
 		_, _ = p.Stop(stopCtx)
 		return nil, err
 	}
-	return &proc{s: s, proc: p, base: p.BaseURL(), errs: errs}, nil
+	return &proc{s: s, proc: p, host: &devhost.Client{BaseURL: p.BaseURL(), HTTP: s.client}, errs: errs}, nil
 }
 
 // stop stops the process, if it still runs, and prints what it wrote on
@@ -163,8 +163,8 @@ func (e ev) deliveryCount() int { return max(e.delivery, 1) }
 // delivery builds e as NimBus's publisher and forwarder put it on the
 // endpoint subscription, with the publisher's trace context, and the
 // Subscriber invocation envelope of it.
-func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
-	m := nimbustest.EventRequest(nimbustest.Event{
+func (d *proc) delivery(e ev) (nimbusmsg.Message, []byte) {
+	m := nimbusmsg.EventRequest(nimbusmsg.Event{
 		Publisher: "ShopEndpoint", Endpoint: endpoint, EventTypeID: e.typ(), EventJSON: e.order,
 		SessionID: e.session, MessageID: e.id, CorrelationID: "checkout-42", EventID: "evt-" + strings.ToLower(e.shownID()),
 	})
@@ -179,12 +179,12 @@ func (d *proc) delivery(e ev) (nimbustest.Message, []byte) {
 // control delivers a control message a NimBus component (the Manager,
 // the handoff client, the retry rule) sends to the endpoint, through the
 // Subscriber function.
-func (d *proc) control(title string, m nimbustest.Message, exp expect) (result, bool) {
+func (d *proc) control(title string, m nimbusmsg.Message, exp expect) (result, bool) {
 	return d.controlOn(app.FuncSubscriber, title, m, exp)
 }
 
 // controlOn delivers control message m through function fn.
-func (d *proc) controlOn(fn, title string, m nimbustest.Message, exp expect) (result, bool) {
+func (d *proc) controlOn(fn, title string, m nimbusmsg.Message, exp expect) (result, bool) {
 	d.title(title)
 	d.seq++
 	id := m.MessageID
@@ -207,9 +207,9 @@ func (d *proc) controlOn(fn, title string, m nimbustest.Message, exp expect) (re
 // replay hands the ProcessDeferredRequest among sent to the
 // DeferredProcessor function, as the host does for the DeferredProcessor
 // subscription (no sessions).
-func (d *proc) replay(title string, sent []app.SentResponse, exp expect) (result, bool) {
+func (d *proc) replay(title string, sent []devhost.SentResponse, exp expect) (result, bool) {
 	d.title(title)
-	var req *app.SentResponse
+	var req *devhost.SentResponse
 	for i := range sent {
 		if sent[i].Properties[message.PropMessageType].Value == message.ProcessDeferredRequest.String() {
 			req = &sent[i]
@@ -220,7 +220,7 @@ func (d *proc) replay(title string, sent []app.SentResponse, exp expect) (result
 		return result{}, false
 	}
 	d.seq++
-	m := nimbustest.FromOutgoing(toOutgoing(*req))
+	m := nimbusmsg.FromOutgoing(toOutgoing(*req))
 	id := fmt.Sprintf("a9e3c5b1-2f4d-4e6a-8b7c-%012d", d.seq)
 	sb := m.Delivery(app.FuncDeferredProcessor, id, 1, time.Now().UTC().Add(-time.Second))
 	sb.SessionLockedUntil = time.Time{} // the DeferredProcessor subscription has no sessions
@@ -235,16 +235,16 @@ func (d *proc) cloudEvent(title, brokerMessageID, eventJSON string, exp expect) 
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	sb := funchosttest.ServiceBusMessage{
+	sb := hostwire.ServiceBusMessage{
 		FunctionName:       app.FuncCloudEventsIngress,
 		Body:               []byte(eventJSON),
 		MessageID:          brokerMessageID,
-		SessionID:          funchosttest.S("lead-42"),
-		ContentType:        funchosttest.S("application/json"),
+		SessionID:          hostwire.S("lead-42"),
+		ContentType:        hostwire.S("application/json"),
 		DeliveryCount:      1,
 		EnqueuedTime:       now.Add(-2 * time.Second),
 		SessionLockedUntil: now.Add(time.Minute),
-		Properties: funchosttest.Props(
+		Properties: hostwire.Props(
 			"ce-specversion", "1.0", "ce-id", "lead-42-converted", "ce-source", "/partner/crm",
 			"ce-type", "com.partner.crm.OrderPlaced", "ce-subject", "lead/42"),
 	}
@@ -262,7 +262,7 @@ func (d *proc) cleanup(title string, exp expect) {
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	env := funchosttest.TimerEnvelope(funchosttest.Timer{
+	env := hostwire.BuildTimer(hostwire.Timer{
 		FunctionName: app.FuncInboxCleanup, Last: now.Add(-time.Hour), Next: now, LastUpdated: now.Add(-time.Hour),
 		UtcNow: now, RandGUID: fmt.Sprintf("b3c2a1d4-5e6f-4a7b-8c9d-%012d", d.seq),
 	})
@@ -270,17 +270,9 @@ func (d *proc) cleanup(title string, exp expect) {
 }
 
 // envelope completes sb with the host's fields and builds the envelope.
-func (d *proc) envelope(sb funchosttest.ServiceBusMessage) []byte {
-	now := time.Now().UTC()
-	sb.LockToken = fmt.Sprintf("5e3d6a39-8f6c-4f55-9c0e-%012d", d.seq)
-	sb.SequenceNumber = 1000 + d.seq
-	sb.Namespace = "sb-demo.servicebus.windows.net"
-	sb.UtcNow = now
-	sb.RandGUID = fmt.Sprintf("0f8fad5b-d9cb-469f-a165-%012d", d.seq)
-	if sb.ContentType == nil {
-		sb.ContentType = funchosttest.S("application/json")
-	}
-	return funchosttest.ServiceBus(sb)
+func (d *proc) envelope(sb hostwire.ServiceBusMessage) []byte {
+	devhost.HostFields(&sb, d.seq, time.Now())
+	return hostwire.ServiceBus(sb)
 }
 
 // invoke POSTs env to function as the host does and prints the answer, the
@@ -295,17 +287,7 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 		return r
 	}
 	r.status = status
-	verdict := "the host completes the message"
-	switch {
-	case function == app.FuncInboxCleanup && r.status/100 == 2:
-		verdict = "timer invocation succeeded"
-	case function == app.FuncInboxCleanup:
-		verdict = "timer invocation failed; the next tick retries"
-	case r.status == http.StatusServiceUnavailable:
-		verdict = "the host abandons the message; the broker redelivers it"
-	case r.status/100 != 2:
-		verdict = "the host abandons the message; redelivered at once, dead-lettered after MaxDeliveryCount"
-	}
+	timer := function == app.FuncInboxCleanup
 
 	final := func(l handlerproc.Line) bool {
 		if l.Str("invocationId") != id {
@@ -318,11 +300,11 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 	line, err := d.proc.WaitLine(ctx, final)
 	cancel()
 	if err != nil {
-		d.s.printf("   → HTTP %d: %s\n", r.status, verdict)
+		devhost.WriteAnswer(d.s.out, "   ", r.status, timer)
 		d.s.fail("no log line for invocation %s: %v", id, err)
 	} else {
 		r.line = line
-		d.s.printf("   → HTTP %d: %s; log: %s\n", r.status, verdict, logSummary(line))
+		devhost.WriteAnswer(d.s.out, "   ", r.status, timer, logSummary(line))
 	}
 	// A failing invocation writes one line on stderr (the host logs only
 	// that for it); a step shows it under itself.
@@ -348,20 +330,11 @@ func (d *proc) invoke(function string, env []byte, exp expect) result {
 // post POSTs env to function as the host does, with invocation id, and
 // returns the HTTP status.
 func (d *proc) post(function string, env []byte, id string) (int, error) {
-	req, err := http.NewRequest(http.MethodPost, d.base+"/"+function, bytes.NewReader(env))
-	if err != nil {
-		return 0, fmt.Errorf("build the request: %w", err)
-	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("User-Agent", "Azure-Functions-Host/demo")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.s.client.Do(req)
+	a, err := d.host.Invoke(context.Background(), function, id, env)
 	if err != nil {
 		return 0, fmt.Errorf("request failed: %w", err)
 	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	return a.Status, nil
 }
 
 // withReplay records a replayed copy in the final line's fields.
@@ -396,86 +369,13 @@ func logSummary(l handlerproc.Line) string {
 }
 
 // printSent prints what the endpoint sent since the last step.
-func (d *proc) printSent() []app.SentResponse {
+func (d *proc) printSent() []devhost.SentResponse {
 	fresh, ok := d.sentSince()
 	if !ok {
 		return nil
 	}
-	if len(fresh) == 0 {
-		d.s.println("   nothing sent")
-		return nil
-	}
-	for _, r := range fresh {
-		d.s.printf("   %s\n", describe(r))
-		if d.s.verbose {
-			p := r.Properties
-			names := make([]string, 0, len(p))
-			for k := range p {
-				names = append(names, k)
-			}
-			sort.Strings(names)
-			var parts []string
-			for _, k := range names {
-				parts = append(parts, fmt.Sprintf("%s=%v:%s", k, p[k].Value, p[k].Type))
-			}
-			d.s.printf("      properties: %s\n", strings.Join(parts, ", "))
-			d.s.printf("      body: %s\n", r.Body)
-		}
-	}
+	devhost.WriteSent(d.s.out, "   ", fresh, d.s.verbose)
 	return fresh
-}
-
-// label is a sent message's MessageType, with "→To" when it is not
-// addressed to the Resolver.
-func label(r app.SentResponse) string {
-	mt := fmt.Sprint(r.Properties[message.PropMessageType].Value)
-	if to := fmt.Sprint(r.Properties[message.PropTo].Value); to != message.ResolverID {
-		return mt + "→" + to
-	}
-	return mt
-}
-
-// describe is one line for a sent message: where it went, its type and
-// the properties that tell it apart.
-func describe(r app.SentResponse) string {
-	p := r.Properties
-	to := fmt.Sprint(p[message.PropTo].Value)
-	var b strings.Builder
-	if to == message.ResolverID {
-		fmt.Fprintf(&b, "Resolver ← %v", p[message.PropMessageType].Value)
-	} else {
-		fmt.Fprintf(&b, "topic ← %v To=%s", p[message.PropMessageType].Value, to)
-	}
-	corr := "(none)"
-	if r.CorrelationID != nil {
-		corr = *r.CorrelationID
-	}
-	fmt.Fprintf(&b, " (SessionId %s, CorrelationId %s, EventId %v", r.SessionID, corr, p[message.PropEventID].Value)
-	for _, k := range []string{message.PropRetryCount, message.PropOriginalSessionID, message.PropDeferralSequence, message.PropInboxMessageID,
-		message.PropHandoffReason, message.PropExternalJobID, message.PropDeadLetterReason} {
-		v, ok := p[k]
-		if !ok || (k == message.PropRetryCount && fmt.Sprint(v.Value) == "0") {
-			continue
-		}
-		fmt.Fprintf(&b, ", %s %v", k, v.Value)
-	}
-	if r.ScheduledEnqueueTime != "" {
-		fmt.Fprintf(&b, ", scheduled for %s", r.ScheduledEnqueueTime)
-	}
-	b.WriteString(")")
-	var c struct {
-		ErrorContent *struct {
-			ErrorText *string
-			ErrorType *string
-		}
-	}
-	if json.Unmarshal([]byte(r.Body), &c) == nil && c.ErrorContent != nil && c.ErrorContent.ErrorText != nil {
-		fmt.Fprintf(&b, " ErrorText %q", *c.ErrorContent.ErrorText)
-		if c.ErrorContent.ErrorType != nil {
-			fmt.Fprintf(&b, " ErrorType %s", *c.ErrorContent.ErrorType)
-		}
-	}
-	return b.String()
 }
 
 // check compares r with exp, records and prints every difference, and
@@ -490,7 +390,7 @@ func (s *script) check(r result, exp expect) bool {
 	}
 	got := make([]string, 0, len(r.sent))
 	for _, m := range r.sent {
-		got = append(got, label(m))
+		got = append(got, devhost.Label(m))
 	}
 	want := append([]string(nil), exp.sends...)
 	sort.Strings(got)
@@ -518,7 +418,7 @@ func (s *script) fail(format string, a ...any) {
 }
 
 func (d *proc) getJSON(path string, v any) error {
-	resp, err := d.s.client.Get(d.base + path)
+	resp, err := d.s.client.Get(d.host.BaseURL + path)
 	if err != nil {
 		return err
 	}
@@ -531,7 +431,7 @@ func (d *proc) getJSON(path string, v any) error {
 
 // toOutgoing turns a message the in-memory sink shows back into what was
 // sent, with the AMQP types of its properties.
-func toOutgoing(r app.SentResponse) *message.Outgoing {
+func toOutgoing(r devhost.SentResponse) *message.Outgoing {
 	props := make(map[string]any, len(r.Properties))
 	for k, v := range r.Properties {
 		val := v.Value
@@ -550,18 +450,18 @@ func toOutgoing(r app.SentResponse) *message.Outgoing {
 
 // errorResponseOf is what the Resolver stores of an ErrorResponse the
 // broker gave messageID.
-func errorResponseOf(r app.SentResponse, messageID string) nimbustest.ErrorResponse {
-	return nimbustest.ErrorResponseOf(toOutgoing(r), messageID)
+func errorResponseOf(r devhost.SentResponse, messageID string) nimbusmsg.ErrorResponse {
+	return nimbusmsg.ErrorResponseOf(toOutgoing(r), messageID)
 }
 
 // skipRequest is the Manager's SkipRequest for er.
-func skipRequest(er nimbustest.ErrorResponse) nimbustest.Message {
-	return nimbustest.Skip(er, endpoint, "OrderPlaced")
+func skipRequest(er nimbusmsg.ErrorResponse) nimbusmsg.Message {
+	return nimbusmsg.Skip(er, endpoint, "OrderPlaced")
 }
 
 // resubmission is the Manager's ResubmissionRequest for er, carrying the
 // event content of the failed message (the ErrorResponse's body).
-func resubmission(er nimbustest.ErrorResponse, failed app.SentResponse) (nimbustest.Message, error) {
+func resubmission(er nimbusmsg.ErrorResponse, failed devhost.SentResponse) (nimbusmsg.Message, error) {
 	var c struct {
 		EventContent *struct {
 			EventTypeID string `json:"EventTypeId"`
@@ -569,19 +469,19 @@ func resubmission(er nimbustest.ErrorResponse, failed app.SentResponse) (nimbust
 		}
 	}
 	if err := json.Unmarshal([]byte(failed.Body), &c); err != nil || c.EventContent == nil {
-		return nimbustest.Message{}, fmt.Errorf("the ErrorResponse carries no event content (%v)", err)
+		return nimbusmsg.Message{}, fmt.Errorf("the ErrorResponse carries no event content (%v)", err)
 	}
-	return nimbustest.Resubmission(er, endpoint, c.EventContent.EventTypeID, c.EventContent.EventJSON), nil
+	return nimbusmsg.Resubmission(er, endpoint, c.EventContent.EventTypeID, c.EventContent.EventJSON), nil
 }
 
 // handoffCompleted is the HandoffCompletedRequest for the delivery whose
 // handler handed off, addressed as the handoff client does.
-func handoffCompleted(r result) (nimbustest.Message, error) {
+func handoffCompleted(r result) (nimbusmsg.Message, error) {
 	m := r.delivered
 	id, sid := r.deliveredID, m.SessionID
 	in, err := message.Read(message.Broker{MessageID: &id, SessionID: &sid, CorrelationID: m.CorrelationID}, m.ApplicationProperties, m.Body)
 	if err != nil {
-		return nimbustest.Message{}, fmt.Errorf("read the handed-off message: %w", err)
+		return nimbusmsg.Message{}, fmt.Errorf("read the handed-off message: %w", err)
 	}
-	return nimbustest.HandoffCompleted(nimbustest.SettlementOf(in), `{"ApprovedBy":"ops"}`), nil
+	return nimbusmsg.HandoffCompleted(nimbusmsg.SettlementOf(in), `{"ApprovedBy":"ops"}`), nil
 }

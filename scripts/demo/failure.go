@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/message/nimbustest"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // failurePath shows what a user meets when an event fails: the session is
@@ -72,9 +72,9 @@ func (s *script) retryPolicy(ctx context.Context) error {
 	if !ok {
 		return nil
 	}
-	var retry *app.SentResponse
+	var retry *devhost.SentResponse
 	for i := range failed.sent {
-		if label(failed.sent[i]) == "RetryRequest→Retry" {
+		if devhost.Label(failed.sent[i]) == "RetryRequest→Retry" {
 			retry = &failed.sent[i]
 		}
 	}
@@ -89,7 +89,7 @@ func (s *script) retryPolicy(ctx context.Context) error {
 	}
 	// The endpoint subscription's retry rule rewrites To=Retry to the
 	// endpoint and stamps From=Retry.
-	m := nimbustest.FromOutgoing(toOutgoing(*retry)).Routed(endpoint)
+	m := nimbusmsg.FromOutgoing(toOutgoing(*retry)).Routed(endpoint)
 	d.control("The broker enqueues the RetryRequest when due; the retry rule routes it back to the endpoint, and this attempt succeeds",
 		m, expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}, flags: []string{"sessionUnblocked"}})
 	return nil

@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"strings"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -35,11 +34,11 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	defer r.stop(ctx)
 
 	s.section(fmt.Sprintf("The same binary as the NimBus Resolver (NimBus__App=Resolver, in-memory tracking store) on 127.0.0.1:%d", r.proc.Port()))
-	var sent []app.SentResponse
-	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
+	sent, err := d.host.Sent(ctx)
+	if err != nil {
 		return err
 	}
-	var response *app.SentResponse
+	var response *devhost.SentResponse
 	for i := range sent {
 		if sent[i].CorrelationID != nil && *sent[i].CorrelationID == "OrderPlaced-0001" {
 			response = &sent[i]
@@ -49,18 +48,18 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	if response == nil {
 		return fmt.Errorf("the endpoint sent no response for OrderPlaced-0001")
 	}
-	request := funchosttest.Props(
+	request := hostwire.Props(
 		"To", endpoint, "From", "ShopEndpoint", "MessageType", "EventRequest",
 		"EventId", "evt-orderplaced-0001", "EventTypeId", "OrderPlaced",
 		"OriginatingMessageId", "self", "ParentMessageId", "self", "RetryCount", int32(0), "OriginatingFrom", "ShopEndpoint")
 	requestBody := `{"EventContent":{"EventTypeId":"OrderPlaced","EventJson":"{\"OrderId\":\"O-1\",\"CustomerId\":\"C-7\",\"Amount\":42.5}"},"ErrorContent":null}`
 
 	out := toOutgoing(*response)
-	var props []funchosttest.Property
+	var props []hostwire.Property
 	for k, v := range out.ApplicationProperties {
-		props = append(props, funchosttest.Property{Name: k, Value: v})
+		props = append(props, hostwire.Property{Name: k, Value: v})
 	}
-	props = append(props, funchosttest.Property{Name: "From", Value: endpoint})
+	props = append(props, hostwire.Property{Name: "From", Value: endpoint})
 
 	r.resolverStep("The Resolver receives the fan-out's copy of the request OrderPlaced-0001", "OrderPlaced-0001", request, requestBody, "written")
 	r.resolverStep("The Resolver receives the endpoint's "+fmt.Sprint(response.Properties["MessageType"].Value)+" for it (From stamped by the fan-out)", "rsp-0001", props, response.Body, "written")
@@ -68,38 +67,30 @@ func (s *script) resolverSteps(ctx context.Context, d *proc) error {
 	return nil
 }
 
-func (d *proc) resolverStep(title, messageID string, props []funchosttest.Property, body, wantOutcome string) {
+func (d *proc) resolverStep(title, messageID string, props []hostwire.Property, body, wantOutcome string) {
 	d.title(title)
 	d.seq++
 	now := time.Now().UTC()
-	sb := funchosttest.ServiceBusMessage{
+	sb := hostwire.ServiceBusMessage{
 		FunctionName: app.FuncResolver, Body: []byte(body), MessageID: messageID,
-		SessionID: funchosttest.S("customer-C-7"), CorrelationID: funchosttest.S("OrderPlaced-0001"),
+		SessionID: hostwire.S("customer-C-7"), CorrelationID: hostwire.S("OrderPlaced-0001"),
 		DeliveryCount: 1, EnqueuedTime: now.Add(-time.Second), SessionLockedUntil: now.Add(time.Minute), Properties: props,
 	}
 	d.s.printf("   MessageId %s\n", messageID)
 	id := fmt.Sprintf("demo-invocation-%04d", d.s.step)
-	req, err := http.NewRequest(http.MethodPost, d.base+"/"+app.FuncResolver, strings.NewReader(string(d.envelope(sb))))
+	status, err := d.post(app.FuncResolver, d.envelope(sb), id)
 	if err != nil {
-		d.s.fail("build the request: %v", err)
+		d.s.fail("%v", err)
 		return
 	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
-	req.Header.Set("X-Azure-Functions-InvocationId", id)
-	resp, err := d.s.client.Do(req)
-	if err != nil {
-		d.s.fail("request failed: %v", err)
-		return
-	}
-	resp.Body.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	line, err := d.proc.WaitLine(ctx, func(l handlerproc.Line) bool { return l.Str("invocationId") == id })
 	cancel()
 	if err != nil {
 		d.s.fail("no log line for invocation %s: %v", id, err)
 	}
-	d.s.printf("   → HTTP %d; log: outcome=%v status=%v endpoint=%v\n", resp.StatusCode, line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
-	d.s.check(result{status: resp.StatusCode, line: line}, expect{status: 200, outcome: wantOutcome})
+	d.s.printf("   → HTTP %d; log: outcome=%v status=%v endpoint=%v\n", status, line.Fields["outcome"], line.Fields["status"], line.Fields["endpoint"])
+	d.s.check(result{status: status, line: line}, expect{status: 200, outcome: wantOutcome})
 	var row map[string]any
 	if err := d.getJSON("/_nimbus/tracking?endpoint="+endpoint+"&event=evt-orderplaced-0001", &row); err != nil {
 		d.s.fail("tracking row: none (%v)", err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
@@ -151,7 +152,7 @@ func (d *proc) copies(title string, e ev, n int) {
 	sent, _ := d.sentSince()
 	labels := map[string]int{}
 	for _, r := range sent {
-		labels[label(r)]++
+		labels[devhost.Label(r)]++
 	}
 	d.s.printf("   sent: %s\n", tally(labels))
 	if committed != 1 {
@@ -173,9 +174,9 @@ func tally(m map[string]int) string {
 // sentSince returns what the endpoint sent since the last step showed,
 // without printing it; false when the in-memory sink could not be read
 // (a failure recorded).
-func (d *proc) sentSince() ([]app.SentResponse, bool) {
-	var sent []app.SentResponse
-	if err := d.getJSON("/_nimbus/resolver", &sent); err != nil {
+func (d *proc) sentSince() ([]devhost.SentResponse, bool) {
+	sent, err := d.host.Sent(context.Background())
+	if err != nil {
 		d.s.fail("read the in-memory sink: %v", err)
 		return nil, false
 	}

@@ -1,3 +1,7 @@
+// Package funchosttest reads the envelopes captured from the Azure
+// Functions host (internal/funchost/testdata/host) for tests: a fixture, the
+// order of its Metadata keys, a Metadata string value. Package hostwire
+// builds envelopes that match them byte for byte.
 package funchosttest
 
 import (

@@ -1,7 +1,7 @@
-// Package funchosttest builds invocation envelopes exactly as the Azure
-// Functions host does for a custom handler, the way net/http/httptest builds
-// requests: for replay tests, benchmarks, the local demo and the test mini
-// host. Its output is checked byte for byte against captured host fixtures
+// Package hostwire builds invocation envelopes exactly as the Azure
+// Functions host does for a custom handler: for `nimbus-func invoke`, the
+// local demo, replay tests, benchmarks and the test mini host. Its output is
+// checked byte for byte against captured host fixtures
 // (internal/funchost/testdata/host).
 //
 // The host POSTs {"Data":{<binding>:<trigger value>},"Metadata":{...}} and
@@ -11,7 +11,7 @@
 // Client, ApplicationProperties, sys) are real JSON objects, and null values
 // are left out. A Service Bus body is base64 with "dataType": "binary" and
 // JSON-encoded twice with the default string data type.
-package funchosttest
+package hostwire
 
 import (
 	"bytes"
@@ -152,7 +152,7 @@ func Build(m ServiceBusMessage) ([]byte, error) {
 		props = append(props, ':')
 		var err error
 		if props, err = appendValue(props, p.Value); err != nil {
-			return nil, fmt.Errorf("funchosttest: application property %q: %w", p.Name, err)
+			return nil, fmt.Errorf("hostwire: application property %q: %w", p.Name, err)
 		}
 	}
 	props = append(props, '}')
@@ -196,9 +196,9 @@ type Timer struct {
 	RandGUID  string
 }
 
-// TimerEnvelope returns the envelope the host POSTs for t: Data.<binding>
+// BuildTimer returns the envelope the host POSTs for t: Data.<binding>
 // is TimerInfo as a JSON object, Metadata holds only sys.
-func TimerEnvelope(t Timer) []byte {
+func BuildTimer(t Timer) []byte {
 	binding := t.Binding
 	if binding == "" {
 		binding = "timer"

@@ -1,4 +1,4 @@
-package nimbustest
+package nimbusmsg
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nimbustest
+package nimbusmsg
 
 import (
 	"reflect"
@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
@@ -192,11 +192,11 @@ func TestRoutedAndReplayed(t *testing.T) {
 	}
 }
 
-// read delivers m through a funchosttest envelope, decodes it as the
+// read delivers m through a hostwire envelope, decodes it as the
 // handler does and reads it.
 func read(t *testing.T, m Message, brokerID string) *message.Inbound {
 	t.Helper()
-	env, err := funchosttest.Build(m.Delivery("Billing", brokerID, 1, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)))
+	env, err := hostwire.Build(m.Delivery("Billing", brokerID, 1, time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)))
 	if err != nil {
 		t.Fatal(err)
 	}

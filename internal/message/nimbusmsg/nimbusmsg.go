@@ -1,4 +1,4 @@
-// Package nimbustest builds the messages NimBus's own components send to a
+// Package nimbusmsg builds the messages NimBus's own components send to a
 // subscriber endpoint, exactly as they put them on the wire: an EventRequest
 // as a publisher and the forwarder rule produce it, the Manager's
 // ResubmissionRequest and SkipRequest (ManagerClient), the handoff
@@ -7,7 +7,7 @@
 // onward (PublisherClient.PublishFromContext). Each is a [Message]: application
 // properties with NimBus's AMQP types (string, int32, int64, nil), the
 // broker fields and the body, usable with the Service Bus SDK (send it
-// through the local Service Bus) and with funchosttest envelopes
+// through the local Service Bus) and with hostwire envelopes
 // ([Message.Delivery]).
 //
 // Every message NimBus's MessageHelper writes carries To, MessageType,
@@ -16,7 +16,7 @@
 // when null), From only when non-empty, and EventTypeId (the message's, else
 // the body's EventContent.EventTypeId, possibly null). The body is
 // MessageContent as Newtonsoft.Json writes it with default settings.
-package nimbustest
+package nimbusmsg
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/google/uuid"
 
-	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
@@ -57,14 +57,14 @@ var wireOrder = []string{
 }
 
 // Properties returns the application properties in NimBus's write order,
-// as funchosttest properties.
-func (m Message) Properties() []funchosttest.Property {
-	out := make([]funchosttest.Property, 0, len(m.ApplicationProperties))
+// as hostwire properties.
+func (m Message) Properties() []hostwire.Property {
+	out := make([]hostwire.Property, 0, len(m.ApplicationProperties))
 	seen := make(map[string]bool, len(wireOrder))
 	for _, n := range wireOrder {
 		seen[n] = true
 		if v, ok := m.ApplicationProperties[n]; ok {
-			out = append(out, funchosttest.Property{Name: n, Value: v})
+			out = append(out, hostwire.Property{Name: n, Value: v})
 		}
 	}
 	rest := make([]string, 0)
@@ -75,7 +75,7 @@ func (m Message) Properties() []funchosttest.Property {
 	}
 	sort.Strings(rest)
 	for _, n := range rest {
-		out = append(out, funchosttest.Property{Name: n, Value: m.ApplicationProperties[n]})
+		out = append(out, hostwire.Property{Name: n, Value: m.ApplicationProperties[n]})
 	}
 	return out
 }
@@ -84,12 +84,12 @@ func (m Message) Properties() []funchosttest.Property {
 // as the Functions host builds it for a session-enabled trigger: the
 // given broker MessageId (the one the broker assigned when m.MessageID is
 // ""), delivery count, enqueue time and a session lock one minute later.
-func (m Message) Delivery(function, brokerMessageID string, deliveryCount int, enqueued time.Time) funchosttest.ServiceBusMessage {
+func (m Message) Delivery(function, brokerMessageID string, deliveryCount int, enqueued time.Time) hostwire.ServiceBusMessage {
 	id := m.MessageID
 	if id == "" {
 		id = brokerMessageID
 	}
-	d := funchosttest.ServiceBusMessage{
+	d := hostwire.ServiceBusMessage{
 		FunctionName: function, Body: m.Body, MessageID: id, LockToken: uuid.NewString(),
 		CorrelationID: m.CorrelationID, DeliveryCount: deliveryCount, SequenceNumber: 1,
 		EnqueuedTime: enqueued, SessionLockedUntil: enqueued.Add(time.Minute), Properties: m.Properties(),

@@ -1,4 +1,4 @@
-package funchosttest
+package hostwire
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/funchost/funchosttest"
 )
 
 func fixtureMessage(stringData bool) ServiceBusMessage {
@@ -36,7 +38,7 @@ func TestServiceBusMatchesHostFixtures(t *testing.T) {
 	for name, stringData := range map[string]bool{"sb_session_binary.json": false, "sb_session_string.json": true} {
 		t.Run(name, func(t *testing.T) {
 			got := ServiceBus(fixtureMessage(stringData))
-			want := HostFixture(t, name)
+			want := funchosttest.HostFixture(t, name)
 			if !bytes.Equal(got, want) {
 				t.Fatalf("envelope differs from the host fixture\n got: %s\nwant: %s", got, want)
 			}
@@ -45,7 +47,7 @@ func TestServiceBusMatchesHostFixtures(t *testing.T) {
 }
 
 func TestTimerMatchesHostFixture(t *testing.T) {
-	got := TimerEnvelope(Timer{
+	got := BuildTimer(Timer{
 		FunctionName: "Reconcile",
 		Binding:      "myTimer",
 		Last:         time.Date(2025, 1, 15, 10, 15, 0, 6123400, time.UTC),
@@ -54,19 +56,19 @@ func TestTimerMatchesHostFixture(t *testing.T) {
 		UtcNow:       time.Date(2025, 1, 15, 10, 20, 0, 15678900, time.UTC),
 		RandGUID:     "b3c2a1d4-5e6f-4a7b-8c9d-0e1f2a3b4c5d",
 	})
-	if want := HostFixture(t, "timer.json"); !bytes.Equal(got, want) {
+	if want := funchosttest.HostFixture(t, "timer.json"); !bytes.Equal(got, want) {
 		t.Fatalf("timer envelope differs from the host fixture\n got: %s\nwant: %s", got, want)
 	}
 }
 
 func TestTimerFirstRunAndNoMonitor(t *testing.T) {
 	now := time.Date(2025, 1, 15, 10, 20, 0, 0, time.UTC)
-	first := string(TimerEnvelope(Timer{FunctionName: "InboxCleanup", Next: now, IsPastDue: true, UtcNow: now, RandGUID: "g"}))
+	first := string(BuildTimer(Timer{FunctionName: "InboxCleanup", Next: now, IsPastDue: true, UtcNow: now, RandGUID: "g"}))
 	want := `{"Data":{"timer":{"Schedule":{"AdjustForDST":true},"ScheduleStatus":{"Last":"0001-01-01T00:00:00+00:00","Next":"2025-01-15T10:20:00+00:00","LastUpdated":"0001-01-01T00:00:00+00:00"},"IsPastDue":true}},"Metadata":{"sys":{"MethodName":"InboxCleanup","UtcNow":"2025-01-15T10:20:00Z","RandGuid":"g"}}}`
 	if first != want {
 		t.Errorf("first run\n got %s\nwant %s", first, want)
 	}
-	noMonitor := string(TimerEnvelope(Timer{FunctionName: "InboxCleanup", NoMonitor: true, UtcNow: now, RandGUID: "g"}))
+	noMonitor := string(BuildTimer(Timer{FunctionName: "InboxCleanup", NoMonitor: true, UtcNow: now, RandGUID: "g"}))
 	if !strings.Contains(noMonitor, `"ScheduleStatus":null,"IsPastDue":false`) || !json.Valid([]byte(noMonitor)) {
 		t.Errorf("no monitor: %s", noMonitor)
 	}
@@ -102,13 +104,13 @@ func TestServiceBusConventions(t *testing.T) {
 		t.Errorf("Data.message = %q, want base64 of the body bytes", got.Data["message"])
 	}
 	md := got.Metadata
-	if s := DecodeTwice(t, md["MessageId"]); s != tricky {
+	if s := funchosttest.DecodeTwice(t, md["MessageId"]); s != tricky {
 		t.Errorf("MessageId round trip = %q", s)
 	}
-	if s := DecodeTwice(t, md["CorrelationId"]); s != "" {
+	if s := funchosttest.DecodeTwice(t, md["CorrelationId"]); s != "" {
 		t.Errorf("an empty CorrelationId is a value, not null: %q", s)
 	}
-	if s := DecodeTwice(t, md["LockToken"]); s != msg.LockToken {
+	if s := funchosttest.DecodeTwice(t, md["LockToken"]); s != msg.LockToken {
 		t.Errorf("LockToken = %q", s)
 	}
 	for key, want := range map[string]string{
@@ -135,7 +137,7 @@ func TestServiceBusConventions(t *testing.T) {
 	wantKeys := []string{"MessageReceiver", "MessageSession", "MessageActions", "SessionActions", "ReceiveActions", "Client",
 		"DeliveryCount", "LockToken", "ExpiresAtUtc", "ExpiresAt", "EnqueuedTimeUtc", "EnqueuedTime", "MessageId",
 		"SequenceNumber", "CorrelationId", "ApplicationProperties", "UserProperties", "SessionId", "sys"}
-	if keys := MetadataKeys(t, env); strings.Join(keys, ",") != strings.Join(wantKeys, ",") {
+	if keys := funchosttest.MetadataKeys(t, env); strings.Join(keys, ",") != strings.Join(wantKeys, ",") {
 		t.Errorf("Metadata keys (null ones omitted)\n got %v\nwant %v", keys, wantKeys)
 	}
 

@@ -1,0 +1,53 @@
+package nimbus
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// describeEnv is the environment variable that, set to any value, makes
+// Main and Run describe the app instead of serving it: they print one JSON
+// object on stdout and return at once, reading no setting and opening no
+// port:
+//
+//	{"settings":["NimBus__Ledger__DatabaseId"],"eventTypes":["OrderPlaced","PaymentReceived"]}
+//
+// settings are the app setting names the registrations read besides the
+// library's own (a Container's DatabaseSetting and ContainerSetting);
+// eventTypes are the registered event types. `nimbus-func check` builds
+// the app and runs it with this variable to learn the settings it accepts.
+const describeEnv = "NIMBUS_DESCRIBE"
+
+// description is what describeEnv prints.
+type description struct {
+	Settings   []string `json:"settings"`
+	EventTypes []string `json:"eventTypes"`
+}
+
+// describe writes the app's description on opts.Stdout and closes
+// opts.Listener when set, as Run does; a write error is reported on
+// opts.Stderr and returned.
+func (a *App) describe(opts Options) error {
+	if opts.Listener != nil {
+		_ = opts.Listener.Close()
+	}
+	d := description{Settings: a.settingNames(), EventTypes: []string{}}
+	a.mu.Lock()
+	for id := range a.handlers {
+		d.EventTypes = append(d.EventTypes, id)
+	}
+	a.mu.Unlock()
+	if d.Settings == nil {
+		d.Settings = []string{}
+	}
+	slices.Sort(d.Settings)
+	d.Settings = slices.Compact(d.Settings)
+	slices.Sort(d.EventTypes)
+	if err := json.NewEncoder(opts.Stdout).Encode(d); err != nil {
+		err = fmt.Errorf("describing the app: %w", err)
+		fmt.Fprintln(opts.Stderr, err)
+		return err
+	}
+	return nil
+}
