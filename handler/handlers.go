@@ -145,10 +145,11 @@ const maxExactCents = 1<<53 - 1
 //
 // An existing balance is patched with increments, not replaced under its
 // ETag: concurrent payments of one customer then do not conflict (each
-// batch adds its amount to the balance as stored when it commits), so
-// none is redelivered for having lost a race. Only the first payment of a
-// customer creates the balance, and a concurrent first payment conflicts
-// and is redelivered, to find the balance and increment it.
+// batch adds its amount to the balance as stored when it commits). Only
+// the first payment of a customer creates the balance; a concurrent first
+// payment's batch conflicts (409), and the pipeline runs this handler
+// again within the invocation, on fresh reads: it finds the balance and
+// increments it.
 func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx, p PaymentReceived) (nimbus.Result, error) {
 	if p.PaymentID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived has no PaymentId"))

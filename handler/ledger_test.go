@@ -25,6 +25,7 @@ import (
 type invocationLine struct {
 	Outcome        string  `json:"outcome"`
 	MessageID      string  `json:"messageId"`
+	TxnReruns      int     `json:"txnReruns"`
 	RequestCharge  float64 `json:"requestCharge"`
 	CosmosRequests int64   `json:"cosmosRequests"`
 }
@@ -55,8 +56,8 @@ func paymentDelivery(msgID, paymentID, customerID string, cents, count int, extr
 // balance and the marker commit in one batch (on Cosmos, the ledger
 // container is created with /customerId and time to live on); a
 // redelivery is a duplicate; a producer's re-send under a new MessageId
-// commits only its marker; a second payment replaces the balance under its
-// ETag; a switched failure commits nothing before its redelivery succeeds.
+// commits only its marker; a second payment increments the balance; a
+// switched failure commits nothing before its redelivery succeeds.
 // On Cosmos the test logs each invocation's request charge and requests as
 // the local server reports them.
 func TestPaymentReceived(t *testing.T) {
@@ -233,6 +234,65 @@ func TestConcurrentPaymentsOfOneCustomerDoNotConflict(t *testing.T) {
 	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != 100+n*1000 || bal.Payments != n+1 {
 		t.Fatalf("balance %+v, want %d cents in %d payments", bal, 100+n*1000, n+1)
 	}
+}
+
+// The first payments of a customer that run at once all complete on their
+// first delivery: each creates the balance, one of those batches commits and
+// the others conflict (409), and each of those is run again within its
+// invocation, reads the balance and increments it. A proxy in front of the
+// Cosmos DB stand-in holds the first batches until every handler has sent
+// its own, so every one of them read "no balance".
+func TestConcurrentFirstPaymentsOfACustomerAllComplete(t *testing.T) {
+	const n = 4
+	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	var batches atomic.Int64
+	all := make(chan struct{})
+	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
+		Match: testenv.IsBatchRequest,
+		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
+			switch k := batches.Add(1); {
+			case k == n:
+				close(all)
+			case k < n:
+				select {
+				case <-all:
+				case <-time.After(20 * time.Second):
+				}
+			}
+			return true
+		}},
+	})
+	base, logs := startLedgerApp(t, "AccountEndpoint="+proxy.URL+";AccountKey="+cos.Key+";")
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			codes <- postInvocation(t, base, paymentDelivery(fmt.Sprintf("m-%d", i), fmt.Sprintf("p-%d", i), "c-1", 1000+i, 1, ""))
+		}()
+	}
+	for range n {
+		if code := <-codes; code != 200 {
+			t.Errorf("first payment: status %d, want 200 on the first delivery", code)
+		}
+	}
+	reruns := 0
+	for _, l := range invocations(logs) {
+		if l.Outcome != "completed" {
+			t.Errorf("%s: outcome %s", l.MessageID, l.Outcome)
+		}
+		reruns += l.TxnReruns
+	}
+	if reruns != n-1 || batches.Load() != 2*n-1 {
+		t.Errorf("%d re-runs in %d batches, want %d in %d: one creation commits, every other batch conflicts once", reruns, batches.Load(), n-1, 2*n-1)
+	}
+	var bal balance
+	want := int64(0)
+	for i := range n {
+		want += int64(1000 + i)
+	}
+	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != want || bal.Payments != n {
+		t.Fatalf("balance %+v, want %d cents in %d payments", bal, want, n)
+	}
+	t.Logf("%d concurrent first payments of one customer: %d handler re-runs, %d batches", n, reruns, batches.Load())
 }
 
 // An amount beyond 2^53-1 cents cannot be stored exactly (Cosmos DB's

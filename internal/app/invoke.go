@@ -132,6 +132,9 @@ func (a *endpointApp) logInvocation(inv *funchost.Invocation, r *subscriber.Repo
 	if r.StoreOp != "" {
 		ev = ev.Str("operation", r.StoreOp)
 	}
+	if r.TxnReruns > 0 {
+		ev = ev.Int("txnReruns", r.TxnReruns)
+	}
 	if r.Parked {
 		ev = ev.Int64("deferralSequence", r.DeferralSequence)
 	}
@@ -174,13 +177,16 @@ const bypassNote = " (inbox deduplication bypassed: MessageId or endpoint identi
 // warnings, in the response's Logs: ids, labels and figures only, each
 // bounded, never payload.
 func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
-	fields := make([]field, 0, 8)
+	fields := make([]field, 0, 9)
 	fields = append(fields, field{"outcome", string(r.Outcome)}, field{"inbox", string(r.Inbox)},
 		field{"messageId", r.MessageID}, field{"sessionId", r.SessionID}, field{"eventId", r.EventID})
 	if r.EventTypeID != "" {
 		fields = append(fields, field{"eventTypeId", r.EventTypeID})
 	}
 	fields = append(fields, field{"deliveryCount", strconv.Itoa(deliveryCount)}, field{"handlerRan", strconv.FormatBool(r.HandlerRan)})
+	if r.TxnReruns > 0 {
+		fields = append(fields, field{"txnReruns", strconv.Itoa(r.TxnReruns)})
+	}
 	a.logSummary(inv, r.Outcome.Spec().Message, r.Duration, charge, fields...)
 	switch r.Inbox {
 	case subscriber.InboxBypassed:
