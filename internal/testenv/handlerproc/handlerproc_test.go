@@ -164,6 +164,35 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 	}
 }
 
+// DropLines keeps no line, and still copies every one to Stdout.
+func TestDropLinesKeepsNoLineAndStillCopiesStdout(t *testing.T) {
+	var tee strings.Builder
+	var teeMu sync.Mutex
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handler(t), Settings: settings, DropLines: true, Stdout: writerFunc(func(b []byte) (int, error) {
+		teeMu.Lock()
+		defer teeMu.Unlock()
+		return tee.Write(b)
+	})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = p.Stop(testctx.Timeout(t, 10*time.Second)) })
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Stop(testctx.Timeout(t, 20*time.Second)); err != nil || code != 0 {
+		t.Fatalf("Stop = %d, %v", code, err)
+	}
+	if lines := p.Lines(); len(lines) != 0 {
+		t.Errorf("DropLines kept %d lines: %+v", len(lines), lines)
+	}
+	teeMu.Lock()
+	defer teeMu.Unlock()
+	if got := tee.String(); !strings.Contains(got, `"custom handler listening"`) || !strings.Contains(got, `"stopped"`) {
+		t.Errorf("stdout copy %q lacks the listening and stopped lines", got)
+	}
+}
+
 func TestWaitReadyFailsFastWhenTheHandlerExits(t *testing.T) {
 	secret := "AccountKey=c2VjcmV0LXZhbHVl"
 	p, err := handlerproc.Start(handlerproc.Options{
