@@ -1,0 +1,352 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+)
+
+// config is one load run.
+type config struct {
+	Cases    []string
+	Inflight []int
+	// Duration is the measured time of a step, Warmup the unmeasured time
+	// before it.
+	Duration, Warmup time.Duration
+	Latency          Latency
+	// SessionsPerSlot is how many sessions each in-flight slot cycles
+	// through.
+	SessionsPerSlot int
+	// BodyBytes is the size of the event JSON.
+	BodyBytes int
+	// Cosmos is "memory" or "node".
+	Cosmos string
+	// Binary is a built handler; "" builds one.
+	Binary string
+	// Settings are extra app settings.
+	Settings map[string]string
+	// Out receives the table and lines, Progress the progress lines.
+	Out, Progress io.Writer
+	// SVG is a file for the plot; WriteDocs writes the docs' table and plot.
+	SVG       string
+	WriteDocs bool
+}
+
+// trip is one sequential round trip of a delivery.
+type trip int
+
+const (
+	tripRead trip = iota
+	tripWrite
+	tripBatch
+	tripSend
+)
+
+// caseTrips are the sequential round trips of each case's delivery (the
+// round-trip table of docs/performance.md): requests made at once are one
+// trip, at the delay of that kind.
+var caseTrips = map[string][]trip{
+	// inbox check ∥ session-state read; the record; the ResolutionResponse.
+	"fresh": {tripRead, tripWrite, tripSend},
+	// inbox check ∥ marker read ∥ session-state read; the handler's two
+	// reads at once; the batch (payment, balance, marker); the response.
+	"tx": {tripRead, tripRead, tripBatch, tripSend},
+	// inbox check ∥ session-state read (the record is found); the
+	// SkipResponse.
+	"duplicate": {tripRead, tripSend},
+}
+
+// modelLatency is the time one delivery of c spends waiting on Cosmos DB
+// and Service Bus: the sum of its sequential round trips.
+func modelLatency(c string, l Latency) time.Duration {
+	var d time.Duration
+	for _, t := range caseTrips[c] {
+		switch t {
+		case tripRead:
+			d += l.Read
+		case tripWrite:
+			d += l.Write
+		case tripBatch:
+			d += l.Batch
+		case tripSend:
+			d += l.Send
+		}
+	}
+	return d
+}
+
+// modelRate is the model's messages per second at n in flight.
+func modelRate(c string, l Latency, n int) float64 {
+	d := modelLatency(c, l)
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / d.Seconds()
+}
+
+// endpoint is the sample handler's endpoint.
+const endpoint = "BillingEndpoint"
+
+// env is a running handler with its stand-ins.
+type env struct {
+	cfg     config
+	proc    *handlerproc.Proc
+	mem     *memCosmos  // -cosmos memory
+	node    *delayProxy // -cosmos node
+	nodeSrv *testenv.Process
+	sb      *testenv.Process
+	line    *delayLine
+	client  *http.Client
+}
+
+// cosmosConns returns the connection counter of the Cosmos injector.
+func (e *env) cosmosConns() *connCounter {
+	if e.mem != nil {
+		return &e.mem.conns
+	}
+	return &e.node.conns
+}
+
+// cosmosCounts returns the Cosmos requests answered so far.
+func (e *env) cosmosCounts() CosmosCounts {
+	if e.mem != nil {
+		return e.mem.Counts()
+	}
+	return e.node.Counts()
+}
+
+// cosmosName says which Cosmos DB stand-in the run uses.
+func (e *env) cosmosName() string {
+	if e.mem != nil {
+		return "in-process memory server (answers from memory after the delay)"
+	}
+	return "Node stand-in scripts/testenv/cosmos.js behind a delaying proxy"
+}
+
+func (e *env) close() {
+	if e.proc != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		_, _ = e.proc.Stop(ctx)
+		cancel()
+	}
+	if e.line != nil {
+		e.line.Close()
+	}
+	if e.sb != nil {
+		e.sb.Stop()
+	}
+	if e.mem != nil {
+		e.mem.Close()
+	}
+	if e.node != nil {
+		e.node.Close()
+	}
+	if e.nodeSrv != nil {
+		e.nodeSrv.Stop()
+	}
+}
+
+// start builds (or takes) the handler, starts the stand-ins and the
+// handler, and waits until it answers.
+func start(ctx context.Context, cfg config) (*env, error) {
+	e := &env{cfg: cfg}
+	ok := false
+	defer func() {
+		if !ok {
+			e.close()
+		}
+	}()
+	bin := cfg.Binary
+	if bin == "" {
+		root, err := handlerproc.RepoRoot()
+		if err != nil {
+			return nil, err
+		}
+		dir, err := os.MkdirTemp("", "nimbus-load-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir) // the running process keeps its binary
+		bin = filepath.Join(dir, "handler")
+		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+		err = handlerproc.Build(bctx, root, bin)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+	}
+
+	var cosmosURL string
+	switch cfg.Cosmos {
+	case "memory":
+		m, err := startMemCosmos(cfg.Latency)
+		if err != nil {
+			return nil, err
+		}
+		e.mem, cosmosURL = m, m.URL
+	case "node":
+		p, err := testenv.StartNode("cosmos.js", "PORT=0", "COSMOS_CONSISTENCY=Strong")
+		if err != nil {
+			return nil, fmt.Errorf("the Node Cosmos DB stand-in: %w (run `npm ci --prefix scripts/testenv`)", err)
+		}
+		e.nodeSrv = p
+		proxy, err := startDelayProxy(fmt.Sprintf("http://127.0.0.1:%d/", p.Port), cfg.Latency)
+		if err != nil {
+			return nil, err
+		}
+		e.node, cosmosURL = proxy, proxy.URL
+	}
+
+	// The endpoint's topic without subscriptions: the broker accepts each
+	// response and keeps nothing, so a long run does not fill memory.
+	topo, _ := json.Marshal(testenv.Topology{Topics: []testenv.Topic{{Name: endpoint}}})
+	sb, err := testenv.StartNode("sbfake.js", "PORT=0", "TOPOLOGY="+string(topo))
+	if err != nil {
+		return nil, fmt.Errorf("the Node Service Bus stand-in: %w (run `npm ci --prefix scripts/testenv`)", err)
+	}
+	e.sb = sb
+	if e.line, err = startDelayLine(fmt.Sprintf("127.0.0.1:%d", sb.Port), cfg.Latency.Send); err != nil {
+		return nil, err
+	}
+
+	settings := map[string]string{
+		"NimBus__Endpoint":                        endpoint,
+		"NimBus__Inbox__Enabled":                  "true",
+		"NimBus__Inbox__Store":                    "Cosmos",
+		"NimBus__Inbox__Cosmos__ConnectionString": fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosURL, testenv.CosmosEmulatorKey),
+		"NimBus__Inbox__Cosmos__DatabaseId":       "load",
+		"NimBus__Inbox__CleanupSchedule":          "0 0 0 1 1 *",
+		"ServiceBusConnection":                    testenv.ConnectionString(e.line.Port()),
+	}
+	for k, v := range cfg.Settings {
+		settings[k] = v
+	}
+	e.proc, err = handlerproc.Start(handlerproc.Options{Binary: bin, Settings: settings, DropLines: true})
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.proc.WaitReady(rctx); err != nil {
+		return nil, err
+	}
+	maxConns := 0
+	for _, n := range cfg.Inflight {
+		maxConns = max(maxConns, n)
+	}
+	e.client = &http.Client{
+		Transport: &http.Transport{MaxIdleConns: maxConns + 16, MaxIdleConnsPerHost: maxConns + 16, DisableCompression: true, IdleConnTimeout: time.Minute},
+		Timeout:   2 * time.Minute,
+	}
+	ok = true
+	return e, nil
+}
+
+// runtimeStats reads the handler's GET /_nimbus/runtime.
+func (e *env) runtimeStats() (runtimeStats, error) {
+	resp, err := e.client.Get(e.proc.BaseURL() + "/_nimbus/runtime")
+	if err != nil {
+		return runtimeStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return runtimeStats{}, fmt.Errorf("GET /_nimbus/runtime answered %d", resp.StatusCode)
+	}
+	var s runtimeStats
+	return s, json.NewDecoder(resp.Body).Decode(&s)
+}
+
+// runtimeStats is the handler's answer to GET /_nimbus/runtime.
+type runtimeStats struct {
+	Goroutines      uint64 `json:"goroutines"`
+	HeapLiveBytes   uint64 `json:"heapLiveBytes"`
+	TotalAllocBytes uint64 `json:"totalAllocBytes"`
+	GCCycles        uint64 `json:"gcCycles"`
+}
+
+// results is a whole run.
+type results struct {
+	steps  []stepResult
+	failed []string
+}
+
+// ok reports whether every step ran without errors.
+func (r *results) ok() bool { return len(r.failed) == 0 }
+
+// run starts everything, runs every case at every step and reports.
+func run(ctx context.Context, cfg config) (*results, error) {
+	e, err := start(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer e.close()
+	res := &results{}
+	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = Node stand-in scripts/testenv/sbfake.js behind a TCP delay line.\n", e.cosmosName())
+	fmt.Fprintf(cfg.Out, "Injected latency: Cosmos read %v, write %v, batch %v; Service Bus send %v. %d s per step after %v of warm-up; %d cores, load average %s.\n",
+		cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send, int(cfg.Duration.Seconds()), cfg.Warmup, coreCount(), loadAverage())
+	for _, c := range cfg.Cases {
+		for _, n := range cfg.Inflight {
+			if err := ctx.Err(); err != nil {
+				return res, err
+			}
+			s, err := e.step(ctx, c, n)
+			if err != nil {
+				return res, fmt.Errorf("%s at %d in flight: %w", c, n, err)
+			}
+			res.steps = append(res.steps, s)
+			if s.Errors > 0 {
+				res.failed = append(res.failed, fmt.Sprintf("%s at %d in flight: %d invocations failed (%s)", c, n, s.Errors, s.FirstError))
+			}
+			fmt.Fprintln(cfg.Out, s.line())
+		}
+	}
+	if e.mem != nil && e.mem.unsupported.Load() > 0 {
+		res.failed = append(res.failed, fmt.Sprintf("the Cosmos DB stand-in refused %d requests it does not serve (last: %s)", e.mem.unsupported.Load(), e.mem.LastUnsupported()))
+	}
+	fmt.Fprintln(cfg.Out)
+	writeTable(cfg.Out, cfg, res.steps)
+	fmt.Fprintln(cfg.Out)
+	writeSummary(cfg.Out, res.steps)
+	for _, f := range res.failed {
+		fmt.Fprintln(cfg.Out, "FAILED:", f)
+	}
+	if cfg.SVG != "" {
+		if err := os.WriteFile(cfg.SVG, []byte(plotSVG(cfg, res.steps)), 0o644); err != nil {
+			return res, err
+		}
+	}
+	if cfg.WriteDocs {
+		if err := writeDocs(cfg, e, res.steps); err != nil {
+			return res, err
+		}
+	}
+	if !res.ok() {
+		return res, errors.New("some invocations failed; see FAILED above and the handler's stderr:\n" + lastBytes(e.proc.Stderr(), 16<<10))
+	}
+	return res, nil
+}
+
+func coreCount() int {
+	m, err := readMachineCPU()
+	if err != nil {
+		return 0
+	}
+	return m.cores
+}
+
+// lastBytes is the end of s, at most n bytes.
+func lastBytes(s string, n int) string {
+	if len(s) > n {
+		return "…" + s[len(s)-n:]
+	}
+	return s
+}
