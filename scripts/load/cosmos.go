@@ -62,14 +62,6 @@ type CosmosCounts struct {
 	Reads, Writes, Batches, Meta, Unsupported int64
 }
 
-// Total is the number of requests answered.
-func (c CosmosCounts) Total() int64 { return c.Reads + c.Writes + c.Batches + c.Meta + c.Unsupported }
-
-// Sub returns c − o.
-func (c CosmosCounts) Sub(o CosmosCounts) CosmosCounts {
-	return CosmosCounts{c.Reads - o.Reads, c.Writes - o.Writes, c.Batches - o.Batches, c.Meta - o.Meta, c.Unsupported - o.Unsupported}
-}
-
 // startMemCosmos listens on a free loopback port.
 func startMemCosmos(delay Latency) (*memCosmos, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

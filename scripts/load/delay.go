@@ -167,8 +167,6 @@ type delayProxy struct {
 	srv   *http.Server
 	conns connCounter
 	rp    *httputil.ReverseProxy
-
-	reads, writes, batches, meta atomic.Int64
 }
 
 // startDelayProxy starts a proxy in front of target ("http://host:port/").
@@ -221,28 +219,19 @@ func (p *delayProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.rp.ServeHTTP(w, r)
 }
 
-// classify counts r and returns its delay.
+// classify returns r's delay.
 func (p *delayProxy) classify(r *http.Request) time.Duration {
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	isDoc := len(parts) >= 5 && parts[0] == "dbs" && parts[2] == "colls" && parts[4] == "docs"
 	switch {
 	case isDoc && strings.EqualFold(r.Header.Get("x-ms-cosmos-is-batch-request"), "true"):
-		p.batches.Add(1)
 		return p.delay.Batch
 	case isDoc && r.Method == http.MethodGet:
-		p.reads.Add(1)
 		return p.delay.Read
 	case isDoc:
-		p.writes.Add(1)
 		return p.delay.Write
 	}
-	p.meta.Add(1)
 	return p.delay.Read
-}
-
-// Counts returns the requests forwarded so far, by kind.
-func (p *delayProxy) Counts() CosmosCounts {
-	return CosmosCounts{Reads: p.reads.Load(), Writes: p.writes.Load(), Batches: p.batches.Load(), Meta: p.meta.Load()}
 }
 
 // Close stops the proxy.

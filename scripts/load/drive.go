@@ -32,6 +32,7 @@ type stepResult struct {
 	CPUPerMsg          float64 // the handler's CPU per message, µs
 	BinaryCores        float64 // the handler's CPU, in cores
 	LoadgenCores       float64 // this program's CPU, in cores
+	StandInCores       float64 // the Node stand-ins' CPU, in cores
 	MachineBusy        float64 // the machine's busy share of all cores, 0..1
 	Cores              int
 	RSSPeakMB          float64 // the handler's resident memory, highest sample
@@ -42,7 +43,7 @@ type stepResult struct {
 	NewConnsCosmos     int64   // connections opened to Cosmos DB in the measured time
 	ConnsServiceBus    int64
 	NewConnsServiceBus int64
-	CosmosReqPerMsg    float64
+	CosmosReqPerMsg    float64 // as the handler counted them in its answers
 	Errors             int64
 	FirstError         string
 	Load               string // load average at the end of the step
@@ -59,11 +60,11 @@ func (s stepResult) line() string {
 		sat = 1
 	}
 	return fmt.Sprintf("case=%s inflight=%d msgs/s=%.1f model=%.1f ratio=%.3f p50_ms=%.2f p99_ms=%.2f model_p99_ms=%.2f "+
-		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
+		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d "+
 		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
-		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
+		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus,
 		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
 }
@@ -88,6 +89,7 @@ type slot struct {
 	seeds    []nimbustest.Message // the duplicate case's recorded messages, one per session
 	seq      int64
 	lat      []time.Duration
+	cosmos   int64        // Cosmos DB requests of the invocations in lat, as the handler counted them
 	done     atomic.Int64 // invocations completed (any time)
 	errors   atomic.Int64
 	firstErr atomic.Value
@@ -204,9 +206,11 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	}
 
 	var lat []time.Duration
+	var cosmos int64
 	r := stepResult{Case: c, Inflight: n, Cores: after.machine.cores, Load: loadAverage()}
 	for _, s := range slots {
 		lat = append(lat, s.lat...)
+		cosmos += s.cosmos
 		r.Errors += s.errors.Load()
 		if r.FirstError == "" {
 			if e, ok := s.firstErr.Load().(string); ok {
@@ -227,10 +231,12 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	if r.Msgs > 0 {
 		r.CPUPerMsg = float64((after.handlerCPU - before.handlerCPU).Microseconds()) / float64(r.Msgs)
 		r.AllocPerMsgKB = float64(after.rt.TotalAllocBytes-before.rt.TotalAllocBytes) / 1024 / float64(r.Msgs)
-		r.CosmosReqPerMsg = float64(after.cosmos.Sub(before.cosmos).Total()) / float64(r.Msgs)
+		r.CosmosReqPerMsg = float64(cosmos) / float64(r.Msgs)
 	}
 	r.BinaryCores = (after.handlerCPU - before.handlerCPU).Seconds() / secs
 	r.LoadgenCores = (after.selfCPU - before.selfCPU).Seconds() / secs
+	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
+	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
 	if dt := after.machine.total - before.machine.total; dt > 0 {
 		r.MachineBusy = float64(after.machine.busy-before.machine.busy) / float64(dt)
 	}
@@ -247,9 +253,9 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 // snapshot is the counters read at either end of the measured window.
 type snapshot struct {
 	handlerCPU, selfCPU  time.Duration
+	standInCPU           time.Duration
 	machine              machineCPU
 	rt                   runtimeStats
-	cosmos               CosmosCounts
 	cosmosConns, sbConns ConnStats
 }
 
@@ -262,13 +268,17 @@ func (e *env) snapshot() (snapshot, error) {
 	if s.selfCPU, err = procCPU(os.Getpid()); err != nil {
 		return s, err
 	}
+	for _, pid := range e.standIns {
+		if c, err := procCPU(pid); err == nil {
+			s.standInCPU += c
+		}
+	}
 	if s.machine, err = readMachineCPU(); err != nil {
 		return s, err
 	}
 	if s.rt, err = e.runtimeStats(); err != nil {
 		return s, fmt.Errorf("reading the handler's runtime figures: %w", err)
 	}
-	s.cosmos = e.cosmosCounts()
 	s.cosmosConns = e.cosmosConns().stats()
 	s.sbConns = e.line.conns.stats()
 	return s, nil
@@ -342,9 +352,28 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 	default:
 		if win.contains(end) {
 			s.lat = append(s.lat, end.Sub(start))
+			s.cosmos += cosmosRequests(body)
 		}
 	}
 	return true
+}
+
+// cosmosRequests is the count of Cosmos DB requests the handler put in the
+// answer's summary ("cosmosRequests=N"), 0 when absent.
+func cosmosRequests(body []byte) int64 {
+	const key = "cosmosRequests="
+	i := bytes.Index(body, []byte(key))
+	if i < 0 {
+		return 0
+	}
+	var n int64
+	for _, c := range body[i+len(key):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n
 }
 
 func (s *slot) fail(msg string) {

@@ -25,8 +25,8 @@
 //
 // It prints a progress line while it runs, then a table, one
 // machine-readable line per case and step (case=… inflight=… msgs/s=…
-// model=… ratio=…), and, with -svg, a plot; -write-docs regenerates the
-// table and the plot in docs/.
+// model=… ratio=…), and, with -svg, a plot; -write-docs NAME regenerates
+// the table, the summary and the plot in docs/ (see docs/performance.md).
 package main
 
 import (
@@ -36,6 +36,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -103,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Cosmos, "cosmos", "memory", "Cosmos DB stand-in: memory (in process, answers from memory) or node (scripts/testenv/cosmos.js behind a delaying proxy)")
 	fs.StringVar(&cfg.Binary, "binary", "", "a built handler binary (default: build ./handler)")
 	fs.StringVar(&cfg.SVG, "svg", "", "write the plot to this SVG file")
-	fs.BoolVar(&cfg.WriteDocs, "write-docs", false, "write the table into docs/performance.md and the plot to docs/performance-load.svg")
+	fs.StringVar(&cfg.WriteDocs, "write-docs", "", "write the table and summary into docs/performance.md's part `NAME` (azure: the default latencies, also the capacity table of docs/concurrency.md; deep: the high-concurrency run) and the plot to docs/performance-load-NAME.svg")
 	settings := fs.String("set", "", "extra app settings for the handler, KEY=value;KEY=value")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
@@ -135,6 +136,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.BodyBytes < 0 || cfg.BodyBytes > 192<<10 {
 		return fail("-body %d: 0 to 196608 bytes (a Standard message is at most 256 KB with its properties)", cfg.BodyBytes)
+	}
+	if cfg.WriteDocs != "" && !slices.Contains(docsNames, cfg.WriteDocs) {
+		return fail("-write-docs %q: one of %s", cfg.WriteDocs, strings.Join(docsNames, ", "))
 	}
 	if cfg.Cosmos != "memory" && cfg.Cosmos != "node" {
 		return fail("-cosmos %q: memory or node", cfg.Cosmos)

@@ -126,3 +126,36 @@ func loadAverage() string {
 	}
 	return strings.Join(f[:3], " ")
 }
+
+// childPid returns the pid of this process's child whose command line
+// contains arg (a stand-in's script name), or 0.
+func childPid(arg string) int {
+	self := os.Getpid()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		i := bytes.LastIndexByte(b, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:]))
+		if len(f) < 2 || f[1] != strconv.Itoa(self) {
+			continue
+		}
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err == nil && bytes.Contains(cmd, []byte(arg)) {
+			return pid
+		}
+	}
+	return 0
+}

@@ -36,9 +36,10 @@ type config struct {
 	Settings map[string]string
 	// Out receives the table and lines, Progress the progress lines.
 	Out, Progress io.Writer
-	// SVG is a file for the plot; WriteDocs writes the docs' table and plot.
+	// SVG is a file for the plot; WriteDocs names the docs' part the run
+	// writes ("" for none).
 	SVG       string
-	WriteDocs bool
+	WriteDocs string
 }
 
 // trip is one sequential round trip of a delivery.
@@ -106,6 +107,8 @@ type env struct {
 	sb      *testenv.Process
 	line    *delayLine
 	client  *http.Client
+	// standIns are the pids of the Node stand-ins, for their CPU time.
+	standIns []int
 }
 
 // cosmosConns returns the connection counter of the Cosmos injector.
@@ -114,14 +117,6 @@ func (e *env) cosmosConns() *connCounter {
 		return &e.mem.conns
 	}
 	return &e.node.conns
-}
-
-// cosmosCounts returns the Cosmos requests answered so far.
-func (e *env) cosmosCounts() CosmosCounts {
-	if e.mem != nil {
-		return e.mem.Counts()
-	}
-	return e.node.Counts()
 }
 
 // cosmosName says which Cosmos DB stand-in the run uses.
@@ -214,6 +209,11 @@ func start(ctx context.Context, cfg config) (*env, error) {
 		return nil, fmt.Errorf("the Node Service Bus stand-in: %w (run `npm ci --prefix scripts/testenv`)", err)
 	}
 	e.sb = sb
+	for _, script := range []string{"sbfake.js", "cosmos.js"} {
+		if pid := childPid(script); pid != 0 {
+			e.standIns = append(e.standIns, pid)
+		}
+	}
 	if e.line, err = startDelayLine(fmt.Sprintf("127.0.0.1:%d", sb.Port), cfg.Latency.Send); err != nil {
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func run(ctx context.Context, cfg config) (*results, error) {
 			return res, err
 		}
 	}
-	if cfg.WriteDocs {
+	if cfg.WriteDocs != "" {
 		if err := writeDocs(cfg, e, res.steps); err != nil {
 			return res, err
 		}
