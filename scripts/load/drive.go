@@ -43,6 +43,7 @@ type stepResult struct {
 	NewConnsCosmos     int64   // connections opened to Cosmos DB in the measured time
 	ConnsServiceBus    int64
 	NewConnsServiceBus int64
+	NewConnsHost       int64   // connections the host side opened to the handler in the measured time
 	CosmosReqPerMsg    float64 // as the handler counted them in its answers
 	Errors             int64
 	FirstError         string
@@ -61,11 +62,11 @@ func (s stepResult) line() string {
 	}
 	return fmt.Sprintf("case=%s inflight=%d msgs/s=%.1f model=%.1f ratio=%.3f p50_ms=%.2f p99_ms=%.2f model_p99_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
-		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d "+
+		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
 		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
-		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus,
+		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
 		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
 }
 
@@ -247,6 +248,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.NewConnsCosmos = after.cosmosConns.Opened - before.cosmosConns.Opened
 	r.ConnsServiceBus = after.sbConns.Peak
 	r.NewConnsServiceBus = after.sbConns.Opened - before.sbConns.Opened
+	r.NewConnsHost = after.hostConns - before.hostConns
 	return r, nil
 }
 
@@ -257,6 +259,7 @@ type snapshot struct {
 	machine              machineCPU
 	rt                   runtimeStats
 	cosmosConns, sbConns ConnStats
+	hostConns            int64
 }
 
 func (e *env) snapshot() (snapshot, error) {
@@ -281,6 +284,7 @@ func (e *env) snapshot() (snapshot, error) {
 	}
 	s.cosmosConns = e.cosmosConns().stats()
 	s.sbConns = e.line.conns.stats()
+	s.hostConns = e.hostConns.Load()
 	return s, nil
 }
 

@@ -44,9 +44,12 @@ func plotSVG(cfg config, steps []stepResult) string {
 	)
 	byCase := map[string][]stepResult{}
 	var cases []string
-	minN, maxN := 1, 1
+	minN, maxN := 256, 1
 	maxRate, maxMs := 1.0, 1.0
 	for _, s := range steps {
+		for minN > s.Inflight {
+			minN /= 2
+		}
 		if _, ok := byCase[s.Case]; !ok {
 			cases = append(cases, s.Case)
 		}
@@ -58,6 +61,7 @@ func plotSVG(cfg config, steps []stepResult) string {
 	for _, c := range cases {
 		sort.Slice(byCase[c], func(i, j int) bool { return byCase[c][i].Inflight < byCase[c][j].Inflight })
 	}
+	minN = min(minN, maxN)
 	xLog := func(left float64, n int) float64 {
 		span := math.Log2(float64(maxN)) - math.Log2(float64(minN))
 		if span == 0 {

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
@@ -106,9 +108,12 @@ type env struct {
 	nodeSrv *testenv.Process
 	sb      *testenv.Process
 	line    *delayLine
-	client  *http.Client
+	client  *http.Client // the host's invocations
+	probe   *http.Client // GET /_nimbus/runtime, on connections of its own
 	// standIns are the pids of the Node stand-ins, for their CPU time.
 	standIns []int
+	// hostConns counts the connections the host side opened to the handler.
+	hostConns atomic.Int64
 }
 
 // cosmosConns returns the connection counter of the Cosmos injector.
@@ -243,17 +248,25 @@ func start(ctx context.Context, cfg config) (*env, error) {
 	for _, n := range cfg.Inflight {
 		maxConns = max(maxConns, n)
 	}
+	dialer := &net.Dialer{Timeout: 10 * time.Second}
 	e.client = &http.Client{
-		Transport: &http.Transport{MaxIdleConns: maxConns + 16, MaxIdleConnsPerHost: maxConns + 16, DisableCompression: true, IdleConnTimeout: time.Minute},
-		Timeout:   2 * time.Minute,
+		Transport: &http.Transport{
+			MaxIdleConns: maxConns + 16, MaxIdleConnsPerHost: maxConns + 16, DisableCompression: true, IdleConnTimeout: time.Minute,
+			DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				e.hostConns.Add(1)
+				return dialer.DialContext(ctx, network, addr)
+			},
+		},
+		Timeout: 2 * time.Minute,
 	}
+	e.probe = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	ok = true
 	return e, nil
 }
 
 // runtimeStats reads the handler's GET /_nimbus/runtime.
 func (e *env) runtimeStats() (runtimeStats, error) {
-	resp, err := e.client.Get(e.proc.BaseURL() + "/_nimbus/runtime")
+	resp, err := e.probe.Get(e.proc.BaseURL() + "/_nimbus/runtime")
 	if err != nil {
 		return runtimeStats{}, err
 	}
