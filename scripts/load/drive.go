@@ -43,11 +43,14 @@ type stepResult struct {
 	NewConnsCosmos     int64   // connections opened to Cosmos DB in the measured time
 	ConnsServiceBus    int64
 	NewConnsServiceBus int64
-	NewConnsHost       int64   // connections the host side opened to the handler in the measured time
-	CosmosReqPerMsg    float64 // as the handler counted them in its answers
-	Errors             int64
-	FirstError         string
-	Load               string // load average at the end of the step
+	NewConnsHost       int64 // connections the host side opened to the handler in the measured time
+	// Connections opened since the handler started (all steps), to Cosmos
+	// DB, Service Bus and from the host side.
+	OpenedCosmos, OpenedServiceBus, OpenedHost int64
+	CosmosReqPerMsg                            float64 // as the handler counted them in its answers
+	Errors                                     int64
+	FirstError                                 string
+	Load                                       string // load average at the end of the step
 }
 
 // saturated reports whether the machine's cores were nearly all busy, so
@@ -249,6 +252,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.ConnsServiceBus = after.sbConns.Peak
 	r.NewConnsServiceBus = after.sbConns.Opened - before.sbConns.Opened
 	r.NewConnsHost = after.hostConns - before.hostConns
+	r.OpenedCosmos, r.OpenedServiceBus, r.OpenedHost = after.cosmosConns.Opened, after.sbConns.Opened, after.hostConns
 	return r, nil
 }
 
