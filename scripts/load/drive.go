@@ -44,8 +44,8 @@ type stepResult struct {
 	ConnsServiceBus    int64
 	NewConnsServiceBus int64
 	NewConnsHost       int64 // connections the host side opened to the handler in the measured time
-	// Connections opened since the handler started (all steps), to Cosmos
-	// DB, Service Bus and from the host side.
+	// Connections opened since the handler started (the case's steps so
+	// far), to Cosmos DB, Service Bus and from the host side.
 	OpenedCosmos, OpenedServiceBus, OpenedHost int64
 	CosmosReqPerMsg                            float64 // as the handler counted them in its answers
 	Errors                                     int64
@@ -252,7 +252,9 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.ConnsServiceBus = after.sbConns.Peak
 	r.NewConnsServiceBus = after.sbConns.Opened - before.sbConns.Opened
 	r.NewConnsHost = after.hostConns - before.hostConns
-	r.OpenedCosmos, r.OpenedServiceBus, r.OpenedHost = after.cosmosConns.Opened, after.sbConns.Opened, after.hostConns
+	r.OpenedCosmos = after.cosmosConns.Opened - e.base.cosmos
+	r.OpenedServiceBus = after.sbConns.Opened - e.base.sb
+	r.OpenedHost = after.hostConns - e.base.host
 	return r, nil
 }
 

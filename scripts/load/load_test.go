@@ -64,6 +64,9 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 	t.Cleanup(e.close)
 	requests := map[string]float64{"fresh": 3, "duplicate": 2, "tx": 6}
 	for _, c := range cfg.Cases {
+		if err := e.startHandler(ctx); err != nil {
+			t.Fatal(err)
+		}
 		best := 0.0
 		for attempt := 1; attempt <= 3 && best < 0.9; attempt++ {
 			s, err := e.step(ctx, c, inflight)
@@ -75,9 +78,9 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 				t.Fatalf("%s: %d invocations failed: %s\n%s", c, s.Errors, s.FirstError, lastBytes(e.proc.Stderr(), 4096))
 			}
 			// Connections are opened as the concurrency needs them and then
-			// reused: since the handler started (every case so far) no more
-			// than the most requests ever in flight at once, never one per
-			// request.
+			// reused: since the handler started (this case's attempts) no
+			// more than the most requests ever in flight at once, never one
+			// per request.
 			if s.OpenedCosmos > 3*inflight+4 {
 				t.Errorf("%s: %d Cosmos DB connections opened since start for %d invocations in flight (at most 3 requests each at once): connections are not reused",
 					c, s.OpenedCosmos, inflight)

@@ -114,6 +114,11 @@ type env struct {
 	standIns []int
 	// hostConns counts the connections the host side opened to the handler.
 	hostConns atomic.Int64
+
+	bin, binDir string            // the handler binary, and the directory start made for it
+	settings    map[string]string // the handler's app settings
+	// base are the connection counts when the running handler started.
+	base struct{ cosmos, sb, host int64 }
 }
 
 // cosmosConns returns the connection counter of the Cosmos injector.
@@ -153,10 +158,13 @@ func (e *env) close() {
 	if e.nodeSrv != nil {
 		e.nodeSrv.Stop()
 	}
+	if e.binDir != "" {
+		_ = os.RemoveAll(e.binDir)
+	}
 }
 
-// start builds (or takes) the handler, starts the stand-ins and the
-// handler, and waits until it answers.
+// start builds (or takes) the handler and starts the stand-ins;
+// startHandler starts the handler.
 func start(ctx context.Context, cfg config) (*env, error) {
 	e := &env{cfg: cfg}
 	ok := false
@@ -175,7 +183,7 @@ func start(ctx context.Context, cfg config) (*env, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer os.RemoveAll(dir) // the running process keeps its binary
+		e.binDir = dir
 		bin = filepath.Join(dir, "handler")
 		bctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 		err = handlerproc.Build(bctx, root, bin)
@@ -235,15 +243,7 @@ func start(ctx context.Context, cfg config) (*env, error) {
 	for k, v := range cfg.Settings {
 		settings[k] = v
 	}
-	e.proc, err = handlerproc.Start(handlerproc.Options{Binary: bin, Settings: settings, DropLines: true})
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := e.proc.WaitReady(rctx); err != nil {
-		return nil, err
-	}
+	e.bin, e.settings = bin, settings
 	maxConns := 0
 	for _, n := range cfg.Inflight {
 		maxConns = max(maxConns, n)
@@ -262,6 +262,33 @@ func start(ctx context.Context, cfg config) (*env, error) {
 	e.probe = &http.Client{Transport: &http.Transport{}, Timeout: 10 * time.Second}
 	ok = true
 	return e, nil
+}
+
+// startHandler starts the handler, stopping the one running, and waits
+// until it answers: each case starts on a fresh process, so goroutines,
+// memory and connections are the case's own.
+func (e *env) startHandler(ctx context.Context) error {
+	if e.proc != nil {
+		sctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		_, err := e.proc.Stop(sctx)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("stopping the handler: %w", err)
+		}
+	}
+	e.client.CloseIdleConnections()
+	e.probe.CloseIdleConnections()
+	var err error
+	if e.proc, err = handlerproc.Start(handlerproc.Options{Binary: e.bin, Settings: e.settings, DropLines: true}); err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := e.proc.WaitReady(rctx); err != nil {
+		return err
+	}
+	e.base.cosmos, e.base.sb, e.base.host = e.cosmosConns().stats().Opened, e.line.conns.stats().Opened, e.hostConns.Load()
+	return nil
 }
 
 // runtimeStats reads the handler's GET /_nimbus/runtime.
@@ -307,6 +334,9 @@ func run(ctx context.Context, cfg config) (*results, error) {
 	fmt.Fprintf(cfg.Out, "Injected latency: Cosmos read %v, write %v, batch %v; Service Bus send %v. %d s per step after %v of warm-up; %d cores, load average %s.\n",
 		cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send, int(cfg.Duration.Seconds()), cfg.Warmup, coreCount(), loadAverage())
 	for _, c := range cfg.Cases {
+		if err := e.startHandler(ctx); err != nil {
+			return res, err
+		}
 		for _, n := range cfg.Inflight {
 			if err := ctx.Err(); err != nil {
 				return res, err
