@@ -40,6 +40,7 @@ type memCosmos struct {
 
 	reads, writes, batches, meta, unsupported atomic.Int64
 	lastUnsupported                           atomic.Value // string
+	late                                      lateness
 }
 
 // collection is one container: its properties as created and its
@@ -133,6 +134,7 @@ func (c *memCosmos) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := wait - time.Since(arrived); d > 0 {
 		time.Sleep(d)
 	}
+	c.late.add(time.Since(arrived) - wait)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("x-ms-request-charge", a.charge)
@@ -591,3 +593,29 @@ func (c *connCounter) stats() ConnStats {
 
 // resetPeak starts a new peak from the connections open now.
 func (c *connCounter) resetPeak() { c.peak.Store(c.open.Load()) }
+
+// lateness sums how much later than due the injector answered (or passed
+// bytes on): the machine's scheduling delay, which the model does not
+// count and the handler does not cause.
+type lateness struct{ sum, n atomic.Int64 }
+
+func (l *lateness) add(d time.Duration) {
+	l.sum.Add(int64(max(d, 0)))
+	l.n.Add(1)
+}
+
+// Lateness is a snapshot of a lateness.
+type Lateness struct {
+	Sum time.Duration
+	N   int64
+}
+
+func (l *lateness) snapshot() Lateness { return Lateness{time.Duration(l.sum.Load()), l.n.Load()} }
+
+// meanSince is the mean lateness since the earlier snapshot o.
+func (l Lateness) meanSince(o Lateness) time.Duration {
+	if l.N <= o.N {
+		return 0
+	}
+	return (l.Sum - o.Sum) / time.Duration(l.N-o.N)
+}

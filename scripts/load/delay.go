@@ -32,6 +32,7 @@ type delayLine struct {
 	closed bool
 	wg     sync.WaitGroup
 	bytes  atomic.Int64
+	late   lateness
 }
 
 // startDelayLine listens on a free loopback port and forwards to target
@@ -146,6 +147,7 @@ func (d *delayLine) delayed(dst, src net.Conn) {
 		if w := time.Until(c.due); w > 0 {
 			time.Sleep(w)
 		}
+		d.late.add(time.Since(c.due))
 		if _, err := dst.Write(c.data); err != nil {
 			_ = src.Close()
 			for range queue {
@@ -167,6 +169,7 @@ type delayProxy struct {
 	srv   *http.Server
 	conns connCounter
 	rp    *httputil.ReverseProxy
+	late  lateness
 }
 
 // startDelayProxy starts a proxy in front of target ("http://host:port/").
@@ -216,6 +219,7 @@ func (p *delayProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := wait - time.Since(arrived); d > 0 {
 		time.Sleep(d)
 	}
+	p.late.add(time.Since(arrived) - wait)
 	p.rp.ServeHTTP(w, r)
 }
 

@@ -154,3 +154,19 @@ func TestFlagsAreChecked(t *testing.T) {
 		t.Errorf("parsed %+v", cfg)
 	}
 }
+
+// The figures the handler puts in its answer's summary are read from the
+// answer as the host receives it.
+func TestSummaryFiguresAreReadFromTheAnswer(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"Outputs":{},"Logs":["completed: outcome=completed inbox=new messageId=OrderPlaced-1 sessionId=s-1 eventId=e-1 eventTypeId=OrderPlaced deliveryCount=1 handlerRan=true durationMs=41.237 requestCharge=3 cosmosRequests=3"],"ReturnValue":null}`)
+	if got := summaryInt(body, "cosmosRequests"); got != 3 {
+		t.Errorf("cosmosRequests = %d, want 3", got)
+	}
+	if got := summaryMillis(body, "durationMs"); got != 41237*time.Microsecond {
+		t.Errorf("durationMs = %v, want 41.237ms", got)
+	}
+	if got := summaryInt(body, "missing"); got != 0 {
+		t.Errorf("a missing key read as %d", got)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,21 +30,33 @@ type stepResult struct {
 	Seconds            float64
 	Rate, Model, Ratio float64
 	P50, P99, ModelMs  float64 // invocation latency, ms
-	CPUPerMsg          float64 // the handler's CPU per message, µs
-	BinaryCores        float64 // the handler's CPU, in cores
-	LoadgenCores       float64 // this program's CPU, in cores
-	StandInCores       float64 // the Node stand-ins' CPU, in cores
-	MachineBusy        float64 // the machine's busy share of all cores, 0..1
-	Cores              int
-	RSSPeakMB          float64 // the handler's resident memory, highest sample
-	HeapPeakMB         float64 // the handler's live heap, highest sample
-	GoroutinesPeak     uint64
-	AllocPerMsgKB      float64 // heap allocated per message
-	ConnsCosmos        int64   // connections open to Cosmos DB, most at once
-	NewConnsCosmos     int64   // connections opened to Cosmos DB in the measured time
-	ConnsServiceBus    int64
-	NewConnsServiceBus int64
-	NewConnsHost       int64 // connections the host side opened to the handler in the measured time
+	// HandlerP50 and HandlerP99 are the invocations' durations as the
+	// handler measured them (the durationMs of its answer), ms.
+	HandlerP50, HandlerP99 float64
+	// CosmosLateMs and ServiceBusLateMs are how much later than its delay
+	// the injector answered a request or passed a send on, on average, ms:
+	// the machine's scheduling delay, not the handler's.
+	CosmosLateMs, ServiceBusLateMs float64
+	// InjectedMs is the model's latency with that lateness added to each
+	// round trip, RatioInjected the rate against the model at that latency,
+	// and OwnMs the handler's own time per delivery: its median duration
+	// less InjectedMs.
+	InjectedMs, RatioInjected, OwnMs float64
+	CPUPerMsg                        float64 // the handler's CPU per message, µs
+	BinaryCores                      float64 // the handler's CPU, in cores
+	LoadgenCores                     float64 // this program's CPU, in cores
+	StandInCores                     float64 // the Node stand-ins' CPU, in cores
+	MachineBusy                      float64 // the machine's busy share of all cores, 0..1
+	Cores                            int
+	RSSPeakMB                        float64 // the handler's resident memory, highest sample
+	HeapPeakMB                       float64 // the handler's live heap, highest sample
+	GoroutinesPeak                   uint64
+	AllocPerMsgKB                    float64 // heap allocated per message
+	ConnsCosmos                      int64   // connections open to Cosmos DB, most at once
+	NewConnsCosmos                   int64   // connections opened to Cosmos DB in the measured time
+	ConnsServiceBus                  int64
+	NewConnsServiceBus               int64
+	NewConnsHost                     int64 // connections the host side opened to the handler in the measured time
 	// Connections opened since the handler started (the case's steps so
 	// far), to Cosmos DB, Service Bus and from the host side.
 	OpenedCosmos, OpenedServiceBus, OpenedHost int64
@@ -64,10 +77,12 @@ func (s stepResult) line() string {
 		sat = 1
 	}
 	return fmt.Sprintf("case=%s inflight=%d msgs/s=%.1f model=%.1f ratio=%.3f p50_ms=%.2f p99_ms=%.2f model_p99_ms=%.2f "+
+		"handler_p50_ms=%.2f handler_p99_ms=%.2f cosmos_late_ms=%.2f servicebus_late_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
 		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
+		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.InjectedMs, s.RatioInjected, s.OwnMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
 		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
@@ -93,10 +108,13 @@ type slot struct {
 	seeds    []nimbustest.Message // the duplicate case's recorded messages, one per session
 	seq      int64
 	lat      []time.Duration
-	cosmos   int64        // Cosmos DB requests of the invocations in lat, as the handler counted them
-	done     atomic.Int64 // invocations completed (any time)
-	errors   atomic.Int64
-	firstErr atomic.Value
+	// handlerLat are the same invocations' durations as the handler
+	// measured them.
+	handlerLat []time.Duration
+	cosmos     int64        // Cosmos DB requests of the invocations in lat, as the handler counted them
+	done       atomic.Int64 // invocations completed (any time)
+	errors     atomic.Int64
+	firstErr   atomic.Value
 }
 
 // step runs case c with n invocations in flight: warm-up, then the
@@ -209,11 +227,12 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		return stepResult{}, fmt.Errorf("reading the handler's runtime figures: %w", sampleErr)
 	}
 
-	var lat []time.Duration
+	var lat, handlerLat []time.Duration
 	var cosmos int64
 	r := stepResult{Case: c, Inflight: n, Cores: after.machine.cores, Load: loadAverage()}
 	for _, s := range slots {
 		lat = append(lat, s.lat...)
+		handlerLat = append(handlerLat, s.handlerLat...)
 		cosmos += s.cosmos
 		r.Errors += s.errors.Load()
 		if r.FirstError == "" {
@@ -231,6 +250,16 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		r.Ratio = r.Rate / r.Model
 	}
 	r.P50, r.P99 = ms(percentile(lat, 50)), ms(percentile(lat, 99))
+	slices.Sort(handlerLat)
+	r.HandlerP50, r.HandlerP99 = ms(percentile(handlerLat, 50)), ms(percentile(handlerLat, 99))
+	r.CosmosLateMs = ms(after.cosmosLate.meanSince(before.cosmosLate))
+	r.ServiceBusLateMs = ms(after.sbLate.meanSince(before.sbLate))
+	injected := injectedLatency(c, cfg.Latency, after.cosmosLate.meanSince(before.cosmosLate), after.sbLate.meanSince(before.sbLate))
+	r.InjectedMs = ms(injected)
+	if injected > 0 {
+		r.RatioInjected = r.Rate / (float64(n) / injected.Seconds())
+	}
+	r.OwnMs = r.HandlerP50 - r.InjectedMs
 	r.ModelMs = ms(modelLatency(c, cfg.Latency))
 	if r.Msgs > 0 {
 		r.CPUPerMsg = float64((after.handlerCPU - before.handlerCPU).Microseconds()) / float64(r.Msgs)
@@ -266,6 +295,7 @@ type snapshot struct {
 	rt                   runtimeStats
 	cosmosConns, sbConns ConnStats
 	hostConns            int64
+	cosmosLate, sbLate   Lateness
 }
 
 func (e *env) snapshot() (snapshot, error) {
@@ -291,6 +321,7 @@ func (e *env) snapshot() (snapshot, error) {
 	s.cosmosConns = e.cosmosConns().stats()
 	s.sbConns = e.line.conns.stats()
 	s.hostConns = e.hostConns.Load()
+	s.cosmosLate, s.sbLate = e.cosmosLate().snapshot(), e.line.late.snapshot()
 	return s, nil
 }
 
@@ -362,28 +393,38 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 	default:
 		if win.contains(end) {
 			s.lat = append(s.lat, end.Sub(start))
-			s.cosmos += cosmosRequests(body)
+			s.cosmos += summaryInt(body, "cosmosRequests")
+			s.handlerLat = append(s.handlerLat, summaryMillis(body, "durationMs"))
 		}
 	}
 	return true
 }
 
-// cosmosRequests is the count of Cosmos DB requests the handler put in the
-// answer's summary ("cosmosRequests=N"), 0 when absent.
-func cosmosRequests(body []byte) int64 {
-	const key = "cosmosRequests="
-	i := bytes.Index(body, []byte(key))
+// summaryValue is the value the handler put in the answer's summary
+// after key (" cosmosRequests=3", " durationMs=41.234"), "" when absent.
+func summaryValue(body []byte, key string) string {
+	i := bytes.Index(body, []byte(" "+key+"="))
 	if i < 0 {
-		return 0
+		return ""
 	}
-	var n int64
-	for _, c := range body[i+len(key):] {
-		if c < '0' || c > '9' {
-			break
-		}
-		n = n*10 + int64(c-'0')
+	v := body[i+len(key)+2:]
+	end := bytes.IndexFunc(v, func(r rune) bool { return (r < '0' || r > '9') && r != '.' })
+	if end >= 0 {
+		v = v[:end]
 	}
+	return string(v)
+}
+
+// summaryInt is summaryValue as an integer, 0 when absent.
+func summaryInt(body []byte, key string) int64 {
+	n, _ := strconv.ParseInt(summaryValue(body, key), 10, 64)
 	return n
+}
+
+// summaryMillis is summaryValue, in milliseconds, as a duration.
+func summaryMillis(body []byte, key string) time.Duration {
+	f, _ := strconv.ParseFloat(summaryValue(body, key), 64)
+	return time.Duration(f * float64(time.Millisecond))
 }
 
 func (s *slot) fail(msg string) {

@@ -87,6 +87,21 @@ func modelLatency(c string, l Latency) time.Duration {
 	return d
 }
 
+// injectedLatency is modelLatency with each round trip lengthened by the
+// injector's measured lateness for its kind: the latency the run actually
+// injected.
+func injectedLatency(c string, l Latency, cosmosLate, sbLate time.Duration) time.Duration {
+	d := modelLatency(c, l)
+	for _, t := range caseTrips[c] {
+		if t == tripSend {
+			d += sbLate
+		} else {
+			d += cosmosLate
+		}
+	}
+	return d
+}
+
 // modelRate is the model's messages per second at n in flight.
 func modelRate(c string, l Latency, n int) float64 {
 	d := modelLatency(c, l)
@@ -127,6 +142,14 @@ func (e *env) cosmosConns() *connCounter {
 		return &e.mem.conns
 	}
 	return &e.node.conns
+}
+
+// cosmosLate is the Cosmos injector's lateness.
+func (e *env) cosmosLate() *lateness {
+	if e.mem != nil {
+		return &e.mem.late
+	}
+	return &e.node.late
 }
 
 // cosmosName says which Cosmos DB stand-in the run uses.
