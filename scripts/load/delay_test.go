@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -168,5 +169,34 @@ func TestSummaryFiguresAreReadFromTheAnswer(t *testing.T) {
 	}
 	if got := summaryInt(body, "missing"); got != 0 {
 		t.Errorf("a missing key read as %d", got)
+	}
+}
+
+// Slots that started together stay in step: counting their completions in
+// the window is off by up to one invocation each, the same way for all.
+// The rate is taken from the intervals between completions instead.
+func TestRateIsTheSlotsIntervalsNotTheWindowsCount(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	var slots []*slot
+	for range 16 {
+		s := &slot{}
+		// A 1.5 s invocation after another: 6 end inside a 10 s window.
+		for k := range 6 {
+			end := t0.Add(time.Second + time.Duration(k)*1500*time.Millisecond)
+			if k == 0 {
+				s.first = end
+			}
+			s.last = end
+			s.lat = append(s.lat, 1500*time.Millisecond)
+		}
+		slots = append(slots, s)
+	}
+	if got, want := rate(slots, 10), 16/1.5; math.Abs(got-want) > 0.001 {
+		t.Errorf("rate = %.3f msgs/s, want %.3f (16 slots at 1.5 s each; the window's count gives 9.6)", got, want)
+	}
+	one := &slot{lat: []time.Duration{time.Second}, first: t0, last: t0}
+	if got := rate([]*slot{one}, 10); got != 0.1 {
+		t.Errorf("a slot with one completion: %v msgs/s, want 1 over the 10 s window", got)
 	}
 }

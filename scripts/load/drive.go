@@ -111,10 +111,13 @@ type slot struct {
 	// handlerLat are the same invocations' durations as the handler
 	// measured them.
 	handlerLat []time.Duration
-	cosmos     int64        // Cosmos DB requests of the invocations in lat, as the handler counted them
-	done       atomic.Int64 // invocations completed (any time)
-	errors     atomic.Int64
-	firstErr   atomic.Value
+	cosmos     int64 // Cosmos DB requests of the invocations in lat, as the handler counted them
+	// first and last are when the first and the last invocation of lat
+	// ended.
+	first, last time.Time
+	done        atomic.Int64 // invocations completed (any time)
+	errors      atomic.Int64
+	firstErr    atomic.Value
 }
 
 // step runs case c with n invocations in flight: warm-up, then the
@@ -244,7 +247,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	slices.Sort(lat)
 	secs := time.Duration(win.to.Load() - win.from.Load()).Seconds()
 	r.Msgs, r.Seconds = int64(len(lat)), secs
-	r.Rate = float64(r.Msgs) / secs
+	r.Rate = rate(slots, secs)
 	r.Model = modelRate(c, cfg.Latency, n)
 	if r.Model > 0 {
 		r.Ratio = r.Rate / r.Model
@@ -285,6 +288,27 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.OpenedServiceBus = after.sbConns.Opened - e.base.sb
 	r.OpenedHost = after.hostConns - e.base.host
 	return r, nil
+}
+
+// rate is the messages per second the slots completed in the window of
+// secs seconds. Each slot's invocations follow one another, so its rate is
+// the number of intervals between its first and last completion in the
+// window over the time they span: counting completions in the window
+// instead would be off by up to one invocation per slot, which matters
+// when an invocation lasts a sizeable part of the window (slots started
+// together stay in step, so those errors add up instead of averaging
+// out). A slot with fewer than two completions counts them over the
+// window.
+func rate(slots []*slot, secs float64) float64 {
+	var r float64
+	for _, s := range slots {
+		if n := len(s.lat); n >= 2 && s.last.After(s.first) {
+			r += float64(n-1) / s.last.Sub(s.first).Seconds()
+		} else {
+			r += float64(n) / secs
+		}
+	}
+	return r
 }
 
 // snapshot is the counters read at either end of the measured window.
@@ -392,6 +416,10 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 		s.fail(fmt.Sprintf("no %q in the answer: %s", want, firstLine(body)))
 	default:
 		if win.contains(end) {
+			if len(s.lat) == 0 {
+				s.first = end
+			}
+			s.last = end
 			s.lat = append(s.lat, end.Sub(start))
 			s.cosmos += summaryInt(body, "cosmosRequests")
 			s.handlerLat = append(s.handlerLat, summaryMillis(body, "durationMs"))

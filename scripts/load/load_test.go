@@ -81,14 +81,17 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 			// reused: since the handler started (this case's attempts) no
 			// more than the most requests ever in flight at once, never one
 			// per request.
-			if s.OpenedCosmos > 3*inflight+4 {
+			// (Three requests at once per delivery, and a few more while a
+			// connection is on its way back to the pool as the next request
+			// starts.)
+			if s.OpenedCosmos > 4*inflight {
 				t.Errorf("%s: %d Cosmos DB connections opened since start for %d invocations in flight (at most 3 requests each at once): connections are not reused",
 					c, s.OpenedCosmos, inflight)
 			}
 			if s.OpenedServiceBus != 1 || s.ConnsServiceBus != 1 {
 				t.Errorf("%s: %d Service Bus connections opened, %d open; the client sends on one", c, s.OpenedServiceBus, s.ConnsServiceBus)
 			}
-			if s.OpenedHost > inflight+2 {
+			if s.OpenedHost > inflight+4 {
 				t.Errorf("%s: %d connections from the host side for %d invocations in flight: the handler does not keep them", c, s.OpenedHost, inflight)
 			}
 			if math.Abs(s.CosmosReqPerMsg-requests[c]) > 0.01 {
@@ -146,10 +149,11 @@ func TestPlotAndDocsParts(t *testing.T) {
 	}
 	var cap strings.Builder
 	writeCapacity(&cap, cfg, steps)
-	// 32 busy sessions: the fresh ratio measured at 16 (0.975), 40 ms of
-	// handling, 20 ms broker round trips: 32 / (20 + 41.0 + 20 ms) without
-	// prefetch, 32 / (41.0 + 20 ms) with it, at 250 µs per message.
-	if !strings.Contains(cap.String(), "| 32 | 780 | 395 | 524 | 0.13 cores (250 µs/msg) | ratio 0.97 measured at 16 in flight; more in flight than measured |") {
+	// 32 busy sessions, 40 ms of handling, 20 ms broker round trips:
+	// 32 / 40 ms alone, 32 / 80 ms without prefetch, 32 / 60 ms with it,
+	// at 250 µs per message; at the ratio measured at 16 (0.975),
+	// 32 / (20 + 41.0 + 20 ms).
+	if !strings.Contains(cap.String(), "| 32 | 800 | 400 | 533 | 0.13 cores (250 µs/msg) | 395 (ratio 0.97 at 16 in flight, fewer than the sessions) |") {
 		t.Errorf("capacity table:\n%s", cap.String())
 	}
 	for page, parts := range map[string][]string{docsPage: {"load-table-azure", "load-table-deep"}, capacityPage: {"load-capacity"}} {
@@ -163,5 +167,28 @@ func TestPlotAndDocsParts(t *testing.T) {
 				t.Errorf("%s lacks the markers of the generated part %s", page, part)
 			}
 		}
+	}
+}
+
+// A step's machine-readable line reads back as the step (to the precision
+// printed), so -replay rebuilds the table, plot and docs of a saved run.
+func TestLineReadsBack(t *testing.T) {
+	t.Parallel()
+	in := stepResult{
+		Case: "tx", Inflight: 32, Msgs: 6400, Rate: 640.5, Model: 640, Ratio: 1.001, P50: 51.25, P99: 54.5, ModelMs: 50,
+		HandlerP50: 50.75, HandlerP99: 53.5, CosmosLateMs: 0.12, ServiceBusLateMs: 0.08, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
+		CPUPerMsg: 612, BinaryCores: 0.39, LoadgenCores: 0.21, StandInCores: 0.15, MachineBusy: 0.52, RSSPeakMB: 31.5, HeapPeakMB: 6.2,
+		GoroutinesPeak: 312, AllocPerMsgKB: 185.5, ConnsCosmos: 96, ConnsServiceBus: 1, NewConnsCosmos: 2, NewConnsServiceBus: 0, NewConnsHost: 0,
+		CosmosReqPerMsg: 6, Errors: 0, Load: "0.52 0.60 0.71",
+	}
+	got, err := parseLine(in.line())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.line() != in.line() {
+		t.Errorf("read back:\n%s\nwant\n%s", got.line(), in.line())
+	}
+	if _, err := parseLine("case=fresh inflight=x"); err == nil {
+		t.Error("an incomplete line was accepted")
 	}
 }

@@ -106,6 +106,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.SVG, "svg", "", "write the plot to this SVG file")
 	fs.StringVar(&cfg.WriteDocs, "write-docs", "", "write the table and summary into docs/performance.md's part `NAME` (azure: the default latencies, also the capacity table of docs/concurrency.md; deep: the high-concurrency run) and the plot to docs/performance-load-NAME.svg")
 	settings := fs.String("set", "", "extra app settings for the handler, KEY=value;KEY=value")
+	fs.StringVar(&cfg.Replay, "replay", "", "report the machine-readable lines of an earlier run's output `FILE` again (table, summary, -svg, -write-docs) instead of running; give the run's latency, duration and stand-in flags")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}

@@ -204,7 +204,7 @@ func plotFile(name string) string { return "docs/performance-load-" + name + ".s
 
 // writeDocs writes the plot and replaces the generated parts of the docs
 // with this run's table, summary and (for the "azure" run) capacity table.
-func writeDocs(cfg config, e *env, steps []stepResult) error {
+func writeDocs(cfg config, steps []stepResult, load string) error {
 	root, err := handlerproc.RepoRoot()
 	if err != nil {
 		return err
@@ -214,7 +214,7 @@ func writeDocs(cfg config, e *env, steps []stepResult) error {
 	}
 	var t strings.Builder
 	fmt.Fprintf(&t, "`%s` — Cosmos DB: %s; Service Bus: the Node stand-in behind a TCP delay line. %d cores, load average %s at the end of the run; %v per step after at least %v of warm-up, %d sessions per in-flight slot, %d-byte events.\n\n",
-		commandLine(cfg), e.cosmosName(), coreCount(), loadAverage(), cfg.Duration, cfg.Warmup, cfg.SessionsPerSlot, cfg.BodyBytes)
+		commandLine(cfg), cosmosName(cfg), coreCount(), load, cfg.Duration, cfg.Warmup, cfg.SessionsPerSlot, cfg.BodyBytes)
 	writeTable(&t, cfg, steps)
 	t.WriteString("\n")
 	writeSummary(&t, steps)
@@ -274,14 +274,15 @@ func replaceBetween(s, begin, end, body string) (string, error) {
 var capacitySessions = []int{1, 8, 32, 128}
 
 // writeCapacity writes the expected messages per second of one instance
-// for busy sessions: the handler's rate as measured for fresh deliveries
-// (the model × the ratio measured at the largest step up to that many in
-// flight), and the slot's whole cycle with the host's own broker round
-// trips (a receive unless prefetched, and the complete, each modelled at
-// the send latency), with the handler's CPU at that rate (the CPU per
-// message of the busiest fresh step, where the runtime's idle work weighs
-// least). Unsaturated steps are used when there are any; otherwise the
-// saturated ones, marked as lower bounds.
+// for busy sessions, fresh deliveries: the handler alone (sessions ÷ the
+// model's handling time), and the slot's whole cycle with the host's own
+// broker round trips (a receive unless prefetched, and the complete, each
+// modelled at the send latency); the handler's CPU at that rate (the CPU
+// per message of the busiest fresh step, where the runtime's idle work
+// weighs least); and what this run measured: the per-instance figure
+// without prefetch at the ratio measured at the largest step up to that
+// many in flight (unsaturated steps when there are any, else the
+// saturated ones, marked as lower bounds).
 func writeCapacity(w io.Writer, cfg config, steps []stepResult) {
 	var fresh, saturated []stepResult
 	for _, s := range steps {
@@ -310,7 +311,7 @@ func writeCapacity(w io.Writer, cfg config, steps []stepResult) {
 	}
 	handling := modelLatency("fresh", cfg.Latency).Seconds()
 	broker := cfg.Latency.Send.Seconds()
-	fmt.Fprintln(w, "| busy sessions | handler alone, msgs/s | per instance, prefetch 0, msgs/s | per instance, prefetch ≥ 1, msgs/s | handler CPU at the prefetch rate | based on |")
+	fmt.Fprintln(w, "| busy sessions | handler alone, msgs/s | per instance, prefetch 0 | per instance, prefetch ≥ 1 | handler CPU at the prefetch rate | this run: per instance, prefetch 0 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, n := range capacitySessions {
 		base := fresh[0]
@@ -319,19 +320,19 @@ func writeCapacity(w io.Writer, cfg config, steps []stepResult) {
 				base = s
 			}
 		}
+		alone := float64(n) / handling
+		noPrefetch := float64(n) / (broker + handling + broker)
+		prefetch := float64(n) / (handling + broker)
 		ratio := min(base.Ratio, 1)
-		alone := float64(n) / handling * ratio
-		cycle := handling / ratio
-		noPrefetch := float64(n) / (broker + cycle + broker)
-		prefetch := float64(n) / (cycle + broker)
-		note := fmt.Sprintf("ratio %.2f measured at %d in flight", base.Ratio, base.Inflight)
-		if lowerBound {
-			note += " on a saturated machine (a lower bound)"
-		}
+		measured := float64(n) / (broker + handling/ratio + broker)
+		note := fmt.Sprintf("%.0f (ratio %.2f at %d in flight", measured, base.Ratio, base.Inflight)
 		if base.Inflight < n {
-			note += "; more in flight than measured"
+			note += ", fewer than the sessions"
 		}
-		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.2f cores (%.0f µs/msg) | %s |\n",
+		if lowerBound {
+			note += ", machine saturated: a lower bound"
+		}
+		fmt.Fprintf(w, "| %d | %.0f | %.0f | %.0f | %.2f cores (%.0f µs/msg) | %s) |\n",
 			n, alone, noPrefetch, prefetch, prefetch*busiest.CPUPerMsg/1e6, busiest.CPUPerMsg, note)
 	}
 }
@@ -386,8 +387,8 @@ func writeSummary(w io.Writer, steps []stepResult) {
 				c, strings.Join(misses, ", "), largest.Inflight)
 		}
 	}
-	if cpu, n := freshCPU(steps); n > 0 {
-		fmt.Fprintf(w, "Handler CPU per fresh delivery: %.0f µs (at %d in flight): one core carries about %.0f fresh deliveries per second of handler work.\n", cpu, n, 1e6/cpu)
+	if cpu, rate := freshCPU(steps); rate > 0 {
+		fmt.Fprintf(w, "Handler CPU per fresh delivery: %.0f µs (at %.0f msgs/s, the busiest fresh step): one core carries about %.0f fresh deliveries per second of handler work.\n", cpu, rate, 1e6/cpu)
 	}
 	if lo, hi, ok := memorySpan(steps); ok {
 		d := float64(hi.Inflight - lo.Inflight)
@@ -396,17 +397,16 @@ func writeSummary(w io.Writer, steps []stepResult) {
 	}
 }
 
-// freshCPU is the handler's CPU per fresh delivery at the unsaturated fresh
-// step with the most in flight (where fixed background work weighs
-// least), and that step's in-flight count.
-func freshCPU(steps []stepResult) (float64, int) {
-	cpu, n := 0.0, 0
+// freshCPU is the handler's CPU per fresh delivery at the fresh step that
+// delivered the most per second (where the runtime's fixed background work
+// weighs least), and that step's rate.
+func freshCPU(steps []stepResult) (cpu, rate float64) {
 	for _, s := range steps {
-		if s.Case == "fresh" && !s.saturated() && s.Inflight > n && s.Msgs > 0 {
-			cpu, n = s.CPUPerMsg, s.Inflight
+		if s.Case == "fresh" && s.Msgs > 0 && s.Rate > rate {
+			cpu, rate = s.CPUPerMsg, s.Rate
 		}
 	}
-	return cpu, n
+	return cpu, rate
 }
 
 // memorySpan returns the steps of one case with the fewest and the most in

@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +45,9 @@ type config struct {
 	// writes ("" for none).
 	SVG       string
 	WriteDocs string
+	// Replay is an earlier run's output to report again instead of
+	// running.
+	Replay string
 }
 
 // trip is one sequential round trip of a delivery.
@@ -153,11 +159,11 @@ func (e *env) cosmosLate() *lateness {
 }
 
 // cosmosName says which Cosmos DB stand-in the run uses.
-func (e *env) cosmosName() string {
-	if e.mem != nil {
-		return "in-process memory server (answers from memory after the delay)"
+func cosmosName(cfg config) string {
+	if cfg.Cosmos == "node" {
+		return "Node stand-in scripts/testenv/cosmos.js behind a delaying proxy"
 	}
-	return "Node stand-in scripts/testenv/cosmos.js behind a delaying proxy"
+	return "in-process memory server (answers from memory after the delay)"
 }
 
 func (e *env) close() {
@@ -345,15 +351,19 @@ type results struct {
 // ok reports whether every step ran without errors.
 func (r *results) ok() bool { return len(r.failed) == 0 }
 
-// run starts everything, runs every case at every step and reports.
+// run starts everything, runs every case at every step and reports; with
+// cfg.Replay it reads the steps of an earlier run's output instead.
 func run(ctx context.Context, cfg config) (*results, error) {
+	if cfg.Replay != "" {
+		return replay(cfg)
+	}
 	e, err := start(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer e.close()
 	res := &results{}
-	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = Node stand-in scripts/testenv/sbfake.js behind a TCP delay line.\n", e.cosmosName())
+	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = Node stand-in scripts/testenv/sbfake.js behind a TCP delay line.\n", cosmosName(cfg))
 	fmt.Fprintf(cfg.Out, "Injected latency: Cosmos read %v, write %v, batch %v; Service Bus send %v. %d s per step after %v of warm-up; %d cores, load average %s.\n",
 		cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send, int(cfg.Duration.Seconds()), cfg.Warmup, coreCount(), loadAverage())
 	for _, c := range cfg.Cases {
@@ -378,6 +388,18 @@ func run(ctx context.Context, cfg config) (*results, error) {
 	if e.mem != nil && e.mem.unsupported.Load() > 0 {
 		res.failed = append(res.failed, fmt.Sprintf("the Cosmos DB stand-in refused %d requests it does not serve (last: %s)", e.mem.unsupported.Load(), e.mem.LastUnsupported()))
 	}
+	if err := report(cfg, res, loadAverage()); err != nil {
+		return res, err
+	}
+	if !res.ok() {
+		return res, errors.New("some invocations failed; see FAILED above and the handler's stderr:\n" + lastBytes(e.proc.Stderr(), 16<<10))
+	}
+	return res, nil
+}
+
+// report writes the table, the summary, the failures, and the plot and
+// the docs' part when asked; load is the load average to state.
+func report(cfg config, res *results, load string) error {
 	fmt.Fprintln(cfg.Out)
 	writeTable(cfg.Out, cfg, res.steps)
 	fmt.Fprintln(cfg.Out)
@@ -387,18 +409,91 @@ func run(ctx context.Context, cfg config) (*results, error) {
 	}
 	if cfg.SVG != "" {
 		if err := os.WriteFile(cfg.SVG, []byte(plotSVG(cfg, res.steps)), 0o644); err != nil {
-			return res, err
+			return err
 		}
 	}
 	if cfg.WriteDocs != "" {
-		if err := writeDocs(cfg, e, res.steps); err != nil {
-			return res, err
+		return writeDocs(cfg, res.steps, load)
+	}
+	return nil
+}
+
+// replay reports the steps an earlier run printed (its machine-readable
+// lines, in cfg.Replay) as if it had just run them: the table, the
+// summary, the plot and the docs are rebuilt without measuring again. The
+// latencies, durations and stand-in are taken from the flags, which must
+// be the run's.
+func replay(cfg config) (*results, error) {
+	b, err := os.ReadFile(cfg.Replay)
+	if err != nil {
+		return nil, err
+	}
+	res := &results{}
+	load := ""
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if !strings.HasPrefix(line, "case=") {
+			continue
+		}
+		s, err := parseLine(line)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cfg.Replay, err)
+		}
+		res.steps = append(res.steps, s)
+		load = s.Load
+	}
+	if len(res.steps) == 0 {
+		return nil, fmt.Errorf("%s has no line starting with case=", cfg.Replay)
+	}
+	cfg.Cases, cfg.Inflight = nil, nil
+	for _, s := range res.steps {
+		if !slices.Contains(cfg.Cases, s.Case) {
+			cfg.Cases = append(cfg.Cases, s.Case)
+		}
+		if !slices.Contains(cfg.Inflight, s.Inflight) {
+			cfg.Inflight = append(cfg.Inflight, s.Inflight)
 		}
 	}
-	if !res.ok() {
-		return res, errors.New("some invocations failed; see FAILED above and the handler's stderr:\n" + lastBytes(e.proc.Stderr(), 16<<10))
+	return res, report(cfg, res, load)
+}
+
+// parseLine reads a step's machine-readable line (stepResult.line).
+func parseLine(line string) (stepResult, error) {
+	var s stepResult
+	rest, load, _ := strings.Cut(line, ` load="`)
+	s.Load = strings.TrimSuffix(load, `"`)
+	fields := map[string]string{}
+	for kv := range strings.FieldsSeq(rest) {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return s, fmt.Errorf("%q is not key=value", kv)
+		}
+		fields[k] = v
 	}
-	return res, nil
+	var bad []string
+	num := func(k string) float64 {
+		f, err := strconv.ParseFloat(fields[k], 64)
+		if err != nil {
+			bad = append(bad, k)
+		}
+		return f
+	}
+	s.Case = fields["case"]
+	s.Inflight = int(num("inflight"))
+	s.Rate, s.Model, s.Ratio = num("msgs/s"), num("model"), num("ratio")
+	s.P50, s.P99, s.ModelMs = num("p50_ms"), num("p99_ms"), num("model_p99_ms")
+	s.HandlerP50, s.HandlerP99 = num("handler_p50_ms"), num("handler_p99_ms")
+	s.CosmosLateMs, s.ServiceBusLateMs = num("cosmos_late_ms"), num("servicebus_late_ms")
+	s.InjectedMs, s.RatioInjected, s.OwnMs = num("injected_ms"), num("ratio_injected"), num("handler_own_ms")
+	s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores = num("cpu_us_per_msg"), num("handler_cores"), num("loadgen_cores"), num("standin_cores")
+	s.MachineBusy, s.RSSPeakMB, s.HeapPeakMB = num("machine_busy"), num("rss_mb"), num("heap_mb")
+	s.GoroutinesPeak, s.AllocPerMsgKB = uint64(num("goroutines")), num("alloc_kb_per_msg")
+	s.ConnsCosmos, s.ConnsServiceBus = int64(num("conns_cosmos")), int64(num("conns_servicebus"))
+	s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost = int64(num("new_conns_cosmos")), int64(num("new_conns_servicebus")), int64(num("new_conns_host"))
+	s.CosmosReqPerMsg, s.Msgs, s.Errors = num("cosmos_req_per_msg"), int64(num("msgs")), int64(num("errors"))
+	if len(bad) > 0 || s.Case == "" {
+		return s, fmt.Errorf("line %q: missing or unreadable %s", line, strings.Join(bad, ", "))
+	}
+	return s, nil
 }
 
 func coreCount() int {
