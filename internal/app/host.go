@@ -90,7 +90,7 @@ func newHost(cfg *config.Config, d Deps, spanName string, charged bool) *host {
 // serve creates the server every app runs: the host's health probe, the
 // in-flight byte limit (an invocation over it is answered with the
 // overloaded outcome's row, counted and written on stderr) and the
-// /_nimbus/metrics route. The app adds its function routes.
+// /_nimbus/metrics and /_nimbus/runtime routes. The app adds its function routes.
 func (h *host) serve(overloaded string, spec outcome.Spec) {
 	h.server = funchost.NewServer(h.log, funchost.Options{
 		MaxBytesInFlight: h.cfg.Host.MaxBodyBytesInFlight,
@@ -101,6 +101,7 @@ func (h *host) serve(overloaded string, spec outcome.Spec) {
 		},
 	})
 	h.server.HandleGet("/_nimbus/metrics", h.metrics)
+	h.server.HandleGet("/_nimbus/runtime", http.HandlerFunc(serveRuntime))
 }
 
 // Handler is the HTTP handler the host talks to.
