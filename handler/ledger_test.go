@@ -28,6 +28,7 @@ type invocationLine struct {
 	MessageID       string  `json:"messageId"`
 	EventsPublished int     `json:"eventsPublished"`
 	EventsDropped   int     `json:"eventsDropped"`
+	TxnReruns       int     `json:"txnReruns"`
 	RequestCharge   float64 `json:"requestCharge"`
 	CosmosRequests  int64   `json:"cosmosRequests"`
 }
@@ -298,6 +299,87 @@ func TestConcurrentPaymentsOfOneCustomerAnnounceTheirBalance(t *testing.T) {
 	if want := []int64{100, 1100, 2100, 3100, 4100}; !slices.Equal(balances, want) {
 		t.Fatalf("announced balances %v, want %v: the running balance, each once", balances, want)
 	}
+}
+
+// The first payments of a customer that run at once all complete on their
+// first delivery: each creates the balance, one of those batches commits and
+// the others conflict (409), and each of those is run again within its
+// invocation on fresh reads, finds the balance and increments it under the
+// ETag it read (so a re-run that read a balance another re-run changed
+// conflicts again and runs once more). A proxy in front of the Cosmos DB
+// stand-in holds the first batches until every handler has sent its own, so
+// every one of them read "no balance". Each payment announces the balance
+// it left: the running balance, each once.
+func TestConcurrentFirstPaymentsOfACustomerAllComplete(t *testing.T) {
+	const n = 4
+	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
+	var batches atomic.Int64
+	all := make(chan struct{})
+	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
+		Match: testenv.IsBatchRequest,
+		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
+			switch k := batches.Add(1); {
+			case k == n:
+				close(all)
+			case k < n:
+				select {
+				case <-all:
+				case <-time.After(20 * time.Second):
+				}
+			}
+			return true
+		}},
+	})
+	base, logs := startLedgerApp(t, "AccountEndpoint="+proxy.URL+";AccountKey="+cos.Key+";")
+	codes := make(chan int, n)
+	for i := range n {
+		go func() {
+			codes <- postInvocation(t, base, paymentDelivery(fmt.Sprintf("m-%d", i), fmt.Sprintf("p-%d", i), "c-1", 1000*(i+1), 1, ""))
+		}()
+	}
+	for range n {
+		if code := <-codes; code != 200 {
+			t.Errorf("first payment: status %d, want 200 on the first delivery", code)
+		}
+	}
+	reruns := 0
+	for _, l := range invocations(logs) {
+		if l.Outcome != "completed" {
+			t.Errorf("%s: outcome %s", l.MessageID, l.Outcome)
+		}
+		reruns += l.TxnReruns
+	}
+	if reruns < n-1 {
+		t.Errorf("%d re-runs, want at least %d: one creation commits, every other batch conflicts at least once", reruns, n-1)
+	}
+	var bal balance
+	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != 10000 || bal.Payments != n {
+		t.Fatalf("balance %+v, want 10000 cents in %d payments", bal, n)
+	}
+	var running []int64
+	for _, e := range publishedEvents(t, base, "PaymentRecorded") {
+		var p PaymentRecorded
+		if err := json.Unmarshal([]byte(e[strings.LastIndex(e, " {")+1:]), &p); err != nil {
+			t.Fatal(err)
+		}
+		running = append(running, p.BalanceCents)
+	}
+	// Sorted, the announced balances are the running balance of the order
+	// the payments committed in: each step is one payment's amount.
+	slices.Sort(running)
+	var steps []int64
+	for i, b := range running {
+		if i == 0 {
+			steps = append(steps, b)
+		} else {
+			steps = append(steps, b-running[i-1])
+		}
+	}
+	slices.Sort(steps)
+	if !slices.Equal(steps, []int64{1000, 2000, 3000, 4000}) {
+		t.Fatalf("announced balances %v: not the running balance of the %d payments, each once", running, n)
+	}
+	t.Logf("%d concurrent first payments of one customer: %d handler re-runs, %d batches (commits, conflicts and dispatched marks)", n, reruns, batches.Load())
 }
 
 // An amount beyond 2^53-1 cents cannot be stored exactly (Cosmos DB's

@@ -69,11 +69,14 @@ type TxHandlerFunc func(ctx context.Context, ev *Event, tx *Tx) (Result, error)
 // copy of the message committed first, the batch fails on the marker and
 // the delivery is a duplicate; when one of the writes fails its condition
 // (the document exists, is missing, or its ETag changed), nothing is
-// applied and the broker redelivers the message after the redelivery
+// applied and h runs again within the invocation, with a new Tx on fresh
+// reads, up to 5 times after short jittered waits; when the last run
+// conflicts too, the broker redelivers the message after the redelivery
 // pause. A failed event, a PendingHandoff or a panic commits nothing.
 //
 // Only the container's writes are exactly-once: HTTP calls, sends and
-// other side effects of the handler stay at-least-once.
+// other side effects of the handler stay at-least-once, and they happen
+// again on each run after a conflict.
 //
 // The markers are the inbox's: an app with a transactional handler needs
 // NimBus__Inbox__Enabled=true, and Run refuses to start without it. Run
@@ -294,7 +297,8 @@ func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 //
 // When a condition does not hold (an ETag that does not match, a Create
 // that meets an existing document, a Replace, Patch or Delete of a missing
-// one), nothing is applied and the message is redelivered (a conflict).
+// one), nothing is applied and the handler runs again with a new Tx (a
+// conflict; see HandleTx).
 //
 // Cosmos DB stores every JSON number as a double: integers beyond 2^53
 // (9007199254740992) lose precision there, so keep amounts within it.

@@ -74,6 +74,10 @@ type Deps struct {
 	// Pause, when set, replaces the wait before a transient failure is
 	// answered (tests).
 	Pause func(ctx context.Context, d time.Duration)
+	// Rand, when set, replaces the source of the numbers in [0,1) that
+	// jitter the redelivery pause and the pipeline's waits (tests); default
+	// math/rand.
+	Rand func() float64
 	// Resolver holds the Resolver app's replacements (tests).
 	Resolver ResolverDeps
 	// TracerProvider starts every span (the invocation's, its steps', the
@@ -226,6 +230,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 		Metrics:          a.metrics,
 		Tracer:           a.tracer,
 		Now:              a.now,
+		Rand:             a.rand,
 		Version:          d.Version,
 
 		CloudEvents:                    cloudEventOptions(cfg.CloudEvents),

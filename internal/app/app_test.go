@@ -303,13 +303,15 @@ func TestMemorySinkShowsTypedProperties(t *testing.T) {
 
 // A transient failure is answered only after a pause that doubles with each
 // delivery, so a short outage does not spend the broker's MaxDeliveryCount
-// at once; a message that can never succeed is answered at once.
+// at once; a message that can never succeed is answered at once. (The
+// random number 1 takes the top of each jittered pause.)
 func TestTransientFailuresArePacedByDeliveryCount(t *testing.T) {
 	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:00:02", config.KeyRetryMaxDelay: "00:00:10"}, func(int) error {
 		return subscriber.Transient(errors.New("downstream unavailable"))
 	})
 	var got []time.Duration
 	ta.App.pause = func(ctx context.Context, d time.Duration) { got = append(got, d) }
+	ta.App.rand = func() float64 { return 1 }
 	for n := 1; n <= 5; n++ {
 		if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1", deliveryCount: n})); status != 503 {
 			t.Fatalf("delivery %d: status %d", n, status)
@@ -322,6 +324,42 @@ func TestTransientFailuresArePacedByDeliveryCount(t *testing.T) {
 	want := []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("pauses = %v, want %v (and none for the invalid message)", got, want)
+	}
+}
+
+// The redelivery pause is jittered: each is drawn uniformly between half the
+// delivery's pause and all of it, so deliveries that failed together (the
+// copies whose batches conflicted, the messages of one outage) are not
+// redelivered together. A zero pause stays zero.
+func TestRedeliveryPauseIsJittered(t *testing.T) {
+	ta := newTestApp(t, map[string]string{config.KeyRetryBaseDelay: "00:00:02", config.KeyRetryMaxDelay: "00:00:10"}, func(int) error {
+		return subscriber.Transient(errors.New("downstream unavailable"))
+	})
+	var got []time.Duration
+	ta.App.pause = func(ctx context.Context, d time.Duration) { got = append(got, d) }
+	draws := []float64{0, 0.5, 0.75, 0.25}
+	ta.App.rand = func() float64 { r := draws[0]; draws = draws[1:]; return r }
+	for _, dc := range []int{1, 1, 2, 4} {
+		if status, _ := ta.post(t, FuncSubscriber, envelope(msg{id: "m-1", deliveryCount: dc})); status != 503 {
+			t.Fatalf("delivery %d: status %d", dc, status)
+		}
+	}
+	want := []time.Duration{time.Second, 1500 * time.Millisecond, 3500 * time.Millisecond, 6250 * time.Millisecond}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pauses = %v, want %v", got, want)
+	}
+
+	zero := newTestApp(t, nil, func(int) error { return subscriber.Transient(errors.New("downstream unavailable")) })
+	got = nil
+	zero.App.pause = func(ctx context.Context, d time.Duration) { got = append(got, d) }
+	zero.App.rand = func() float64 { return 0.9 }
+	for dc := 1; dc <= 3; dc++ {
+		if status, _ := zero.post(t, FuncSubscriber, envelope(msg{id: "m-2", deliveryCount: dc})); status != 503 {
+			t.Fatalf("delivery %d: status %d", dc, status)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]time.Duration{0, 0, 0}) {
+		t.Fatalf("with BaseDelay 0 the pauses are %v, want none", got)
 	}
 }
 

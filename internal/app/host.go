@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"net/http"
 	"strconv"
 	"strings"
@@ -37,8 +38,10 @@ type host struct {
 	metrics *telemetry.Metrics
 	closers []func(context.Context) error
 	pause   func(ctx context.Context, d time.Duration)
-	tracer  trace.Tracer
-	tp      trace.TracerProvider
+	// rand jitters the redelivery pause (config.Retry.Pause).
+	rand   func() float64
+	tracer trace.Tracer
+	tp     trace.TracerProvider
 	// charged: the app's store (the inbox, or the tracking store) is on
 	// Cosmos, whose request charges are summed per invocation.
 	charged bool
@@ -59,13 +62,16 @@ type host struct {
 // tracer and stderr. The caller opens the server with serve once its
 // dependencies are built.
 func newHost(cfg *config.Config, d Deps, spanName string, charged bool) *host {
-	h := &host{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, tp: d.TracerProvider, stderr: d.Stderr,
+	h := &host{cfg: cfg, log: d.Log, now: d.Now, metrics: d.Metrics, pause: d.Pause, rand: d.Rand, tp: d.TracerProvider, stderr: d.Stderr,
 		spanName: spanName, charged: charged}
 	if h.now == nil {
 		h.now = time.Now
 	}
 	if h.pause == nil {
 		h.pause = sleep.For
+	}
+	if h.rand == nil {
+		h.rand = rand.Float64
 	}
 	if h.metrics == nil {
 		h.metrics = telemetry.NewMetrics(telemetry.MetricsOptions{})
@@ -84,7 +90,7 @@ func newHost(cfg *config.Config, d Deps, spanName string, charged bool) *host {
 // serve creates the server every app runs: the host's health probe, the
 // in-flight byte limit (an invocation over it is answered with the
 // overloaded outcome's row, counted and written on stderr) and the
-// /_nimbus/metrics route. The app adds its function routes.
+// /_nimbus/metrics and /_nimbus/runtime routes. The app adds its function routes.
 func (h *host) serve(overloaded string, spec outcome.Spec) {
 	h.server = funchost.NewServer(h.log, funchost.Options{
 		MaxBytesInFlight: h.cfg.Host.MaxBodyBytesInFlight,
@@ -95,6 +101,7 @@ func (h *host) serve(overloaded string, spec outcome.Spec) {
 		},
 	})
 	h.server.HandleGet("/_nimbus/metrics", h.metrics)
+	h.server.HandleGet("/_nimbus/runtime", http.HandlerFunc(serveRuntime))
 }
 
 // Handler is the HTTP handler the host talks to.
@@ -161,13 +168,14 @@ func (h *host) beginDelivery(ctx context.Context, inv *funchost.Invocation) (con
 
 // answer turns an outcome's row into the answer to the host: nil (2xx) when
 // it completes the message; otherwise, after the redelivery pause when the
-// row asks for it, a failure with the row's status.
+// row asks for it (jittered: config.Retry.Pause), a failure with the row's
+// status.
 func (h *host) answer(ctx context.Context, spec outcome.Spec, label string, err error, deliveryCount int) error {
 	if spec.Completes() {
 		return nil
 	}
 	if spec.Pause {
-		h.pauseUnlessStopping(ctx, h.cfg.Retry.Delay(deliveryCount))
+		h.pauseUnlessStopping(ctx, h.cfg.Retry.Pause(deliveryCount, h.rand()))
 	}
 	if err == nil {
 		err = errors.New(label)

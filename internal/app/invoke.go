@@ -138,6 +138,9 @@ func (a *endpointApp) logInvocation(inv *funchost.Invocation, r *subscriber.Repo
 	if r.EventsDropped > 0 {
 		ev = ev.Int("eventsDropped", r.EventsDropped)
 	}
+	if r.TxnReruns > 0 {
+		ev = ev.Int("txnReruns", r.TxnReruns)
+	}
 	if r.Parked {
 		ev = ev.Int64("deferralSequence", r.DeferralSequence)
 	}
@@ -180,7 +183,7 @@ const bypassNote = " (inbox deduplication bypassed: MessageId or endpoint identi
 // warnings, in the response's Logs: ids, labels and figures only, each
 // bounded, never payload.
 func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge) {
-	fields := make([]field, 0, 8)
+	fields := make([]field, 0, 9)
 	fields = append(fields, field{"outcome", string(r.Outcome)}, field{"inbox", string(r.Inbox)},
 		field{"messageId", r.MessageID}, field{"sessionId", r.SessionID}, field{"eventId", r.EventID})
 	if r.EventTypeID != "" {
@@ -192,6 +195,9 @@ func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Rep
 	}
 	if r.EventsDropped > 0 {
 		fields = append(fields, field{"eventsDropped", strconv.Itoa(r.EventsDropped)})
+	}
+	if r.TxnReruns > 0 {
+		fields = append(fields, field{"txnReruns", strconv.Itoa(r.TxnReruns)})
 	}
 	a.logSummary(inv, r.Outcome.Spec().Message, r.Duration, charge, fields...)
 	switch r.Inbox {

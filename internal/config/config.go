@@ -14,7 +14,8 @@
 //     is not below the 10-minute functionTimeout of host.json, which would
 //     end the run first.
 //   - NimBus__Retry__BaseDelay and NimBus__Retry__MaxDelay: 0 to 5 minutes,
-//     MaxDelay not below BaseDelay. The pause runs inside the invocation,
+//     MaxDelay not below BaseDelay (the pause is jittered into its upper
+//     half: see Retry.Pause). The pause runs inside the invocation,
 //     which holds the message's session lock and counts against
 //     functionTimeout.
 //   - NimBus__Inbox__CleanupSchedule and NimBus__Outbox__SweepSchedule:
@@ -215,15 +216,17 @@ type Cosmos struct {
 // Retry paces redeliveries after a transient failure. The host abandons a
 // failed message and Service Bus redelivers it at once, so without a pause
 // ten deliveries (and the dead-letter) could follow one another within a
-// second of a short outage. The handler waits BaseDelay·2^(DeliveryCount−1),
-// at most MaxDelay, before it answers a transient failure; zero BaseDelay
-// answers at once.
+// second of a short outage. The handler waits about
+// BaseDelay·2^(DeliveryCount−1), at most MaxDelay (Delay), before it
+// answers a transient failure, jittered (Pause); zero BaseDelay answers at
+// once.
 type Retry struct {
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 }
 
-// Delay returns the pause before failing delivery number deliveryCount.
+// Delay returns the longest pause before failing delivery number
+// deliveryCount.
 func (r Retry) Delay(deliveryCount int) time.Duration {
 	if r.BaseDelay <= 0 {
 		return 0
@@ -233,6 +236,22 @@ func (r Retry) Delay(deliveryCount int) time.Duration {
 		d *= 2
 	}
 	return min(d, r.MaxDelay)
+}
+
+// Pause returns the pause before failing delivery number deliveryCount:
+// Delay jittered uniformly into [Delay/2, Delay) by rnd in [0,1), so that
+// deliveries that failed together (copies whose batches conflicted, the
+// messages of one outage) are not redelivered together. A zero Delay stays
+// zero.
+func (r Retry) Pause(deliveryCount int, rnd float64) time.Duration {
+	switch d, half := r.Delay(deliveryCount), r.Delay(deliveryCount)/2; {
+	case !(rnd > 0): // NaN too
+		return half
+	case rnd >= 1:
+		return d
+	default:
+		return half + time.Duration(rnd*float64(d-half))
+	}
 }
 
 // Resolver configures response publishing.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,37 @@ func TestRetryDelay(t *testing.T) {
 	m[KeyRetryBaseDelay] = "0"
 	if c, err := Load(FromMap(m)); err != nil || c.Retry.Delay(5) != 0 {
 		t.Errorf("zero base: %v %v", c, err)
+	}
+}
+
+// The pause is Delay jittered into its upper half, [Delay/2, Delay], by
+// the random number; a zero Delay stays zero whatever the number.
+func TestRetryPauseIsJittered(t *testing.T) {
+	r := Retry{BaseDelay: time.Second, MaxDelay: time.Minute}
+	cases := []struct {
+		count int
+		rnd   float64
+		want  time.Duration
+	}{
+		{1, 0, 500 * time.Millisecond},
+		{1, 0.5, 750 * time.Millisecond},
+		{1, 0.999, 999500 * time.Microsecond},
+		{1, 1, time.Second},
+		{3, 0.25, 2500 * time.Millisecond},
+		{9, 0.5, 45 * time.Second},
+		{1, -1, 500 * time.Millisecond},
+		{1, math.NaN(), 500 * time.Millisecond},
+		{1, 7, time.Second},
+	}
+	for _, c := range cases {
+		if got := r.Pause(c.count, c.rnd); got != c.want {
+			t.Errorf("Pause(%d, %v) = %v, want %v", c.count, c.rnd, got, c.want)
+		}
+	}
+	for _, rnd := range []float64{0, 0.5, 0.99} {
+		if got := (Retry{}).Pause(4, rnd); got != 0 {
+			t.Errorf("zero BaseDelay: Pause(4, %v) = %v, want 0", rnd, got)
+		}
 	}
 }
 

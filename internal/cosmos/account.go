@@ -49,8 +49,9 @@ type Config struct {
 	// (3 retries, 800 ms doubling to at most 60 s, no per-try timeout).
 	Retry policy.RetryOptions
 	// ClientOptions configures the Cosmos client and the account reads
-	// (transport, logging, telemetry); nil means defaults. Its Retry must
-	// be left zero: retries are set in Retry.
+	// (transport, logging, telemetry); nil means defaults, with the
+	// process's shared connection pool as transport (IdleConnsPerHost).
+	// Its Retry must be left zero: retries are set in Retry.
 	ClientOptions *azcosmos.ClientOptions
 	// CredentialOptions configures the azidentity credential's own HTTP
 	// pipeline; nil means defaults.
@@ -91,6 +92,7 @@ func NewAccount(cfg Config) (*Account, error) {
 		return nil, fmt.Errorf("%w: set SDK retries in Config.Retry, not in ClientOptions.Retry", ErrConfig)
 	}
 	opts.Retry = cfg.Retry
+	withSharedTransport(&opts)
 	// Each invocation's request charge is summed from every try's response.
 	opts.PerRetryPolicies = append(append([]policy.Policy(nil), opts.PerRetryPolicies...), chargePolicy{})
 	// Every partition key header goes out as ASCII-only JSON.

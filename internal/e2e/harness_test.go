@@ -93,6 +93,9 @@ type invocation struct {
 	Inbox         string
 	Operation     string
 	DurationMs    float64
+	// TxnReruns: how often a transactional handler ran again after its
+	// batch conflicted.
+	TxnReruns int
 }
 
 // handlerRan reports whether the app handler ran in this invocation, from the
@@ -168,6 +171,7 @@ func (h *handlerProc) invocations() []invocation {
 			MessageID: l.Str("messageId"), SessionID: l.Str("sessionId"), EventID: l.Str("eventId"), EventTypeID: l.Str("eventTypeId"),
 			MessageType: l.Str("messageType"), DeliveryCount: int(l.Num("deliveryCount")), Outcome: l.Str("outcome"),
 			Inbox: l.Str("inbox"), Operation: l.Str("operation"), DurationMs: l.Num("durationMs"),
+			TxnReruns: int(l.Num("txnReruns")),
 		})
 	}
 	return out

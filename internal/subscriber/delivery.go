@@ -60,9 +60,9 @@ type job struct {
 	outboxSent bool
 
 	// settle is the context of the steps after the handler (see settling),
-	// and endSettle releases it.
-	settle    context.Context
-	endSettle context.CancelFunc
+	// and settleCancel releases it (endSettle).
+	settle       context.Context
+	settleCancel context.CancelFunc
 
 	// did is what the steps did, for the report.
 	did trail
@@ -70,7 +70,7 @@ type job struct {
 
 // newJob starts the job of d at start.
 func (p *Pipeline) newJob(d *Delivery, start time.Time) *job {
-	return &job{p: p, d: d, start: start, endSettle: func() {}, did: trail{sessionID: deref(d.Broker.SessionID)}}
+	return &job{p: p, d: d, start: start, did: trail{sessionID: deref(d.Broker.SessionID)}}
 }
 
 // read keeps what the pipeline uses of in, the message read from the
@@ -111,9 +111,18 @@ func (j *job) eventID() string { return deref(j.in.EventID) }
 // invocation is cancelled meanwhile.
 func (j *job) settling(ctx context.Context) context.Context {
 	if j.settle == nil {
-		j.settle, j.endSettle = j.p.settleCtx(ctx)
+		j.settle, j.settleCancel = j.p.settleCtx(ctx)
 	}
 	return j.settle
+}
+
+// endSettle releases the settle context, if there is one; the next use of
+// settling starts a new one. The job's owner defers it.
+func (j *job) endSettle() {
+	if j.settleCancel != nil {
+		j.settleCancel()
+	}
+	j.settle, j.settleCancel = nil, nil
 }
 
 // settleCtx is a context of SettleTimeout that ctx's cancellation does not

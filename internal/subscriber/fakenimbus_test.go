@@ -150,8 +150,10 @@ func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
 		Now:           w.clock,
 		Version:       "test",
 		RecordBackoff: time.Microsecond,
-		ReplayWait:    time.Millisecond,
-		Rand:          func() float64 { return 0.5 },
+		// The re-runs after a batch conflict wait (almost) nothing.
+		TxnRerunBackoff: time.Microsecond,
+		ReplayWait:      time.Millisecond,
+		Rand:            func() float64 { return 0.5 },
 	}
 	if !o.noInbox {
 		opts.Inbox = fakeInbox{w}

@@ -91,8 +91,10 @@ const (
 	OutcomeReplayFailed Outcome = "replay_failed"
 	// OutcomeTxnConflict: an operation of a transactional handler's batch
 	// failed with 409, 412 or 404 (another copy or writer changed the
-	// partition); nothing was applied, and the redelivery runs the handler
-	// again on fresh reads (or finds the other copy's marker).
+	// partition) on the first run and on every re-run within the
+	// invocation (Options.TxnConflictReruns); nothing was applied, and the
+	// redelivery runs the handler again on fresh reads (or finds the other
+	// copy's marker).
 	OutcomeTxnConflict Outcome = "txn_conflict"
 	// OutcomeTxnAmbiguous: the batch was sent and no verdict came back; it
 	// may have been applied. The redelivery's marker read decides.
@@ -151,7 +153,7 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeDrainBusy:    outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel, "another replay holds the session's parked messages; the replay request will be retried"),
 	OutcomeReplayFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "replay of parked messages failed; the replay request will be retried"),
 	OutcomeTxnConflict: outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel,
-		"an operation of the handler's transactional batch conflicted (409, 412 or 404); nothing applied; the message will be retried on fresh reads"),
+		"an operation of the handler's transactional batch conflicted (409, 412 or 404) on every run within the invocation; nothing applied; the message will be retried on fresh reads"),
 	OutcomeTxnAmbiguous: outcome.Row(http.StatusServiceUnavailable, true, zerolog.WarnLevel,
 		"the handler's transactional batch got no verdict and may have been applied; the message will be retried and its inbox marker decides"),
 	OutcomeTxnRejected: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
@@ -204,6 +206,10 @@ type Report struct {
 	RecordRetries int
 	// HandlerRan is true when the application handler was invoked.
 	HandlerRan bool
+	// TxnReruns counts the runs of a transactional handler after its batch
+	// conflicted, each in a new unit of work on fresh reads (at most
+	// Options.TxnConflictReruns); 0 when the first run's batch decided.
+	TxnReruns int
 	// Published is true when a Resolver response was sent.
 	Published bool
 	// EventsPublished counts the events the handler published that this

@@ -68,7 +68,8 @@ type Options struct {
 	// ReplayWait is how long Drain waits for the next parked copy before it
 	// decides that nothing more has arrived; default 2s.
 	ReplayWait time.Duration
-	// Rand returns a number in [0,1) for retry jitter; default math/rand.
+	// Rand returns a number in [0,1) for the jitter of RetryRequest delays
+	// and of the re-runs' backoff; default math/rand.
 	Rand func() float64
 	// Handlers maps event types to handlers. Required.
 	Handlers *Registry
@@ -95,6 +96,19 @@ type Options struct {
 	// RecordBackoff is the wait before the second attempt, doubled after
 	// each; default 100ms.
 	RecordBackoff time.Duration
+	// TxnConflictReruns is how often a transactional handler whose batch
+	// conflicted (outcome txn_conflict: another writer changed the
+	// partition between the handler's reads and its batch) is run again
+	// within the invocation, each time in a new unit of work on fresh
+	// reads, before the conflict is answered (503 after the redelivery
+	// pause). Default 5; negative means never.
+	TxnConflictReruns int
+	// TxnRerunBackoff is the longest wait before the first re-run, doubled
+	// before each next one up to TxnRerunMaxBackoff; each wait is drawn
+	// uniformly from zero to that bound (full jitter), so deliveries that
+	// conflicted together do not meet again. Defaults 20ms and 1s.
+	TxnRerunBackoff    time.Duration
+	TxnRerunMaxBackoff time.Duration
 	// CloudEvents turns on CloudEvents detection and mapping; nil reads
 	// every message as a native NimBus message.
 	CloudEvents *message.CloudEventOptions
@@ -159,6 +173,19 @@ func New(o Options) (*Pipeline, error) {
 	if o.RecordBackoff <= 0 {
 		o.RecordBackoff = 100 * time.Millisecond
 	}
+	switch {
+	case o.TxnConflictReruns == 0:
+		o.TxnConflictReruns = 5
+	case o.TxnConflictReruns < 0:
+		o.TxnConflictReruns = 0
+	}
+	if o.TxnRerunBackoff <= 0 {
+		o.TxnRerunBackoff = 20 * time.Millisecond
+	}
+	if o.TxnRerunMaxBackoff <= 0 {
+		o.TxnRerunMaxBackoff = time.Second
+	}
+	o.TxnRerunMaxBackoff = max(o.TxnRerunMaxBackoff, o.TxnRerunBackoff)
 	if o.MarkerRetention <= 0 {
 		o.MarkerRetention = 7 * 24 * time.Hour
 	}

@@ -20,6 +20,9 @@ type trail struct {
 	duplicate bool
 
 	handlerRan bool
+	// txnReruns counts the runs of a transactional handler after its batch
+	// conflicted (rerunTx).
+	txnReruns int
 	// stack is the goroutine stack of a handler panic.
 	stack []byte
 	// handlerErr is the handler's failure the delivery answered (an
@@ -71,6 +74,7 @@ func (p *Pipeline) report(d *Delivery, in *message.Inbound, t *trail, end result
 		StoreOp:          end.storeOp,
 		RecordRetries:    t.recordRetries,
 		HandlerRan:       t.handlerRan,
+		TxnReruns:        t.txnReruns,
 		Published:        t.responded,
 		EventsPublished:  t.eventsPublished,
 		EventsDropped:    t.eventsDropped,
@@ -112,6 +116,9 @@ func (p *Pipeline) report(d *Delivery, in *message.Inbound, t *trail, end result
 	}
 	if t.duplicate {
 		m.Inc(telemetry.DuplicateDetected, "", "")
+	}
+	if t.txnReruns > 0 {
+		m.Add(telemetry.TxnReruns, telemetry.TagOutcome, string(end.outcome), int64(t.txnReruns))
 	}
 	if t.parked {
 		m.Inc(telemetry.DeferredParked, "", "")

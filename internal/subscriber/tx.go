@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
@@ -150,37 +152,52 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 // its queued writes with one marker per key (nil keys are skipped) as one
 // batch. The unit is sealed when the handler returns (or panics), so
 // nothing its goroutines queue later is committed. A batch another copy's
-// marker beat is a duplicate; one that was not committed otherwise is the
-// error, a *commitError.
+// marker beat is a duplicate. A batch that conflicted is run again, from
+// the handler on, in a new transaction on fresh reads, as long as rerunTx
+// allows; the last run's answer is the delivery's. A batch that was not
+// committed is the error, a *commitError.
 func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 	j.prepareTx()
 	if j.tx.pkErr != nil {
 		// The handler cannot run without its partition.
 		return answer{}, &handlerStop{err: Permanent(j.tx.pkErr)}
 	}
+	for {
+		a, conflict, err := j.attemptTx(ctx, keys)
+		if !conflict || !j.rerunTx(ctx) {
+			return a, err
+		}
+	}
+}
+
+// attemptTx is one run of the transactional handler and its batch. Every
+// run begins its own transaction: nothing a former run queued (or a
+// goroutine of it queues late) is in it. conflict reports a batch that
+// was not committed because a handler operation conflicted.
+func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, conflict bool, err error) {
 	t := txn.Begin(j.p.o.Txn, j.h.tx.Target, j.tx.pk, j.p.o.Now)
-	a, err := j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
+	a, err = j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
 		defer t.Seal()
 		return j.h.txh(ctx, ev, t.Unit())
 	}, j.queueEvent(t.Unit()))
 	if err != nil || a.kind != answerCompleted {
-		return a, err
+		return a, false, err
 	}
 	sctx := j.settling(ctx)
 	switch verdict, err := j.commit(sctx, t, keys); verdict {
 	case txn.Committed:
 		// The events go out before anything else follows the commit: in
 		// one send with the ResolutionResponse, then the mark.
-		return a, j.dispatchOutbox(sctx)
+		return a, false, j.dispatchOutbox(sctx)
 	case txn.Duplicate:
 		j.did.inbox = InboxDuplicate
 		// The copy that committed may not have sent its events yet.
 		if err := j.readOwnOutbox(sctx); err != nil {
-			return answer{}, err
+			return answer{}, false, err
 		}
-		return answer{kind: answerDuplicate}, nil
+		return answer{kind: answerDuplicate}, false, nil
 	default:
-		return answer{}, &commitError{verdict: verdict, err: err}
+		return answer{}, verdict == txn.Conflict, &commitError{verdict: verdict, err: err}
 	}
 }
 
@@ -246,6 +263,42 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	}
 	span.End()
 	return nil
+}
+
+// rerunTx decides whether a batch that conflicted is run again and, if so,
+// waits before the re-run: not once TxnConflictReruns re-runs were made,
+// nor when the invocation is cancelled before or during the wait (the
+// conflict is then answered: 503 after the redelivery pause, which the
+// cancellation also ends). The wait is drawn uniformly from zero to
+// TxnRerunBackoff·2^n after n re-runs, at most TxnRerunMaxBackoff (full
+// jitter: deliveries that conflicted together spread out). The conflicted
+// batch's settle context is released: the re-run's batch, and what follows
+// it, get a SettleTimeout of their own.
+func (j *job) rerunTx(ctx context.Context) bool {
+	n := j.did.txnReruns
+	if n >= j.p.o.TxnConflictReruns || ctx.Err() != nil {
+		return false
+	}
+	sleep.For(ctx, j.p.txnRerunWait(n))
+	if ctx.Err() != nil {
+		return false
+	}
+	j.endSettle()
+	j.did.txnReruns++
+	return true
+}
+
+// txnRerunWait is the wait before re-run n+1 (n re-runs made).
+func (p *Pipeline) txnRerunWait(n int) time.Duration {
+	bound := p.o.TxnRerunBackoff
+	for range n {
+		if bound >= p.o.TxnRerunMaxBackoff {
+			break
+		}
+		bound *= 2
+	}
+	bound = min(bound, p.o.TxnRerunMaxBackoff)
+	return time.Duration(p.o.Rand() * float64(bound))
 }
 
 // commit commits t's queued writes with one marker per key (nil keys are

@@ -159,9 +159,9 @@ func TestTxStandInSourceMarkerIsADuplicate(t *testing.T) {
 	}
 }
 
-// A handler write that conflicts fails transiently (503 after the pause)
-// with nothing applied; once another copy's marker exists, the redelivery
-// is a duplicate.
+// A handler write that conflicts on every run (the re-runs spent) fails
+// transiently (503 after the pause) with nothing applied; once another
+// copy's marker exists, the redelivery is a duplicate.
 func TestTxConflictThenDuplicate(t *testing.T) {
 	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
 	seed := txn.Begin(w.txn, txTarget, txPartition, nil)

@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -291,5 +292,43 @@ func TestTxPublishingCostsAtMostFourRoundTrips(t *testing.T) {
 	}
 	if c.batches != 2 || c.sends != 1 || c.records != 0 {
 		t.Fatalf("made %+v, want 2 batches (commit, mark) and 1 send", c)
+	}
+}
+
+// A batch that conflicts is run again from an empty unit of work: the
+// events the conflicted runs published never leak into the marker or onto
+// the wire; only the last run's are committed and sent, once, with the
+// value its fresh read saw.
+func TestTxRerunPublishesOnlyTheLastRunsEvents(t *testing.T) {
+	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
+	seedBalance(w, 0)
+	units := rerunHandler(w, func(run int) {
+		if run <= 2 {
+			w.writeBalance("bump")
+		}
+	})
+	w.handle = func(ev *Event) (Result, error) {
+		run := len(w.runs) + 1
+		// The first two runs publish an id of their own, which must never
+		// appear; every run publishes the one that must.
+		if run <= 2 {
+			if err := ev.Publish(Publication{EventTypeID: "Stale", MessageID: fmt.Sprintf("stale-%d", run), JSON: `{}`}); err != nil {
+				return Result{}, err
+			}
+		}
+		return Completed(), ev.Publish(Publication{EventTypeID: "Counted", MessageID: "counted-event-1", JSON: fmt.Sprintf(`{"Run":%d}`, run)})
+	}
+	r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+	if r.Outcome != OutcomeCompleted || r.TxnReruns != 2 || len(*units) != 3 {
+		t.Fatalf("%s after %d re-runs (%d units): %v", r.Outcome, r.TxnReruns, len(*units), r.Err)
+	}
+	if got := w.events(); !slices.Equal(got, []string{"Counted counted-event-1"}) || r.EventsPublished != 1 {
+		t.Fatalf("sent %v (%d reported), want only the last run's event", got, r.EventsPublished)
+	}
+	if body := string(w.sentSince(0)[0].Body); !strings.Contains(body, `{\"Run\":3}`) {
+		t.Fatalf("the event sent is not the last run's: %s", body)
+	}
+	if st := w.markerState("msg-1"); !slices.Equal(st.OutboxIDs, []string{"counted-event-1"}) || !st.Dispatched {
+		t.Fatalf("marker %+v", st)
 	}
 }

@@ -59,6 +59,10 @@ const (
 	// RequestCharge is the Cosmos DB request charge (RU) of one delivery,
 	// summed over every Cosmos request it made, tagged TagOutcome.
 	RequestCharge = "nimbus.cosmos.request_charge"
+	// TxnReruns counts the runs of transactional handlers after their
+	// batch conflicted, within the invocation, tagged TagOutcome (the
+	// outcome the delivery then had).
+	TxnReruns = "nimbus.txn.reruns"
 )
 
 // Tag keys.
@@ -96,6 +100,7 @@ var instrumentSpecs = map[string]instrumentSpec{
 	Purged:        {StoreMeter, "{records}", "Inbox records deleted by cleanup.", counter, nil},
 	RequestCharge: {StoreMeter, "{RU}", "Cosmos DB request units charged for one delivery.", histogram,
 		[]float64{0, 1, 2, 5, 10, 15, 20, 30, 50, 100, 200, 500}},
+	TxnReruns: {ConsumerMeter, "{runs}", "Runs of a transactional handler after its batch conflicted, within the invocation.", counter, nil},
 }
 
 // Names returns every instrument name, sorted.

@@ -76,6 +76,11 @@ type FaultProxyOptions struct {
 	// Hooks, when set, run around forwarding each request Match accepts
 	// and no fault was picked for (whether faults are enabled or not).
 	Hooks *ForwardHooks
+	// Latency delays every request, whatever Match says and whether it
+	// gets a fault or is forwarded, by this long before the proxy acts on
+	// it: the round trip to a service in another region. A request whose
+	// client goes away meanwhile is dropped.
+	Latency time.Duration
 }
 
 // ForwardHooks run at the points of forwarding one request where a process
@@ -135,6 +140,7 @@ type FaultProxy struct {
 	ln         net.Listener
 	kinds      []FaultKind
 	retryAfter time.Duration
+	latency    time.Duration
 	match      func(*http.Request) bool
 	hooks      *ForwardHooks
 
@@ -168,6 +174,9 @@ func NewFaultProxy(target string, opts FaultProxyOptions) (*FaultProxy, error) {
 	if opts.RetryAfter <= 0 {
 		opts.RetryAfter = 10 * time.Millisecond
 	}
+	if opts.Latency < 0 {
+		return nil, fmt.Errorf("fault proxy: latency %v is negative", opts.Latency)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, fmt.Errorf("fault proxy: %w", err)
@@ -177,6 +186,7 @@ func NewFaultProxy(target string, opts FaultProxyOptions) (*FaultProxy, error) {
 		target:     u,
 		kinds:      append([]FaultKind(nil), kinds...),
 		retryAfter: opts.RetryAfter,
+		latency:    opts.Latency,
 		match:      opts.Match,
 		hooks:      opts.Hooks,
 		rng:        rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x9e3779b97f4a7c15)),
@@ -265,6 +275,15 @@ func (p *FaultProxy) pick(r *http.Request) FaultKind {
 // ServeHTTP implements http.Handler.
 func (p *FaultProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p.requests.Add(1)
+	if p.latency > 0 {
+		t := time.NewTimer(p.latency)
+		select {
+		case <-t.C:
+		case <-r.Context().Done():
+			t.Stop()
+			return
+		}
+	}
 	switch p.pick(r) {
 	case FaultUnavailable:
 		p.unavailable.Add(1)

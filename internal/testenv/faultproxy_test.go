@@ -298,3 +298,32 @@ func TestFaultProxyHooks(t *testing.T) {
 		})
 	}
 }
+
+// Latency delays every request, forwarded or faulted, by at least its
+// value; without it the proxy adds none.
+func TestFaultProxyLatency(t *testing.T) {
+	t.Parallel()
+	const latency = 40 * time.Millisecond
+	up, hits := upstream(t)
+	p := StartFaultProxy(t, up.URL+"/", FaultProxyOptions{Latency: latency, Match: func(r *http.Request) bool { return r.URL.Path == "/faulted" }, Rate: 1, Kinds: []FaultKind{FaultUnavailable}})
+	for _, c := range []struct {
+		path   string
+		status int
+	}{{"/forwarded", http.StatusOK}, {"/faulted", http.StatusServiceUnavailable}} {
+		start := time.Now()
+		resp, err := noReuse().Get(strings.TrimSuffix(p.URL, "/") + c.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if took := time.Since(start); resp.StatusCode != c.status || took < latency {
+			t.Fatalf("%s: status %d after %v, want %d after at least %v", c.path, resp.StatusCode, took, c.status, latency)
+		}
+	}
+	if hits.Load() != 1 {
+		t.Fatalf("upstream hits %d, want 1", hits.Load())
+	}
+	if _, err := NewFaultProxy(up.URL+"/", FaultProxyOptions{Latency: -time.Millisecond}); err == nil {
+		t.Fatal("a negative latency was accepted")
+	}
+}

@@ -154,6 +154,10 @@ type Options struct {
 	// Stdout and Stderr, when set, receive a copy of the process's output
 	// (stdout line by line).
 	Stdout, Stderr io.Writer
+	// DropLines reads stdout without keeping or decoding its lines (Lines
+	// and WaitLine see none): for load runs, whose millions of lines
+	// would pile up in memory.
+	DropLines bool
 }
 
 // Line is one line the handler printed on stdout.
@@ -246,6 +250,9 @@ func Start(opts Options) (*Proc, error) {
 			if opts.Stdout != nil {
 				_, _ = io.WriteString(opts.Stdout, raw+"\n")
 			}
+			if opts.DropLines {
+				continue
+			}
 			var m map[string]any
 			if json.Unmarshal([]byte(raw), &m) != nil {
 				m = nil
@@ -278,6 +285,9 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	defer w.mu.Unlock()
 	return w.b.Write(b)
 }
+
+// Pid returns the process id (for reading its CPU time and memory).
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
 
 // Port returns the port the handler was told to listen on.
 func (p *Proc) Port() int { return p.port }

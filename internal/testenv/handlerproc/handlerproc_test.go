@@ -101,14 +101,27 @@ func TestBuildRunsOncePerOutputPath(t *testing.T) {
 	}
 }
 
+// syncBuffer collects what a process writes, safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
-	var tee strings.Builder
-	var teeMu sync.Mutex
-	p, err := handlerproc.Start(handlerproc.Options{Binary: handler(t), Settings: settings, Stdout: writerFunc(func(b []byte) (int, error) {
-		teeMu.Lock()
-		defer teeMu.Unlock()
-		return tee.Write(b)
-	})})
+	var tee syncBuffer
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handler(t), Settings: settings, Stdout: &tee})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,17 +164,37 @@ func TestStartServesStopsAndKeepsTheLogLines(t *testing.T) {
 		}
 		raw = append(raw, l.Raw)
 	}
-	teeMu.Lock()
 	if got := tee.String(); got != strings.Join(raw, "\n")+"\n" {
 		t.Errorf("stdout tee\n got %q\nwant the lines %q", got, raw)
 	}
-	teeMu.Unlock()
 	// Stopping again reports the same exit.
 	if code, err := p.Stop(testctx.Timeout(t, time.Second)); err != nil || code != 0 {
 		t.Errorf("second Stop = %d, %v", code, err)
 	}
 	if _, err := p.WaitLine(testctx.Timeout(t, 10*time.Second), func(handlerproc.Line) bool { return false }); err == nil {
 		t.Error("WaitLine after the exit found a line that matches nothing")
+	}
+}
+
+// DropLines keeps no line, and still copies every one to Stdout.
+func TestDropLinesKeepsNoLineAndStillCopiesStdout(t *testing.T) {
+	var tee syncBuffer
+	p, err := handlerproc.Start(handlerproc.Options{Binary: handler(t), Settings: settings, DropLines: true, Stdout: &tee})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = p.Stop(testctx.Timeout(t, 10*time.Second)) })
+	if err := p.WaitReady(testctx.Timeout(t, 20*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := p.Stop(testctx.Timeout(t, 20*time.Second)); err != nil || code != 0 {
+		t.Fatalf("Stop = %d, %v", code, err)
+	}
+	if lines := p.Lines(); len(lines) != 0 {
+		t.Errorf("DropLines kept %d lines: %+v", len(lines), lines)
+	}
+	if got := tee.String(); !strings.Contains(got, `"custom handler listening"`) || !strings.Contains(got, `"stopped"`) {
+		t.Errorf("stdout copy %q lacks the listening and stopped lines", got)
 	}
 }
 
@@ -247,7 +280,3 @@ func TestEnvDropsTheMachinesHandlerSettings(t *testing.T) {
 		t.Errorf("Env = %s", env)
 	}
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }

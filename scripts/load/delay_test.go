@@ -1,0 +1,202 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// echoServer answers each line with the same line.
+func echoServer(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = io.Copy(c, c)
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// Each exchange takes the delay longer, bytes keep their order, a
+// pipelined burst pays the delay once (not once per chunk), and every
+// client connection is counted.
+func TestDelayLineDelaysEachExchangeOnceAndKeepsOrder(t *testing.T) {
+	t.Parallel()
+	const delay = 40 * time.Millisecond
+	d, err := startDelayLine(echoServer(t), delay)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	c, err := net.Dial("tcp", d.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	r := bufio.NewReader(c)
+	start := time.Now()
+	fmt.Fprintf(c, "ping\n")
+	if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+		t.Fatalf("echo %q, %v", line, err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("an exchange took %v, less than the delay %v", took, delay)
+	}
+	// 50 lines written at once come back in order after about one delay.
+	start = time.Now()
+	for i := range 50 {
+		fmt.Fprintf(c, "line %d\n", i)
+		time.Sleep(200 * time.Microsecond)
+	}
+	for i := range 50 {
+		line, err := r.ReadString('\n')
+		if err != nil || line != fmt.Sprintf("line %d\n", i) {
+			t.Fatalf("line %d: %q, %v", i, line, err)
+		}
+	}
+	if took := time.Since(start); took < delay || took > 20*delay {
+		t.Errorf("50 pipelined lines took %v; one delay is %v (a delay per line would be %v)", took, delay, 50*delay)
+	}
+	c2, err := net.Dial("tcp", d.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(c2, "x\n")
+	if _, err := bufio.NewReader(c2).ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	_ = c2.Close()
+	if s := d.conns.stats(); s.Opened != 2 || s.Peak != 2 {
+		t.Errorf("connections %+v, want 2 opened, 2 at once", s)
+	}
+}
+
+// The model's round trips per case are the ones the repository's docs
+// count: a fresh success 3, a duplicate 2 (docs/performance.md's round-trip
+// table), a transactional delivery the 3 of docs/exactly-once.md plus the
+// sample handler's own reads.
+func TestModelRoundTripsAreTheDocumentedOnes(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "performance.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for row, c := range map[string]string{"fresh success": "fresh", "duplicate": "duplicate"} {
+		m := regexp.MustCompile(`(?m)^\| ` + row + ` \| (\d+) \|`).FindStringSubmatch(string(b))
+		if m == nil {
+			t.Fatalf("docs/performance.md has no round-trip row %q", row)
+		}
+		if n, _ := strconv.Atoi(m[1]); len(caseTrips[c]) != n {
+			t.Errorf("case %s models %d round trips; the docs count %d for %q", c, len(caseTrips[c]), n, row)
+		}
+	}
+	x, err := os.ReadFile(filepath.Join("..", "..", "docs", "exactly-once.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(x), "A fresh transactional delivery takes 3 sequential round trips") {
+		t.Fatal("docs/exactly-once.md no longer counts 3 round trips for a fresh transactional delivery")
+	}
+	if len(caseTrips["tx"]) != 3+1 {
+		t.Errorf("case tx models %d round trips, want the documented 3 and the sample handler's one round of reads", len(caseTrips["tx"]))
+	}
+	l := Latency{Read: 10 * time.Millisecond, Write: 20 * time.Millisecond, Batch: 30 * time.Millisecond, Send: 40 * time.Millisecond}
+	for c, want := range map[string]time.Duration{"fresh": 70 * time.Millisecond, "duplicate": 50 * time.Millisecond, "tx": 90 * time.Millisecond} {
+		if got := modelLatency(c, l); got != want {
+			t.Errorf("modelLatency(%s) = %v, want %v", c, got, want)
+		}
+	}
+	if got := modelRate("fresh", l, 7); got < 99.99 || got > 100.01 {
+		t.Errorf("modelRate(fresh, 7 in flight) = %v, want 100/s", got)
+	}
+}
+
+func TestFlagsAreChecked(t *testing.T) {
+	t.Parallel()
+	for _, args := range [][]string{
+		{"-cases", "fresh,nope"},
+		{"-inflight", "0"},
+		{"-inflight", "257"},
+		{"-duration", "100ms"},
+		{"-cosmos", "emulator"},
+		{"-set", "novalue"},
+	} {
+		if _, err := parseFlags(args, io.Discard); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+	cfg, err := parseFlags([]string{"-cases", "tx,duplicate", "-inflight", "1,16,64", "-duration", "3s", "-sb-send", "5ms", "-set", "A=1;B=2"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(cfg.Cases, ",") != "tx,duplicate" || fmt.Sprint(cfg.Inflight) != "[1 16 64]" || cfg.Duration != 3*time.Second ||
+		cfg.Latency.Send != 5*time.Millisecond || cfg.Latency.Read != defaultLatency.Read || cfg.Settings["B"] != "2" {
+		t.Errorf("parsed %+v", cfg)
+	}
+}
+
+// The figures the handler puts in its answer's summary are read from the
+// answer as the host receives it.
+func TestSummaryFiguresAreReadFromTheAnswer(t *testing.T) {
+	t.Parallel()
+	body := []byte(`{"Outputs":{},"Logs":["completed: outcome=completed inbox=new messageId=OrderPlaced-1 sessionId=s-1 eventId=e-1 eventTypeId=OrderPlaced deliveryCount=1 handlerRan=true durationMs=41.237 requestCharge=3 cosmosRequests=3"],"ReturnValue":null}`)
+	if got := summaryInt(body, "cosmosRequests"); got != 3 {
+		t.Errorf("cosmosRequests = %d, want 3", got)
+	}
+	if got := summaryMillis(body, "durationMs"); got != 41237*time.Microsecond {
+		t.Errorf("durationMs = %v, want 41.237ms", got)
+	}
+	if got := summaryInt(body, "missing"); got != 0 {
+		t.Errorf("a missing key read as %d", got)
+	}
+}
+
+// Slots that started together stay in step: counting their completions in
+// the window is off by up to one invocation each, the same way for all.
+// The rate is taken from the intervals between completions instead.
+func TestRateIsTheSlotsIntervalsNotTheWindowsCount(t *testing.T) {
+	t.Parallel()
+	t0 := time.Unix(1000, 0)
+	var slots []*slot
+	for range 16 {
+		s := &slot{}
+		// A 1.5 s invocation after another: 6 end inside a 10 s window.
+		for k := range 6 {
+			end := t0.Add(time.Second + time.Duration(k)*1500*time.Millisecond)
+			if k == 0 {
+				s.first = end
+			}
+			s.last = end
+			s.lat = append(s.lat, 1500*time.Millisecond)
+		}
+		slots = append(slots, s)
+	}
+	if got, want := rate(slots, 10), 16/1.5; math.Abs(got-want) > 0.001 {
+		t.Errorf("rate = %.3f msgs/s, want %.3f (16 slots at 1.5 s each; the window's count gives 9.6)", got, want)
+	}
+	one := &slot{lat: []time.Duration{time.Second}, first: t0, last: t0}
+	if got := rate([]*slot{one}, 10); got != 0.1 {
+		t.Errorf("a slot with one completion: %v msgs/s, want 1 over the 10 s window", got)
+	}
+}
