@@ -56,7 +56,7 @@ func TestPublishRefusals(t *testing.T) {
 				var err error
 				var published []Publication
 				if delivered {
-					err, published = publishDelivered(t, c.p)
+					published, err = publishDelivered(t, c.p)
 				} else {
 					ev := &Event{EventTypeID: "OrderPlaced"}
 					err, published = ev.Publish(c.p), ev.Published()
@@ -76,8 +76,8 @@ func TestPublishRefusals(t *testing.T) {
 }
 
 // publishDelivered publishes p from the handler of a delivery through the
-// pipeline and returns Publish's error and what the event kept.
-func publishDelivered(t *testing.T, p Publication) (err error, published []Publication) {
+// pipeline and returns what the event kept and Publish's error.
+func publishDelivered(t *testing.T, p Publication) (published []Publication, err error) {
 	t.Helper()
 	a := New()
 	a.Handle("OrderPlaced", func(_ context.Context, ev *Event) (Result, error) {
@@ -86,7 +86,7 @@ func publishDelivered(t *testing.T, p Publication) (err error, published []Publi
 		return Completed(), nil
 	})
 	runOne(t, a, nil)
-	return err, published
+	return published, err
 }
 
 // The same message id twice in one delivery is refused the second time.

@@ -271,7 +271,8 @@ func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 // Tx is a transactional handler's unit of work, bound to one container and
 // one partition of it. Reads run at once; Create, Upsert, Replace, Patch
 // and Delete are queued and applied together, all or nothing, after the
-// handler returns Completed. Reads do not see queued writes. The handler
+// handler returns Completed, and the events Publish queues are committed
+// with them. Reads do not see queued writes. The handler
 // never executes the batch. A Tx is safe for concurrent use by the
 // handler's goroutines while the handler runs.
 //
