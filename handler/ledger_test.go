@@ -237,26 +237,7 @@ func TestConcurrentPaymentsOfOneCustomerAnnounceTheirBalance(t *testing.T) {
 	const n = 4
 	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
 	var hold atomic.Bool
-	var held atomic.Int64
-	all := make(chan struct{})
-	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
-		Match: testenv.IsBatchRequest,
-		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
-			if !hold.Load() {
-				return true
-			}
-			switch k := held.Add(1); {
-			case k == n:
-				close(all)
-			case k < n:
-				select {
-				case <-all:
-				case <-time.After(20 * time.Second):
-				}
-			}
-			return true
-		}},
-	})
+	proxy, _ := holdBatches(t, cos, n, hold.Load)
 	base, logs := startLedgerApp(t, "AccountEndpoint="+proxy.URL+";AccountKey="+cos.Key+";")
 	if code := postInvocation(t, base, paymentDelivery("m-0", "p-0", "c-1", 100, 1, "")); code != 200 {
 		t.Fatalf("first payment: status %d", code)
@@ -287,15 +268,7 @@ func TestConcurrentPaymentsOfOneCustomerAnnounceTheirBalance(t *testing.T) {
 	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != 100+n*1000 || bal.Payments != n+1 {
 		t.Fatalf("balance %+v, want %d cents in %d payments", bal, 100+n*1000, n+1)
 	}
-	var balances []int64
-	for _, e := range publishedEvents(t, base, "PaymentRecorded") {
-		var p PaymentRecorded
-		if err := json.Unmarshal([]byte(e[strings.LastIndex(e, " {")+1:]), &p); err != nil {
-			t.Fatal(err)
-		}
-		balances = append(balances, p.BalanceCents)
-	}
-	slices.Sort(balances)
+	balances := announcedBalances(t, base)
 	if want := []int64{100, 1100, 2100, 3100, 4100}; !slices.Equal(balances, want) {
 		t.Fatalf("announced balances %v, want %v: the running balance, each once", balances, want)
 	}
@@ -313,23 +286,7 @@ func TestConcurrentPaymentsOfOneCustomerAnnounceTheirBalance(t *testing.T) {
 func TestConcurrentFirstPaymentsOfACustomerAllComplete(t *testing.T) {
 	const n = 4
 	cos := testenv.StartCosmos(t, testenv.CosmosOptions{Consistency: "Strong"})
-	var batches atomic.Int64
-	all := make(chan struct{})
-	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
-		Match: testenv.IsBatchRequest,
-		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
-			switch k := batches.Add(1); {
-			case k == n:
-				close(all)
-			case k < n:
-				select {
-				case <-all:
-				case <-time.After(20 * time.Second):
-				}
-			}
-			return true
-		}},
-	})
+	proxy, batches := holdBatches(t, cos, n, func() bool { return true })
 	base, logs := startLedgerApp(t, "AccountEndpoint="+proxy.URL+";AccountKey="+cos.Key+";")
 	codes := make(chan int, n)
 	for i := range n {
@@ -356,17 +313,9 @@ func TestConcurrentFirstPaymentsOfACustomerAllComplete(t *testing.T) {
 	if !ledgerReader(t, base, cos)("balance-c-1", &bal) || bal.BalanceCents != 10000 || bal.Payments != n {
 		t.Fatalf("balance %+v, want 10000 cents in %d payments", bal, n)
 	}
-	var running []int64
-	for _, e := range publishedEvents(t, base, "PaymentRecorded") {
-		var p PaymentRecorded
-		if err := json.Unmarshal([]byte(e[strings.LastIndex(e, " {")+1:]), &p); err != nil {
-			t.Fatal(err)
-		}
-		running = append(running, p.BalanceCents)
-	}
 	// Sorted, the announced balances are the running balance of the order
 	// the payments committed in: each step is one payment's amount.
-	slices.Sort(running)
+	running := announcedBalances(t, base)
 	var steps []int64
 	for i, b := range running {
 		if i == 0 {
@@ -473,4 +422,49 @@ func ledgerReader(t *testing.T, base string, cos *testenv.Cosmos) func(id string
 		}
 		return found
 	}
+}
+
+// holdBatches starts a proxy in front of cos that, while armed reports
+// true, holds the batch requests until n of them have arrived, so that the
+// handlers that sent them all read the partition before any committed; it
+// returns the proxy and the count of batch requests (held or not).
+func holdBatches(t *testing.T, cos *testenv.Cosmos, n int64, armed func() bool) (*testenv.FaultProxy, *atomic.Int64) {
+	var batches, held atomic.Int64
+	all := make(chan struct{})
+	proxy := testenv.StartFaultProxy(t, cos.Endpoint, testenv.FaultProxyOptions{
+		Match: testenv.IsBatchRequest,
+		Hooks: &testenv.ForwardHooks{BeforeForward: func(*http.Request) bool {
+			batches.Add(1)
+			if !armed() {
+				return true
+			}
+			switch k := held.Add(1); {
+			case k == n:
+				close(all)
+			case k < n:
+				select {
+				case <-all:
+				case <-time.After(20 * time.Second):
+				}
+			}
+			return true
+		}},
+	})
+	return proxy, &batches
+}
+
+// announcedBalances returns the BalanceCents of every PaymentRecorded the
+// app sent, sorted.
+func announcedBalances(t *testing.T, base string) []int64 {
+	t.Helper()
+	var out []int64
+	for _, e := range publishedEvents(t, base, "PaymentRecorded") {
+		var p PaymentRecorded
+		if err := json.Unmarshal([]byte(e[strings.LastIndex(e, " {")+1:]), &p); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, p.BalanceCents)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -148,23 +148,7 @@ func (c *Client) Refuse(ctx context.Context, r Refusal) error {
 	if err != nil {
 		return err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+RefusePath, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := c.http().Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("POST %s: %w", RefusePath, ErrNotServed)
-	case resp.StatusCode/100 != 2:
-		return fmt.Errorf("POST %s: HTTP %d", RefusePath, resp.StatusCode)
-	}
-	return nil
+	return c.do(ctx, http.MethodPost, RefusePath, body, nil)
 }
 
 // InvocationLines returns the lines the host logs for the invocation id.
@@ -175,9 +159,23 @@ func (c *Client) InvocationLines(ctx context.Context, id string) ([]string, erro
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, v)
+}
+
+// do sends a request to one of the app's local routes, with body as JSON
+// when not nil, and decodes the answer into v when not nil. A route the app
+// does not serve is ErrNotServed.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, v any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
@@ -186,12 +184,15 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("GET %s: %w", path, ErrNotServed)
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+		return fmt.Errorf("%s %s: %w", method, path, ErrNotServed)
+	case resp.StatusCode/100 != 2:
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if v == nil {
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
 }
