@@ -182,4 +182,3 @@ func deref(s *string) string {
 	}
 	return *s
 }
-
