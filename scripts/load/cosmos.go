@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,12 +20,13 @@ import (
 // delivery paths: the account read, database and container read and
 // create, point read, create, upsert, replace and delete of documents
 // (If-Match honoured) and the transactional batch (all or nothing, 207 and
-// 424 as Cosmos DB answers). It is the latency injector too: every answer
+// 424 as Cosmos DB answers; a batch's patches too, which the sample's
+// balance increments and the marks of dispatched events use). It is the latency injector too: every answer
 // is held until the request's kind of delay has passed since the request
 // arrived, so the delay stands for the service's latency and this server's
 // own work hides inside it. It counts the TCP connections clients open.
 //
-// Anything else (queries, patches, stored procedures) is answered 501 and
+// Anything else (queries, patches outside a batch, stored procedures) is answered 501 and
 // counted in Unsupported, so a run that needs more says so instead of
 // measuring a failure path.
 type memCosmos struct {
@@ -502,6 +504,22 @@ func (c *memCosmos) batch(db, collID, pk string, body []byte) answer {
 			kind = opRead
 		case "Delete":
 			kind = opDelete
+		case "Patch":
+			// Applied as the replacement of the current document by the
+			// patched one, under the same condition.
+			cur := lookup(docKey{pk, o.ID})
+			if cur == nil {
+				results[i] = batchResult{StatusCode: http.StatusNotFound}
+				failed = i
+				break
+			}
+			patched, err := patchDocument(cur.body, o.ResourceBody)
+			if err != nil {
+				results[i] = batchResult{StatusCode: http.StatusBadRequest}
+				failed = i
+				break
+			}
+			kind, o.ResourceBody = opReplace, patched
 		default:
 			results[i] = batchResult{StatusCode: http.StatusBadRequest}
 			failed = i
@@ -618,4 +636,76 @@ func (l Lateness) meanSince(o Lateness) time.Duration {
 		return 0
 	}
 	return (l.Sum - o.Sum) / time.Duration(l.N-o.N)
+}
+
+// patchDocument applies a batch's patch operations ({"operations":[{"op":
+// "set"|"add"|"replace"|"remove"|"incr","path":"/a/b","value":…}]}) to
+// the document doc, as Cosmos DB does for the paths the handler patches:
+// properties of objects, "-" appending to an array with add.
+func patchDocument(doc, patch []byte) ([]byte, error) {
+	var p struct {
+		Operations []struct {
+			Op    string          `json:"op"`
+			Path  string          `json:"path"`
+			Value json.RawMessage `json:"value"`
+		} `json:"operations"`
+	}
+	var d map[string]any
+	if err := json.Unmarshal(patch, &p); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return nil, err
+	}
+	for _, o := range p.Operations {
+		segs := strings.Split(strings.TrimPrefix(o.Path, "/"), "/")
+		parent := d
+		for _, s := range segs[:len(segs)-1] {
+			next, ok := parent[s].(map[string]any)
+			if !ok {
+				return nil, fmt.Errorf("patch path %s: no object at %s", o.Path, s)
+			}
+			parent = next
+		}
+		last := segs[len(segs)-1]
+		var v any
+		if len(o.Value) > 0 {
+			vd := json.NewDecoder(bytes.NewReader(o.Value))
+			vd.UseNumber()
+			if err := vd.Decode(&v); err != nil {
+				return nil, err
+			}
+		}
+		switch o.Op {
+		case "set", "add":
+			if arr, ok := parent[last].([]any); ok && o.Op == "add" {
+				parent[last] = append(arr, v)
+				continue
+			}
+			parent[last] = v
+		case "replace":
+			if _, ok := parent[last]; !ok {
+				return nil, fmt.Errorf("patch path %s: nothing to replace", o.Path)
+			}
+			parent[last] = v
+		case "remove":
+			if _, ok := parent[last]; !ok {
+				return nil, fmt.Errorf("patch path %s: nothing to remove", o.Path)
+			}
+			delete(parent, last)
+		case "incr":
+			cur, _ := parent[last].(json.Number)
+			a, _ := cur.Int64()
+			b, err := v.(json.Number).Int64()
+			if err != nil {
+				return nil, fmt.Errorf("patch path %s: not an integer increment", o.Path)
+			}
+			parent[last] = json.Number(strconv.FormatInt(a+b, 10))
+		default:
+			return nil, fmt.Errorf("patch operation %q", o.Op)
+		}
+	}
+	return json.Marshal(d)
 }

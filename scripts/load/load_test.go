@@ -62,7 +62,7 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(e.close)
-	requests := map[string]float64{"fresh": 3, "duplicate": 2, "tx": 6}
+	requests := map[string]float64{"fresh": 3, "duplicate": 2, "tx": 7}
 	for _, c := range cfg.Cases {
 		if err := e.startHandler(ctx); err != nil {
 			t.Fatal(err)
