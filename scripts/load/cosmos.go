@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // memCosmos is a Cosmos DB account in memory, speaking as much of the REST
@@ -458,6 +460,26 @@ type batchOp struct {
 	ResourceBody  json.RawMessage `json:"resourceBody"`
 }
 
+// patchBody returns the document cur patched by a batch operation's body
+// ({"operations":[…]}), or the status Cosmos DB answers instead: 404 for a
+// missing document, 400 for a patch that does not apply.
+func patchBody(cur *document, body json.RawMessage) ([]byte, int) {
+	if cur == nil {
+		return nil, http.StatusNotFound
+	}
+	var p struct {
+		Operations []txn.PatchOp `json:"operations"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil || len(p.Operations) == 0 {
+		return nil, http.StatusBadRequest
+	}
+	patched, err := txn.PatchDocument(cur.body, p.Operations)
+	if err != nil {
+		return nil, http.StatusBadRequest
+	}
+	return patched, 0
+}
+
 // batchResult is one operation's result as Cosmos DB writes it.
 type batchResult struct {
 	StatusCode    int             `json:"statusCode"`
@@ -502,6 +524,15 @@ func (c *memCosmos) batch(db, collID, pk string, body []byte) answer {
 			kind = opRead
 		case "Delete":
 			kind = opDelete
+		case "Patch":
+			// A patch replaces the document with the patched one.
+			kind = opReplace
+			patched, status := patchBody(lookup(docKey{pk, o.ID}), o.ResourceBody)
+			if status != 0 {
+				results[i] = batchResult{StatusCode: status}
+				failed = i
+			}
+			o.ResourceBody = patched
 		default:
 			results[i] = batchResult{StatusCode: http.StatusBadRequest}
 			failed = i
