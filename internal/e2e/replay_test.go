@@ -192,19 +192,33 @@ func runBlockedSession(t testing.TB, s *stack, sid string, how unblock) *scenari
 	}
 
 	// Each event's handler completed exactly once (event 2 not at all when
-	// skipped); the failure ran once.
-	completed := map[string]int{}
-	failed := 0
-	for _, l := range s.handler.lines("") {
-		if l.Str("sessionId") != sid {
-			continue
+	// skipped); the failure ran once. The handler writes its lines to a pipe
+	// the test reads on its own: a line may still be on its way after the
+	// host settled, so the count waits for every event's first line.
+	var completed map[string]int
+	var failed int
+	count := func() bool {
+		completed, failed = map[string]int{}, 0
+		for _, l := range s.handler.lines("") {
+			if l.Str("sessionId") != sid {
+				continue
+			}
+			if l.Str("outcome") == "completed" && l.Fields["handlerRan"] == true {
+				completed[l.Str("eventId")]++
+			}
+			if l.Str("outcome") == "event_failed" {
+				failed++
+			}
 		}
-		if l.Str("outcome") == "completed" && l.Fields["handlerRan"] == true {
-			completed[l.Str("eventId")]++
+		for i, e := range sc.evs {
+			if completed[e.EventID] == 0 && !(i == 1 && how == bySkip) {
+				return false
+			}
 		}
-		if l.Str("outcome") == "event_failed" {
-			failed++
-		}
+		return failed > 0
+	}
+	if !count() {
+		s.waitUntil(10*time.Second, "a completed line of every event and the failure's line", count)
 	}
 	if failed != 1 {
 		t.Errorf("%d event_failed lines, want 1", failed)

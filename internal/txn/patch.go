@@ -188,3 +188,20 @@ func deepCopy(v any) any {
 	}
 	return v
 }
+
+// PatchDocument applies ops to the JSON object doc as Cosmos DB applies a
+// patch (see Store's patch semantics) and returns the patched object,
+// system properties included; a server that stands in for Cosmos DB
+// answers a patch with it. An error means Cosmos DB would refuse the patch
+// with 400.
+func PatchDocument(doc []byte, ops []PatchOp) ([]byte, error) {
+	var obj map[string]any
+	if err := decodeNumbers(doc, &obj); err != nil || obj == nil {
+		return nil, errPatch
+	}
+	out, err := applyPatch(obj, ops)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(out)
+}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
 // memCosmos is a Cosmos DB account in memory, speaking as much of the REST
@@ -20,13 +21,15 @@ import (
 // delivery paths: the account read, database and container read and
 // create, point read, create, upsert, replace and delete of documents
 // (If-Match honoured) and the transactional batch (all or nothing, 207 and
-// 424 as Cosmos DB answers; a batch's patches too, which the sample's
-// balance increments and the marks of dispatched events use). It is the latency injector too: every answer
+// 424 as Cosmos DB answers; its patches too: the sample's balance
+// increments and the marks of dispatched events). It is the latency
+// injector too: every answer
 // is held until the request's kind of delay has passed since the request
 // arrived, so the delay stands for the service's latency and this server's
 // own work hides inside it. It counts the TCP connections clients open.
 //
-// Anything else (queries, patches outside a batch, stored procedures) is answered 501 and
+// Anything else (queries, a patch outside a batch, stored procedures) is
+// answered 501 and
 // counted in Unsupported, so a run that needs more says so instead of
 // measuring a failure path.
 type memCosmos struct {
@@ -460,6 +463,26 @@ type batchOp struct {
 	ResourceBody  json.RawMessage `json:"resourceBody"`
 }
 
+// patchBody returns the document cur patched by a batch operation's body
+// ({"operations":[…]}), or the status Cosmos DB answers instead: 404 for a
+// missing document, 400 for a patch that does not apply.
+func patchBody(cur *document, body json.RawMessage) ([]byte, int) {
+	if cur == nil {
+		return nil, http.StatusNotFound
+	}
+	var p struct {
+		Operations []txn.PatchOp `json:"operations"`
+	}
+	if err := json.Unmarshal(body, &p); err != nil || len(p.Operations) == 0 {
+		return nil, http.StatusBadRequest
+	}
+	patched, err := txn.PatchDocument(cur.body, p.Operations)
+	if err != nil {
+		return nil, http.StatusBadRequest
+	}
+	return patched, 0
+}
+
 // batchResult is one operation's result as Cosmos DB writes it.
 type batchResult struct {
 	StatusCode    int             `json:"statusCode"`
@@ -505,21 +528,14 @@ func (c *memCosmos) batch(db, collID, pk string, body []byte) answer {
 		case "Delete":
 			kind = opDelete
 		case "Patch":
-			// Applied as the replacement of the current document by the
-			// patched one, under the same condition.
-			cur := lookup(docKey{pk, o.ID})
-			if cur == nil {
-				results[i] = batchResult{StatusCode: http.StatusNotFound}
+			// A patch replaces the document with the patched one.
+			kind = opReplace
+			patched, status := patchBody(lookup(docKey{pk, o.ID}), o.ResourceBody)
+			if status != 0 {
+				results[i] = batchResult{StatusCode: status}
 				failed = i
-				break
 			}
-			patched, err := patchDocument(cur.body, o.ResourceBody)
-			if err != nil {
-				results[i] = batchResult{StatusCode: http.StatusBadRequest}
-				failed = i
-				break
-			}
-			kind, o.ResourceBody = opReplace, patched
+			o.ResourceBody = patched
 		default:
 			results[i] = batchResult{StatusCode: http.StatusBadRequest}
 			failed = i
@@ -636,76 +652,4 @@ func (l Lateness) meanSince(o Lateness) time.Duration {
 		return 0
 	}
 	return (l.Sum - o.Sum) / time.Duration(l.N-o.N)
-}
-
-// patchDocument applies a batch's patch operations ({"operations":[{"op":
-// "set"|"add"|"replace"|"remove"|"incr","path":"/a/b","value":…}]}) to
-// the document doc, as Cosmos DB does for the paths the handler patches:
-// properties of objects, "-" appending to an array with add.
-func patchDocument(doc, patch []byte) ([]byte, error) {
-	var p struct {
-		Operations []struct {
-			Op    string          `json:"op"`
-			Path  string          `json:"path"`
-			Value json.RawMessage `json:"value"`
-		} `json:"operations"`
-	}
-	var d map[string]any
-	if err := json.Unmarshal(patch, &p); err != nil {
-		return nil, err
-	}
-	dec := json.NewDecoder(bytes.NewReader(doc))
-	dec.UseNumber()
-	if err := dec.Decode(&d); err != nil {
-		return nil, err
-	}
-	for _, o := range p.Operations {
-		segs := strings.Split(strings.TrimPrefix(o.Path, "/"), "/")
-		parent := d
-		for _, s := range segs[:len(segs)-1] {
-			next, ok := parent[s].(map[string]any)
-			if !ok {
-				return nil, fmt.Errorf("patch path %s: no object at %s", o.Path, s)
-			}
-			parent = next
-		}
-		last := segs[len(segs)-1]
-		var v any
-		if len(o.Value) > 0 {
-			vd := json.NewDecoder(bytes.NewReader(o.Value))
-			vd.UseNumber()
-			if err := vd.Decode(&v); err != nil {
-				return nil, err
-			}
-		}
-		switch o.Op {
-		case "set", "add":
-			if arr, ok := parent[last].([]any); ok && o.Op == "add" {
-				parent[last] = append(arr, v)
-				continue
-			}
-			parent[last] = v
-		case "replace":
-			if _, ok := parent[last]; !ok {
-				return nil, fmt.Errorf("patch path %s: nothing to replace", o.Path)
-			}
-			parent[last] = v
-		case "remove":
-			if _, ok := parent[last]; !ok {
-				return nil, fmt.Errorf("patch path %s: nothing to remove", o.Path)
-			}
-			delete(parent, last)
-		case "incr":
-			cur, _ := parent[last].(json.Number)
-			a, _ := cur.Int64()
-			b, err := v.(json.Number).Int64()
-			if err != nil {
-				return nil, fmt.Errorf("patch path %s: not an integer increment", o.Path)
-			}
-			parent[last] = json.Number(strconv.FormatInt(a+b, 10))
-		default:
-			return nil, fmt.Errorf("patch operation %q", o.Op)
-		}
-	}
-	return json.Marshal(d)
 }

@@ -184,10 +184,9 @@ func TestMemCosmosBatchIsAllOrNothing(t *testing.T) {
 	}
 }
 
-// A batch's patch applies its operations to the current document under
-// its condition (a missing document is 404, a changed ETag 412): the
-// sample's increments and the mark of dispatched events (set, remove).
-func TestMemCosmosBatchPatches(t *testing.T) {
+// A batch's patch applies set and remove as the mark of dispatched events
+// does, under its ETag condition (a changed ETag is 412).
+func TestMemCosmosBatchPatchesMarkDispatched(t *testing.T) {
 	t.Parallel()
 	_, c := memClient(t, Latency{})
 	ctx := context.Background()
@@ -276,4 +275,42 @@ func TestMemCosmosRefusesQueriesAndCountsThem(t *testing.T) {
 	if m.Counts().Unsupported == 0 || m.LastUnsupported() == "" {
 		t.Fatalf("the query was not counted as unsupported: %+v", m.Counts())
 	}
+}
+
+// A patch in a batch is applied as Cosmos DB applies it (an increment adds
+// to the number), and a patch of a missing document fails the batch with
+// 404 on that operation: the sample's payments patch the balance.
+func TestMemCosmosBatchPatches(t *testing.T) {
+	t.Parallel()
+	_, c := memClient(t, Latency{})
+	ctx := context.Background()
+	pk := azcosmos.NewPartitionKeyString("C-2")
+
+	b := c.NewTransactionalBatch(pk)
+	b.PatchItem("balance-C-2", patchOf(5), nil)
+	resp, err := c.ExecuteTransactionalBatch(ctx, b, nil)
+	if err != nil || resp.Success || resp.OperationResults[0].StatusCode != http.StatusNotFound {
+		t.Fatalf("patch of a missing document: %v, %+v; want 404", err, resp.OperationResults)
+	}
+	b = c.NewTransactionalBatch(pk)
+	b.CreateItem(body(t, ledgerDoc{ID: "balance-C-2", CustomerID: "C-2", Cents: 10}), nil)
+	b.PatchItem("balance-C-2", patchOf(5), nil)
+	b.PatchItem("balance-C-2", patchOf(-3), nil)
+	if resp, err = c.ExecuteTransactionalBatch(ctx, b, nil); err != nil || !resp.Success {
+		t.Fatalf("batch: %v, %+v", err, resp.OperationResults)
+	}
+	read, err := c.ReadItem(ctx, pk, "balance-C-2", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bal ledgerDoc
+	if err := json.Unmarshal(read.Value, &bal); err != nil || bal.Cents != 12 || bal.CustomerID != "C-2" {
+		t.Fatalf("balance after +5 and -3 on 10: %s (%v), want 12", read.Value, err)
+	}
+}
+
+func patchOf(by int64) azcosmos.PatchOperations {
+	var p azcosmos.PatchOperations
+	p.AppendIncrement("/cents", by)
+	return p
 }
