@@ -139,17 +139,20 @@ func paymentPartition(p PaymentReceived) (string, error) {
 const maxExactCents = 1<<53 - 1
 
 // handlePaymentReceived records the payment and adds it to the customer's
-// balance, in one batch with the inbox marker. A payment already recorded
-// (a producer's re-send under a new MessageId) is not applied again: only
-// the marker is committed.
+// balance, in one batch with the inbox marker, and announces it:
+// PaymentRecorded (message id PaymentRecorded-<PaymentId>) with the
+// customer's balance after this payment, stored in the marker with the
+// batch and sent once the batch committed. A payment already recorded (a
+// producer's re-send under a new MessageId) is not applied again and
+// publishes nothing: only the marker is committed.
 //
-// An existing balance is patched with increments, not replaced under its
-// ETag: concurrent payments of one customer then do not conflict (each
-// batch adds its amount to the balance as stored when it commits). Only
-// the first payment of a customer creates the balance; a concurrent first
-// payment's batch conflicts (409), and the pipeline runs this handler
-// again within the invocation, on fresh reads: it finds the balance and
-// increments it.
+// The balance the event announces must be the balance this payment left,
+// so the increment is conditioned on the balance's ETag as read: a
+// payment of the same customer committed in between makes this batch
+// conflict, and the pipeline runs the handler again on fresh reads (or
+// the broker redelivers it) instead of announcing a balance that was not.
+// Only the first payment of a customer creates the balance; a concurrent
+// first payment conflicts in the same way.
 func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx, p PaymentReceived) (nimbus.Result, error) {
 	if p.PaymentID == "" {
 		return nimbus.Result{}, nimbus.Permanent(errors.New("PaymentReceived has no PaymentId"))
@@ -161,19 +164,20 @@ func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx,
 	// The two reads run at once.
 	var (
 		bal            balance
+		balTag         nimbus.ETag
 		payErr, balErr error
 		wg             sync.WaitGroup
 	)
 	wg.Go(func() { _, payErr = tx.Read(ctx, payID, nil) })
-	wg.Go(func() { _, balErr = tx.Read(ctx, balID, &bal) })
+	wg.Go(func() { balTag, balErr = tx.Read(ctx, balID, &bal) })
 	wg.Wait()
 	paid, hasBal := payErr == nil, balErr == nil
 	if err := errors.Join(notFoundIsNil(payErr), notFoundIsNil(balErr)); err != nil {
 		return nimbus.Result{}, err
 	}
 	if !paid {
-		// The balance as read: increments committed since are not in it.
-		if sum := bal.BalanceCents + p.AmountCents; sum > maxExactCents || sum < -maxExactCents {
+		after := bal.BalanceCents + p.AmountCents
+		if after > maxExactCents || after < -maxExactCents {
 			return nimbus.Result{}, nimbus.Permanent(errors.New("the balance would go beyond 2^53-1 cents, which Cosmos DB's numbers (doubles) cannot hold exactly"))
 		}
 		if err := tx.Create(payment{ID: payID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, MessageID: ev.MessageID}); err != nil {
@@ -181,20 +185,35 @@ func handlePaymentReceived(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx,
 		}
 		var err error
 		if hasBal {
-			err = tx.Patch(balID, new(nimbus.Patch).Increment("/balanceCents", p.AmountCents).Increment("/payments", 1), nil)
+			err = tx.Patch(balID, new(nimbus.Patch).Increment("/balanceCents", p.AmountCents).Increment("/payments", 1), &nimbus.WriteOptions{IfMatch: balTag})
 		} else {
 			err = tx.Create(balance{ID: balID, CustomerID: p.CustomerID, BalanceCents: p.AmountCents, Payments: 1})
 		}
 		if err != nil {
 			return nimbus.Result{}, err
 		}
+		if err := tx.Publish(nimbus.Publication{
+			EventTypeID: "PaymentRecorded", MessageID: "PaymentRecorded-" + p.PaymentID,
+			Payload: PaymentRecorded{PaymentID: p.PaymentID, CustomerID: p.CustomerID, AmountCents: p.AmountCents, BalanceCents: after},
+		}); err != nil {
+			return nimbus.Result{}, err
+		}
 	}
-	// The switches act after the writes are queued: a failure here drops
-	// them, and nothing is committed.
+	// The switches act after the writes and the event are queued: a failure
+	// here drops them, and nothing is committed or sent.
 	if err := switches(p.Fail, p.FailOn, p.FailFirstAttempts, ev, "ledger busy"); err != nil {
 		return nimbus.Result{}, err
 	}
 	return nimbus.Completed(), nil
+}
+
+// PaymentRecorded announces a payment the ledger applied, with the
+// customer's balance after it.
+type PaymentRecorded struct {
+	PaymentID    string `json:"PaymentId"`
+	CustomerID   string `json:"CustomerId"`
+	AmountCents  int64  `json:"AmountCents"`
+	BalanceCents int64  `json:"BalanceCents"`
 }
 
 // notFoundIsNil is err, or nil for nimbus.ErrNotFound.
@@ -219,9 +238,44 @@ func handleOrderPlaced(ctx context.Context, ev *nimbus.Event, o OrderPlaced) (ni
 			ExpectedIn:    24 * time.Hour,
 		}), nil
 	}
-	// A real endpoint would create the invoice here, idempotently keyed by
-	// ev.MessageID or o.OrderID.
+	// The order continues its workflow: billing is asked for the invoice,
+	// then the order is announced as accepted. The events go out only
+	// because the handler completes, in this order; their message ids
+	// derive from the order, so a redelivery that runs the handler again
+	// publishes the same ids, and every downstream inbox recognises them.
+	// A delivery without a MessageId cannot be the parent of an event
+	// (NimBus refuses to publish from one): the order completes without
+	// them.
+	if ev.MessageID == "" {
+		return nimbus.Completed(), nil
+	}
+	if err := ev.Publish(nimbus.Publication{
+		EventTypeID: "InvoiceRequested", MessageID: "InvoiceRequested-" + o.OrderID,
+		Payload: InvoiceRequested{OrderID: o.OrderID, CustomerID: o.CustomerID, Amount: o.Amount},
+	}); err != nil {
+		return nimbus.Result{}, err
+	}
+	if err := ev.Publish(nimbus.Publication{
+		EventTypeID: "OrderAccepted", MessageID: "OrderAccepted-" + o.OrderID,
+		Payload: OrderAccepted{OrderID: o.OrderID},
+	}); err != nil {
+		return nimbus.Result{}, err
+	}
 	return nimbus.Completed(), nil
+}
+
+// InvoiceRequested is published when an order is accepted: billing is
+// asked to invoice it.
+type InvoiceRequested struct {
+	OrderID    string  `json:"OrderId"`
+	CustomerID string  `json:"CustomerId"`
+	Amount     float64 `json:"Amount"`
+}
+
+// OrderAccepted is published after InvoiceRequested when an order is
+// accepted.
+type OrderAccepted struct {
+	OrderID string `json:"OrderId"`
 }
 
 // switches returns the failure the Fail, FailOn and FailFirstAttempts

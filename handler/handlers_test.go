@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -231,5 +232,49 @@ func TestFailOnOriginalThenRetrySucceeds(t *testing.T) {
 	}
 	if fmt.Sprint(seq) != fmt.Sprint([]outcome{outFailed, outFailed, outCompleted}) {
 		t.Errorf("outcomes %v", seq)
+	}
+}
+
+// An order that completes publishes InvoiceRequested, then OrderAccepted,
+// with message ids derived from the order; an order that fails (any
+// switch, any kind) or is handed off publishes nothing.
+func TestOrderPlacedPublishesItsEvents(t *testing.T) {
+	ev := orderEvent(`{"OrderId":"o-1","CustomerId":"c-9","Amount":12.5}`, 1)
+	if _, err := callOrderPlaced(ev); err != nil {
+		t.Fatal(err)
+	}
+	got := ev.Published()
+	if len(got) != 2 {
+		t.Fatalf("published %+v", got)
+	}
+	want := []struct{ typ, id, json string }{
+		{"InvoiceRequested", "InvoiceRequested-o-1", `{"OrderId":"o-1","CustomerId":"c-9","Amount":12.5}`},
+		{"OrderAccepted", "OrderAccepted-o-1", `{"OrderId":"o-1"}`},
+	}
+	for i, w := range want {
+		raw, err := json.Marshal(got[i].Payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got[i].EventTypeID != w.typ || got[i].MessageID != w.id || string(raw) != w.json || got[i].SessionID != "" {
+			t.Errorf("publication %d: %s %s %s (session %q), want %s %s %s", i, got[i].EventTypeID, got[i].MessageID, raw, got[i].SessionID, w.typ, w.id, w.json)
+		}
+	}
+	// A delivery without a MessageId cannot parent an event: the order
+	// completes unannounced.
+	noID := orderEvent(`{"OrderId":"o-1"}`, 1)
+	noID.MessageID = ""
+	if res, err := callOrderPlaced(noID); err != nil || handoff(res) || len(noID.Published()) != 0 {
+		t.Errorf("without a MessageId: %v, published %+v", err, noID.Published())
+	}
+	for _, order := range []string{
+		`{"OrderId":"o-1","Fail":"failed"}`, `{"OrderId":"o-1","Fail":"transient"}`, `{"OrderId":"o-1","Fail":"permanent"}`,
+		`{"OrderId":"o-1","Fail":"discard"}`, `{"OrderId":"o-1","Handoff":true}`, `{"OrderId":"o-1","Amount":20000}`,
+		`{"OrderId":"o-1","FailFirstAttempts":1}`, `{"Amount":1}`,
+	} {
+		ev := orderEvent(order, 1)
+		if res, err := callOrderPlaced(ev); (err == nil && !handoff(res)) || len(ev.Published()) != 0 {
+			t.Errorf("%s: handoff %v, err %v, published %+v", order, handoff(res), err, ev.Published())
+		}
 	}
 }

@@ -79,10 +79,27 @@ func BenchmarkInvocationTx(b *testing.B) {
 			}
 			return Completed(), tx.Upsert(doc{ID: "balance-" + c, CustomerID: c, MessageID: ev.MessageID}, nil)
 		})
+	// The same transactional handler publishing one event: stored in the
+	// marker with the batch, sent with the response, then marked.
+	txPub := New()
+	txPub.HandleTx("OrderPlaced", Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"},
+		func(ev *Event) (string, error) { return ev.MessageID, nil },
+		func(ctx context.Context, ev *Event, tx *Tx) (Result, error) {
+			c := tx.PartitionKey()
+			if err := tx.Create(doc{ID: "payment-" + ev.MessageID, CustomerID: c, MessageID: ev.MessageID}); err != nil {
+				return Result{}, err
+			}
+			if err := tx.Upsert(doc{ID: "balance-" + c, CustomerID: c, MessageID: ev.MessageID}, nil); err != nil {
+				return Result{}, err
+			}
+			return Completed(), tx.Publish(Publication{EventTypeID: "PaymentRecorded", MessageID: "PaymentRecorded-" + ev.MessageID,
+				Payload: map[string]any{"PaymentId": ev.MessageID, "CustomerId": c, "AmountCents": 1250, "BalanceCents": 5000}})
+		})
 	noSetting := func(string) string { return "" }
 	inbox := map[string]string{config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory"}
 	b.Run("handler=plain,writes=2", func(b *testing.B) { benchInvocation(b, plain.registry(noSetting), inbox) })
 	b.Run("handler=tx,writes=2", func(b *testing.B) { benchInvocation(b, tx.registry(noSetting), inbox) })
+	b.Run("handler=tx,writes=2,events=1", func(b *testing.B) { benchInvocation(b, txPub.registry(noSetting), inbox) })
 }
 
 // benchInvocation measures invocations of reg; with settings (the inbox

@@ -29,6 +29,14 @@
 // one transactional batch, so its effect on the container is applied
 // exactly once.
 //
+// A handler continues the workflow by publishing the next event through the
+// event it handles (Event.Publish) or its unit of work (Tx.Publish), with a
+// Publication that names the event type and a message id derived from the
+// business key. The events go out only when the handler returns Completed,
+// in order, before the Resolver hears that the event completed; a
+// transactional handler's events commit with its writes and are sent from
+// its inbox marker, whatever fails after the commit.
+//
 // A handler returns Completed when it is done, or PendingHandoff when another
 // system settles the outcome later. An error fails the event; Transient,
 // Permanent and Discard choose another failure kind (see KindOf). A panic is

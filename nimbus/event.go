@@ -46,6 +46,12 @@ type Event struct {
 	CloudEvent *CloudEventAttributes
 	// Attempt says how the event reached the handler.
 	Attempt Attempt
+
+	// in is the pipeline's event, through which Publish queues; nil for an
+	// Event the pipeline did not deliver.
+	in *subscriber.Event
+	// pubs is what was published through the Event (see Published).
+	pubs *publications
 }
 
 // Attempt is how an event reached the handler.
@@ -233,6 +239,8 @@ func newEvent(in *subscriber.Event) *Event {
 		RetryCount:    in.RetryCount,
 		EnqueuedTime:  in.EnqueuedTime,
 		Attempt:       Attempt(in.Attempt),
+		in:            in,
+		pubs:          &publications{},
 	}
 	if in.CloudEvent != nil {
 		// A conversion: it compiles only while the two types have the

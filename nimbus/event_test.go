@@ -52,6 +52,10 @@ func TestAdaptPassesTheEvent(t *testing.T) {
 			if _, err := h(t.Context(), &c.in); err != nil {
 				t.Fatal(err)
 			}
+			if got.in != &c.in || got.pubs == nil {
+				t.Fatalf("the Event is not linked to the pipeline's (in %p, want %p; publications %v)", got.in, &c.in, got.pubs)
+			}
+			got.in, got.pubs = nil, nil
 			if !reflect.DeepEqual(*got, c.want) {
 				t.Fatalf("handler got %+v\nwant %+v", *got, c.want)
 			}

@@ -262,7 +262,8 @@ func inboxState(cfg *config.Config, setting func(string) string) (endpoint, enab
 // adaptTx turns h into the pipeline's transactional handler.
 func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 	return func(ctx context.Context, in *subscriber.Event, u *txn.Unit) (subscriber.Result, error) {
-		res, err := h(ctx, newEvent(in), &Tx{u: u})
+		ev := newEvent(in)
+		res, err := h(ctx, ev, &Tx{u: u, ev: ev})
 		return toResult(res, err)
 	}
 }
@@ -270,7 +271,8 @@ func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 // Tx is a transactional handler's unit of work, bound to one container and
 // one partition of it. Reads run at once; Create, Upsert, Replace, Patch
 // and Delete are queued and applied together, all or nothing, after the
-// handler returns Completed. Reads do not see queued writes. The handler
+// handler returns Completed, and the events Publish queues are committed
+// with them. Reads do not see queued writes. The handler
 // never executes the batch. A Tx is safe for concurrent use by the
 // handler's goroutines while the handler runs.
 //
@@ -301,7 +303,11 @@ func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 //
 // Cosmos DB stores every JSON number as a double: integers beyond 2^53
 // (9007199254740992) lose precision there, so keep amounts within it.
-type Tx struct{ u *txn.Unit }
+type Tx struct {
+	u *txn.Unit
+	// ev is the delivered event, through which Publish queues.
+	ev *Event
+}
 
 // ETag is the version of a document as Read returned it, for the IfMatch
 // condition of a later write.

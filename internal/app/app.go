@@ -109,6 +109,8 @@ type endpointApp struct {
 	pipeline *subscriber.Pipeline
 	store    inbox.Store
 	memory   *resolver.Memory
+	// refusals make the in-memory sink refuse sends on request.
+	refusals *sinkRefusals
 	// publisher sends to the endpoint's topic (traced), as the pipeline's
 	// responses go.
 	publisher resolver.Publisher
@@ -177,6 +179,8 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	}
 	if m, ok := pub.(*resolver.Memory); ok {
 		a.memory = m
+		a.refusals = &sinkRefusals{next: m.Fail}
+		m.Fail = a.refusals.fail
 	}
 	pub = resolver.Traced(pub, a.tracer, cfg.Endpoint)
 	a.publisher = pub
@@ -244,6 +248,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
 	if a.memory != nil {
 		a.server.HandleGet(devhost.SentPath, http.HandlerFunc(a.serveMemorySink))
+		a.server.HandlePost(devhost.RefusePath, a.refusals)
 		a.recent = newRecentInvocations()
 		a.server.HandleGet(devhost.InvocationsPath, a.recent)
 	}

@@ -264,7 +264,10 @@ type failedInvocation struct {
 	level                                                     zerolog.Level
 	message, outcome, endpoint, messageID, sessionID, storeOp string
 	deliveryCount                                             int
-	err                                                       error
+	// eventsDropped counts the events the handler published that the
+	// delivery dropped.
+	eventsDropped int
+	err           error
 }
 
 // writeFailureLine writes one line for a failing invocation on stderr. The
@@ -295,6 +298,10 @@ func (h *host) writeFailureLine(inv *funchost.Invocation, f failedInvocation) {
 	b = strconv.AppendInt(b, int64(f.deliveryCount), 10)
 	if f.storeOp != "" {
 		b = appendField(b, "operation", f.storeOp)
+	}
+	if f.eventsDropped > 0 {
+		b = append(b, " eventsDropped="...)
+		b = strconv.AppendInt(b, int64(f.eventsDropped), 10)
 	}
 	if f.err != nil && prefix == "error: " {
 		b = appendField(b, "error", logsafe.Bound(f.err.Error()))

@@ -132,6 +132,12 @@ func (a *endpointApp) logInvocation(inv *funchost.Invocation, r *subscriber.Repo
 	if r.StoreOp != "" {
 		ev = ev.Str("operation", r.StoreOp)
 	}
+	if r.EventsPublished > 0 {
+		ev = ev.Int("eventsPublished", r.EventsPublished)
+	}
+	if r.EventsDropped > 0 {
+		ev = ev.Int("eventsDropped", r.EventsDropped)
+	}
 	if r.TxnReruns > 0 {
 		ev = ev.Int("txnReruns", r.TxnReruns)
 	}
@@ -184,6 +190,12 @@ func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Rep
 		fields = append(fields, field{"eventTypeId", r.EventTypeID})
 	}
 	fields = append(fields, field{"deliveryCount", strconv.Itoa(deliveryCount)}, field{"handlerRan", strconv.FormatBool(r.HandlerRan)})
+	if r.EventsPublished > 0 {
+		fields = append(fields, field{"eventsPublished", strconv.Itoa(r.EventsPublished)})
+	}
+	if r.EventsDropped > 0 {
+		fields = append(fields, field{"eventsDropped", strconv.Itoa(r.EventsDropped)})
+	}
 	if r.TxnReruns > 0 {
 		fields = append(fields, field{"txnReruns", strconv.Itoa(r.TxnReruns)})
 	}
@@ -205,7 +217,7 @@ func (a *endpointApp) failureLine(inv *funchost.Invocation, r *subscriber.Report
 	a.writeFailureLine(inv, failedInvocation{
 		status: spec.Status, level: spec.Level, message: spec.Message, outcome: string(r.Outcome),
 		endpoint: a.cfg.Endpoint, messageID: r.MessageID, sessionID: r.SessionID,
-		deliveryCount: deliveryCount, storeOp: r.StoreOp, err: r.Err,
+		deliveryCount: deliveryCount, storeOp: r.StoreOp, eventsDropped: r.EventsDropped, err: r.Err,
 	})
 }
 

@@ -9,9 +9,12 @@
 //   - GET /_nimbus/invocations?id=ID: the lines the host logs for the
 //     invocation ID ([InvocationLines]): the response's Logs when the
 //     answer completed the message, the handler's stderr line when it
-//     failed it (the host ignores the Logs of a non-2xx answer).
+//     failed it (the host ignores the Logs of a non-2xx answer);
+//   - POST /_nimbus/resolver/refuse: the sink refuses the next sends that
+//     hold a message of a type ([Refusal]), as a broker refusing them
+//     would, so that a local run shows what follows a failed send.
 //
-// The JSON shapes of both routes are defined here and served by
+// The JSON shapes of these routes are defined here and served by
 // internal/app. The package also words what the host does with an answer
 // and describes a sent message on one line, so that the demo and invoke
 // print a step the same way.
@@ -38,7 +41,17 @@ import (
 const (
 	SentPath        = "/_nimbus/resolver"
 	InvocationsPath = "/_nimbus/invocations"
+	RefusePath      = "/_nimbus/resolver/refuse"
 )
+
+// Refusal asks the in-memory sink to refuse the next Count sends (a send
+// of several messages counts once, and is refused whole) that hold a
+// message whose MessageType is MessageType ("" for any); Count 0 ends a
+// refusal under way.
+type Refusal struct {
+	MessageType string `json:"messageType"`
+	Count       int    `json:"count"`
+}
 
 // SentResponse is how GET /_nimbus/resolver shows a message the in-memory
 // sink kept: properties with their AMQP types.
@@ -129,6 +142,15 @@ func (c *Client) Sent(ctx context.Context) ([]SentResponse, error) {
 	return sent, c.getJSON(ctx, SentPath, &sent)
 }
 
+// Refuse makes the app's in-memory sink refuse the sends r describes.
+func (c *Client) Refuse(ctx context.Context, r Refusal) error {
+	body, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	return c.do(ctx, http.MethodPost, RefusePath, body, nil)
+}
+
 // InvocationLines returns the lines the host logs for the invocation id.
 func (c *Client) InvocationLines(ctx context.Context, id string) ([]string, error) {
 	var l InvocationLines
@@ -137,9 +159,23 @@ func (c *Client) InvocationLines(ctx context.Context, id string) ([]string, erro
 }
 
 func (c *Client) getJSON(ctx context.Context, path string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.BaseURL+path, nil)
+	return c.do(ctx, http.MethodGet, path, nil, v)
+}
+
+// do sends a request to one of the app's local routes, with body as JSON
+// when not nil, and decodes the answer into v when not nil. A route the app
+// does not serve is ErrNotServed.
+func (c *Client) do(ctx context.Context, method, path string, body []byte, v any) error {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.BaseURL+path, rd)
 	if err != nil {
 		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.http().Do(req)
 	if err != nil {
@@ -148,12 +184,15 @@ func (c *Client) getJSON(ctx context.Context, path string, v any) error {
 	defer resp.Body.Close()
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("GET %s: %w", path, ErrNotServed)
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("GET %s: HTTP %d", path, resp.StatusCode)
+		return fmt.Errorf("%s %s: %w", method, path, ErrNotServed)
+	case resp.StatusCode/100 != 2:
+		return fmt.Errorf("%s %s: HTTP %d", method, path, resp.StatusCode)
+	}
+	if v == nil {
+		return nil
 	}
 	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
-		return fmt.Errorf("GET %s: %w", path, err)
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	return nil
 }
@@ -255,7 +294,13 @@ func Describe(r SentResponse) string {
 	if r.CorrelationID != nil {
 		corr = *r.CorrelationID
 	}
-	fmt.Fprintf(&b, " (SessionId %s, CorrelationId %s, EventId %v", r.SessionID, corr, p[message.PropEventID].Value)
+	b.WriteString(" (")
+	if r.MessageID != "" {
+		// A published event: its own MessageId, and the delivery it came
+		// from.
+		fmt.Fprintf(&b, "MessageId %s, ParentMessageId %v, ", r.MessageID, p[message.PropParentMessageID].Value)
+	}
+	fmt.Fprintf(&b, "SessionId %s, CorrelationId %s, EventId %v", r.SessionID, corr, p[message.PropEventID].Value)
 	for _, k := range []string{message.PropRetryCount, message.PropOriginalSessionID, message.PropDeferralSequence, message.PropInboxMessageID,
 		message.PropHandoffReason, message.PropExternalJobID, message.PropDeadLetterReason} {
 		v, ok := p[k]

@@ -120,6 +120,34 @@ func TestClientWithoutInMemorySink(t *testing.T) {
 	if _, err := c.InvocationLines(t.Context(), "x"); !errors.Is(err, devhost.ErrNotServed) {
 		t.Errorf("InvocationLines: %v, want ErrNotServed", err)
 	}
+	if err := c.Refuse(t.Context(), devhost.Refusal{Count: 1}); !errors.Is(err, devhost.ErrNotServed) {
+		t.Errorf("Refuse: %v, want ErrNotServed", err)
+	}
+}
+
+// Refuse makes the in-memory sink refuse the next send holding a message of
+// the type asked for: the invocation that sends it fails, the next one's
+// send goes through; a refusal the app cannot read is an error.
+func TestClientRefuse(t *testing.T) {
+	c := startApp(t, "InMemory")
+	ctx := t.Context()
+	if err := c.Refuse(ctx, devhost.Refusal{MessageType: "ResolutionResponse", Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	_, env := devhost.EventInvocation("Subscriber", order(`{"OrderId":"O-1"}`), 1, time.Now())
+	if a, err := c.Invoke(ctx, "Subscriber", "inv-1", env); err != nil || a.Status/100 == 2 {
+		t.Fatalf("the refused send: %+v, %v", a, err)
+	}
+	if sent, err := c.Sent(ctx); err != nil || len(sent) != 0 {
+		t.Fatalf("sent %v, %v", sent, err)
+	}
+	_, env = devhost.EventInvocation("Subscriber", order(`{"OrderId":"O-1"}`), 2, time.Now())
+	if a, err := c.Invoke(ctx, "Subscriber", "inv-2", env); err != nil || a.Status != 200 {
+		t.Fatalf("after the refusal: %+v, %v", a, err)
+	}
+	if err := c.Refuse(ctx, devhost.Refusal{Count: -1}); err == nil || errors.Is(err, devhost.ErrNotServed) {
+		t.Fatalf("a negative count: %v", err)
+	}
 }
 
 func TestWriteAnswerAndSent(t *testing.T) {

@@ -14,22 +14,26 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
-// TestHotCustomerPaymentsCommitWithoutRedelivery delivers 64 different
+// TestHotCustomerPaymentsAllComplete delivers 64 different
 // PaymentReceived messages of one customer to the handler binary at once
 // (direct invocations, each in a session of its own, all released
 // together), in 3 trials of a new customer each, with 20 ms of latency
 // added to every Cosmos DB request by the fault proxy and the stack's paced
-// redeliveries. The payments that read "no balance" queue the balance's
-// creation; one creation commits and the other batches conflict. Each of
-// those runs its handler again within its invocation, on fresh reads, and
-// increments the balance. In the last trial the proxy holds the batches
-// until all 64 have arrived, so every payment read "no balance" and 63 of
-// them conflict. Every payment completes on its first delivery (none goes
-// back to the broker, none comes near the dead-letter), the ledger is
-// exact, and the batches the proxy saw are one committed batch per payment
-// plus one conflicted batch per handler re-run the invocation lines report
-// (txnReruns).
-func TestHotCustomerPaymentsCommitWithoutRedelivery(t *testing.T) {
+// redeliveries. The sample announces each payment with the balance it left,
+// so it increments the balance under the ETag it read: of the batches that
+// read one version of the balance, one commits and the others conflict
+// (the first payments, which read "no balance", conflict on its creation).
+// Each of those runs its handler again within its invocation, on fresh
+// reads, as long as its re-runs last; the rest go back to the broker, whose
+// redelivery runs them again. In the last trial the proxy holds the batches
+// until all 64 have arrived, so every payment read "no balance". Every
+// payment completes within the delivery limit (none comes near the
+// dead-letter), the ledger is exact, and the batches the proxy saw are two
+// committed batches per payment (the batch, then the mark that its event
+// was dispatched) plus one conflicted batch per handler re-run the
+// invocation lines report (txnReruns) and per delivery that ended in a
+// conflict (txn_conflict).
+func TestHotCustomerPaymentsAllComplete(t *testing.T) {
 	longRun(t)
 	const (
 		payments      = 64
@@ -91,6 +95,7 @@ func TestHotCustomerPaymentsCommitWithoutRedelivery(t *testing.T) {
 	other.Store(0)
 
 	firstStatus := map[int]int{}
+	deliveries := map[int]int{} // deliveries a payment took to complete
 	var trialTimes []time.Duration
 	hot := map[string]bool{}
 	for trial := range trials {
@@ -133,9 +138,7 @@ func TestHotCustomerPaymentsCommitWithoutRedelivery(t *testing.T) {
 			if len(runs[i]) > 0 {
 				firstStatus[runs[i][0].StatusCode]++
 			}
-			if len(runs[i]) != 1 {
-				t.Errorf("trial %d: %s took %d deliveries, want 1: a conflict went back to the broker", trial, evs[i].MessageID, len(runs[i]))
-			}
+			deliveries[len(runs[i])]++
 		}
 	}
 
@@ -143,7 +146,7 @@ func TestHotCustomerPaymentsCommitWithoutRedelivery(t *testing.T) {
 
 	// The invocation lines: one per payment, completed, with its re-runs.
 	outcomes := map[string]int{}
-	reruns, maxReruns, lines := 0, 0, 0
+	reruns, maxReruns, lines, conflicted := 0, 0, 0, 0
 	perPayment := map[int]int{}
 	trialReruns := make([]int, trials)
 	for _, l := range s.handler.invocations() {
@@ -159,26 +162,31 @@ func TestHotCustomerPaymentsCommitWithoutRedelivery(t *testing.T) {
 		}
 		maxReruns = max(maxReruns, l.TxnReruns)
 		perPayment[l.TxnReruns]++
-		if l.Outcome != "completed" {
+		switch l.Outcome {
+		case "completed":
+		case "txn_conflict":
+			// Its re-runs spent, the delivery went back to the broker.
+			conflicted++
+		default:
 			t.Errorf("%s: outcome %s on delivery %d", l.MessageID, l.Outcome, l.DeliveryCount)
 		}
 	}
-	if lines != payments*trials {
-		t.Errorf("%d invocation lines for %d payments", lines, payments*trials)
+	if completed := outcomes["completed"]; completed != payments*trials || lines != completed+conflicted {
+		t.Errorf("%d invocation lines, %d completed, for %d payments", lines, completed, payments*trials)
 	}
-	if got := trialReruns[trials-1]; got != payments-1 {
-		t.Errorf("the trial whose payments all read no balance: %d re-runs, want %d (every creation but one conflicts once)", got, payments-1)
+	if got := trialReruns[trials-1]; got < payments-1 {
+		t.Errorf("the trial whose payments all read no balance: %d re-runs, want at least %d (every creation but one conflicts)", got, payments-1)
 	}
-	if committed.Load() != int64(payments*trials) || failed.Load() != int64(reruns) || other.Load() != 0 {
-		t.Errorf("batches: %d committed, %d conflicted, %d other; want %d committed and one conflicted batch per reported re-run (%d)",
-			committed.Load(), failed.Load(), other.Load(), payments*trials, reruns)
+	if committed.Load() != int64(2*payments*trials) || failed.Load() != int64(reruns+conflicted) || other.Load() != 0 {
+		t.Errorf("batches: %d committed, %d conflicted, %d other; want %d committed (each payment's batch and its dispatched mark) and one conflicted batch per reported re-run or conflict (%d)",
+			committed.Load(), failed.Load(), other.Load(), 2*payments*trials, reruns+conflicted)
 	}
 
 	sort.Slice(trialTimes, func(i, j int) bool { return trialTimes[i] < trialTimes[j] })
 	t.Logf("hot key: %d trials × %d concurrent payments of one customer, %v added to every Cosmos request; trial times %v",
 		trials, payments, latency, trialTimes)
-	t.Logf("hot key: first-delivery statuses %v; outcomes %s; ledger %d payments, %d markers, %d exact balances",
-		firstStatus, outcomeSummary(outcomes), rep.payments, rep.markers, rep.exact)
+	t.Logf("hot key: first-delivery statuses %v; deliveries per payment %v; outcomes %s; ledger %d payments, %d markers, %d exact balances",
+		firstStatus, deliveries, outcomeSummary(outcomes), rep.payments, rep.markers, rep.exact)
 	t.Logf("hot key: %d handler re-runs in all, by trial %v (the last with every batch held until all arrived); at most %d for one payment; payments by re-runs %v; batches %d committed, %d conflicted",
 		reruns, trialReruns, maxReruns, perPayment, committed.Load(), failed.Load())
 }

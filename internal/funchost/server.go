@@ -156,12 +156,14 @@ type Server struct {
 	funcs    map[string]Func // lower-cased name
 	names    []string
 	extra    map[string]http.Handler
+	// extraPost are the extra POST routes (local runs' controls).
+	extraPost map[string]http.Handler
 }
 
 // NewServer returns a server that logs protocol problems to log.
 func NewServer(log zerolog.Logger, o Options) *Server {
 	s := &Server{log: log, maxBody: o.MaxBody, wait: o.AdmitWait, bodyWait: o.BodyTimeout, stopping: o.Stopping, overload: o.OnOverload,
-		funcs: map[string]Func{}, extra: map[string]http.Handler{}}
+		funcs: map[string]Func{}, extra: map[string]http.Handler{}, extraPost: map[string]http.Handler{}}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -201,6 +203,15 @@ func (s *Server) HandleGet(path string, h http.Handler) {
 	s.extra[path] = h
 }
 
+// HandlePost registers an extra POST route, under the same rule as
+// HandleGet.
+func (s *Server) HandlePost(path string, h http.Handler) {
+	if !strings.HasPrefix(path, "/_") {
+		panic("funchost: extra routes must start with /_")
+	}
+	s.extraPost[path] = h
+}
+
 // Functions returns the registered function names in registration order.
 func (s *Server) Functions() []string { return append([]string(nil), s.names...) }
 
@@ -214,6 +225,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if h, ok := s.extra[path]; ok && r.Method == http.MethodGet {
+		h.ServeHTTP(w, r)
+		return
+	}
+	if h, ok := s.extraPost[path]; ok && r.Method == http.MethodPost {
 		h.ServeHTTP(w, r)
 		return
 	}

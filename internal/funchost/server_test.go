@@ -210,3 +210,25 @@ func TestPanicAndOversizedHeadersAreLoggedBounded(t *testing.T) {
 		}
 	}
 }
+
+// An extra POST route answers POST only; a GET of its path is not it.
+func TestExtraPostRoute(t *testing.T) {
+	s := NewServer(zerolog.Nop(), Options{})
+	s.HandlePost("/_control", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for _, c := range []struct {
+		method string
+		want   int
+	}{{http.MethodPost, http.StatusNoContent}, {http.MethodGet, http.StatusNotFound}} {
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, httptest.NewRequest(c.method, "/_control", nil))
+		if rec.Code != c.want {
+			t.Errorf("%s: %d, want %d", c.method, rec.Code, c.want)
+		}
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("a route outside /_ was accepted")
+		}
+	}()
+	s.HandlePost("/control", http.NotFoundHandler())
+}

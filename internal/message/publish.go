@@ -74,7 +74,8 @@ type Publication struct {
 //     the event from being forwarded;
 //   - traceparent and tracestate from p;
 //   - broker MessageId = p.MessageID, SessionId = p.SessionID or the inbound
-//     SessionId, CorrelationId = the inbound CorrelationId;
+//     SessionId, CorrelationId = the inbound CorrelationId (the inbound
+//     MessageId when the delivery has none: see below);
 //   - body {"EventContent":{"EventTypeId":…,"EventJson":…},"ErrorContent":null}
 //     as Newtonsoft.Json writes it.
 //
@@ -87,11 +88,17 @@ type Publication struct {
 // first attempt.
 //
 // As PublishFromContext does, it refuses a blank message id and a delivery
-// without a MessageId, SessionId or CorrelationId; it also refuses a blank
-// event type, a payload that is not JSON, a MessageId or SessionId longer
-// than Service Bus accepts, and a blank SessionID override. Every error
-// wraps ErrInvalidPublication and names the problem, never a value of the
+// without a MessageId or SessionId; it also refuses a blank event type, a
+// payload that is not JSON, a MessageId or SessionId longer than Service
+// Bus accepts, and a blank SessionID override. Every error wraps
+// ErrInvalidPublication and names the problem, never a value of the
 // payload.
+//
+// A delivery without a CorrelationId (a CloudEvent without the correlation
+// extension; NimBus's publishers always set one) is where the workflow
+// starts: the event takes the inbound MessageId as its CorrelationId, as
+// its OriginatingMessageId does on a first hop, so every event of the
+// workflow shares it. PublishFromContext would refuse such a delivery.
 func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
 	if err := checkPublication(in, p); err != nil {
 		return nil, err
@@ -127,7 +134,10 @@ func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
 	}
 	c := Content{EventContent: &EventContent{EventTypeID: &p.EventTypeID, EventJSON: &p.EventJSON}}
 	body := c.AppendJSON(make([]byte, 0, len(p.EventJSON)+len(p.EventTypeID)+96))
-	corr := *in.CorrelationID
+	corr := parent
+	if in.CorrelationID != nil && strings.TrimSpace(*in.CorrelationID) != "" {
+		corr = *in.CorrelationID
+	}
 	return &Outgoing{MessageID: p.MessageID, SessionID: sid, CorrelationID: &corr, ApplicationProperties: props, Body: body}, nil
 }
 
@@ -152,8 +162,6 @@ func checkPublication(in *Inbound, p Publication) error {
 		return bad("the inbound delivery has no MessageId")
 	case p.SessionID == "" && (in.SessionID == nil || strings.TrimSpace(*in.SessionID) == ""):
 		return bad("the inbound delivery has no SessionId")
-	case in.CorrelationID == nil || strings.TrimSpace(*in.CorrelationID) == "":
-		return bad("the inbound delivery has no CorrelationId")
 	case !json.Valid([]byte(p.EventJSON)):
 		return bad("the event payload is not valid JSON (%d bytes)", len(p.EventJSON))
 	}

@@ -215,10 +215,6 @@ func TestPublishedEventRefusesBadInput(t *testing.T) {
 		}, "session key has 129 characters"},
 		{"no inbound MessageId", func(in *message.Inbound, p *message.Publication) *message.Inbound { in.MessageID = nil; return in }, "no MessageId"},
 		{"no inbound SessionId", func(in *message.Inbound, p *message.Publication) *message.Inbound { in.SessionID = nil; return in }, "no SessionId"},
-		{"no inbound CorrelationId", func(in *message.Inbound, p *message.Publication) *message.Inbound {
-			in.CorrelationID = message.Ptr("")
-			return in
-		}, "no CorrelationId"},
 		{"no delivery", func(in *message.Inbound, p *message.Publication) *message.Inbound { return nil }, "no inbound delivery"},
 	}
 	for _, c := range cases {
@@ -243,6 +239,16 @@ func TestPublishedEventRefusesBadInput(t *testing.T) {
 	p.SessionID = "other"
 	if out, err := message.NewPublishedEvent(in, p); err != nil || out.SessionID != "other" {
 		t.Fatalf("override without an inbound session: %v", err)
+	}
+	// A delivery without a CorrelationId starts the workflow: its
+	// MessageId correlates the events.
+	for _, corr := range []*string{nil, message.Ptr(""), message.Ptr(" ")} {
+		in, p := base()
+		in.CorrelationID = corr
+		out, err := message.NewPublishedEvent(in, p)
+		if err != nil || out.CorrelationID == nil || *out.CorrelationID != *in.MessageID {
+			t.Fatalf("no inbound CorrelationId: %+v, %v; want the inbound MessageId", out, err)
+		}
 	}
 	// 128 UTF-16 code units is the limit, not more.
 	in, p = base()

@@ -228,7 +228,14 @@ func (j *job) handoffFailed(ctx context.Context) (Outcome, error) {
 // redelivery after its success), as NimBus does: it lifts this event's
 // block if it still holds, or asks for the replay of what waits when
 // nothing blocks the session, and answers SkipResponse "DuplicateDetected".
+//
+// An undispatched outbox of the copy that committed it goes out first,
+// before the block is lifted, so nothing parked behind this event is
+// replayed before its events are sent.
 func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
+	if err := j.finishOutbox(ctx); err != nil {
+		return "", err
+	}
 	return j.unblockThen(ctx, j.duplicate)
 }
 

@@ -53,6 +53,12 @@ type job struct {
 	// function, which takes EventRequests only.
 	ingress bool
 
+	// out is the outbox of the handler's last run.
+	out *outbox
+	// outboxSent: a transactional outbox's events and its
+	// ResolutionResponse were sent (the delivery's answer is sent).
+	outboxSent bool
+
 	// settle is the context of the steps after the handler (see settling),
 	// and settleCancel releases it (endSettle).
 	settle       context.Context

@@ -58,11 +58,17 @@ func (j *job) handle(ctx context.Context, keys []*inbox.Key) (answer, error) {
 	if j.h.tx != nil {
 		return j.runTx(ctx, keys)
 	}
-	a, err := j.run(ctx, j.h.h)
+	a, err := j.run(ctx, j.h.h, nil)
 	if err != nil || a.kind != answerCompleted {
 		return a, err
 	}
-	return a, j.record(j.settling(ctx), keys...)
+	// The events go out before the record: a failure between the two runs
+	// the handler again on redelivery, which publishes the same ids.
+	sctx := j.settling(ctx)
+	if err := j.sendEvents(sctx); err != nil {
+		return answer{}, err
+	}
+	return a, j.record(sctx, keys...)
 }
 
 // dispatch checks the event as NimBus's EventHandlerProvider does before
@@ -125,16 +131,33 @@ func (j *job) event() *Event {
 // handler's result; a failure that ends the delivery whatever the entry
 // point (the invocation was cancelled, or the error is Transient or
 // Permanent) is the error, a *handlerStop.
-func (j *job) run(ctx context.Context, call HandlerFunc) (answer, error) {
+//
+// What the handler publishes goes to the run's outbox, sealed when the
+// handler returns: queue, when not nil, hands each event to a
+// transactional unit of work. The events are dropped (and counted) unless
+// the handler returns Completed; a refused publication then fails the
+// delivery permanently, even when the handler ignored its error.
+func (j *job) run(ctx context.Context, call HandlerFunc, queue func(*message.Outgoing) error) (answer, error) {
 	ev := j.event()
 	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(j.eventTypeID)),
 			attribute.String("nimbus.attempt", string(j.attempt)))
 	}
+	j.out = j.newOutbox(hctx)
+	j.out.queue = queue
+	ev.out = j.out
 	res, err := j.invoke(hctx, call, ev)
+	queued, refused := j.out.seal()
+	if err == nil && res.handoff == nil && refused != nil {
+		err = refused
+	}
 	endSpan(span, err)
 	j.did.handlerRan = true
+	if err != nil || res.handoff != nil {
+		j.did.eventsDropped += queued
+		j.out.msgs = nil
+	}
 	if err == nil {
 		if res.handoff != nil {
 			return answer{kind: answerHandoff, handoff: res.handoff}, nil

@@ -47,6 +47,7 @@ func outcomeOf(err error, props map[string]any) result {
 		copyErr *copyError
 		replay  *replayError
 		send    *sendError
+		events  *eventsError
 		store   *StoreError
 		ime     *message.InvalidMessageError
 		ice     *message.InvalidCloudEventError
@@ -88,6 +89,14 @@ func outcomeOf(err error, props map[string]any) result {
 			res.outcome = OutcomeCanceled
 		}
 		return res
+	case errors.As(err, &events):
+		switch {
+		case events.canceled:
+			return result{outcome: OutcomeCanceled, err: err}
+		case events.committed:
+			return result{outcome: OutcomeOutboxSendFailed, err: err}
+		}
+		return result{outcome: OutcomeEventsSendFailed, err: err}
 	case errors.As(err, &send):
 		if send.canceled {
 			return result{outcome: OutcomeCanceled, err: err}

@@ -52,10 +52,14 @@ type fakeNimbus struct {
 	// fault plan fails call number failAt (1-based, over all operations).
 	calls   map[string]int
 	callSeq int
-	failAt  int
-	mode    faultMode
-	// failOp, when set, fails every call of that operation.
-	failOp map[string]bool
+	// order lists every call by operation, in the order they were made.
+	order  []string
+	failAt int
+	mode   faultMode
+	// failOp, when set, fails every call of that operation; failNth fails
+	// the nth call (from 1) of an operation, before it takes effect.
+	failOp  map[string]bool
+	failNth map[string]int
 	// recordOutageFrom fails that inbox record call and the ones after it
 	// for as many attempts as the pipeline makes in one invocation: the
 	// one window in which a handler that succeeded runs again.
@@ -70,6 +74,8 @@ type fakeNimbus struct {
 	// separately.
 	sent      []*message.Outgoing
 	scheduled []scheduledMsg
+	// batchSizes are the sizes of the batches sent, in order.
+	batchSizes []int
 	// The Deferred subscription (by session) and the broker's message ids.
 	deferred map[string]*deferredQueue
 	nextID   int
@@ -125,7 +131,7 @@ type fakeNimbusOptions struct {
 }
 
 func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
-	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
+	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, failNth: map[string]int{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
 	w.inner, _ = inbox.NewMemoryStore(inbox.MemoryOptions{})
 	w.sessions = session.NewMemory(session.MemoryOptions{Now: func() time.Time { return w.clock() }})
 	w.reg = NewRegistry()
@@ -191,6 +197,7 @@ func (w *fakeNimbus) call(op string, do func() error) error {
 	time.Sleep(latency)
 	w.mu.Lock()
 	w.calls[op]++
+	w.order = append(w.order, op)
 	w.callSeq++
 	n := w.callSeq
 	always := w.failOp[op]
@@ -199,6 +206,9 @@ func (w *fakeNimbus) call(op string, do func() error) error {
 	if op == "inbox.record" && w.recordOutageFrom > 0 && w.calls[op] >= w.recordOutageFrom && w.calls[op] < w.recordOutageFrom+w.p.o.RecordAttempts {
 		fail, mode = true, faultBefore
 		w.failed = fmt.Sprintf("record outage from record call %d", w.recordOutageFrom)
+	}
+	if n, ok := w.failNth[op]; ok && w.calls[op] == n {
+		fail, mode = true, faultBefore
 	}
 	if op == w.failNext {
 		fail, mode, w.failNext = true, w.failNextMode, ""
@@ -373,6 +383,22 @@ func (pb fakePublisher) Publish(ctx context.Context, m *message.Outgoing) error 
 				Body:       m.Body,
 			}}})
 		}
+		return nil
+	})
+}
+
+// PublishBatch sends ms in one call ("publish batch"): kept together, in
+// order, or refused whole.
+func (pb fakePublisher) PublishBatch(ctx context.Context, ms []*message.Outgoing) error {
+	w := pb.w
+	w.mu.Lock()
+	w.sends++
+	w.mu.Unlock()
+	return w.call("publish batch", func() error {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.sent = append(w.sent, ms...)
+		w.batchSizes = append(w.batchSizes, len(ms))
 		return nil
 	})
 }

@@ -41,6 +41,10 @@ type Event struct {
 	// resubmission, or the replay of a copy parked while its session was
 	// blocked.
 	Attempt Attempt
+
+	// out receives what the handler publishes (Publish); nil for an event
+	// the pipeline did not deliver.
+	out *outbox
 }
 
 // Attempt is how an event reached the handler.

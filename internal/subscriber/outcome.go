@@ -59,10 +59,24 @@ const (
 	// OutcomeSessionWriteFailed: a change of the session state (a block, a
 	// park, an unblock) could not be written; the delivery fails, and its
 	// redelivery reads the state again.
-	OutcomeSessionWriteFailed     Outcome = "session_write_failed"
-	OutcomeHandlerFailed          Outcome = "handler_failed"
-	OutcomePermanentFailure       Outcome = "permanent_failure"
-	OutcomePublishFailed          Outcome = "publish_failed"
+	OutcomeSessionWriteFailed Outcome = "session_write_failed"
+	OutcomeHandlerFailed      Outcome = "handler_failed"
+	OutcomePermanentFailure   Outcome = "permanent_failure"
+	OutcomePublishFailed      Outcome = "publish_failed"
+	// OutcomeEventsSendFailed: the events a plain handler published could
+	// not be sent; the delivery is not recorded, and its redelivery runs
+	// the handler again, which publishes them again under the same ids.
+	OutcomeEventsSendFailed Outcome = "events_send_failed"
+	// OutcomeOutboxSendFailed: a transactional handler's batch committed
+	// its effects and published events, and the send of the events (with
+	// the ResolutionResponse) failed; the redelivery finds the marker and
+	// sends them.
+	OutcomeOutboxSendFailed Outcome = "outbox_send_failed"
+	// OutcomeOutboxDispatched: a copy of a delivery another copy committed
+	// found its published events not yet dispatched, and sent them with the
+	// ResolutionResponse that copy stored, instead of answering a
+	// duplicate.
+	OutcomeOutboxDispatched       Outcome = "outbox_dispatched"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
 	OutcomeInvalidCloudEvent      Outcome = "invalid_cloudevent"
@@ -119,8 +133,14 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 	OutcomeSessionWriteFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "session state write failed; the message will be retried"),
 	OutcomeHandlerFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "handler failed; the message will be retried"),
 	OutcomePublishFailed:      outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel, "Resolver response could not be sent; the message will be retried"),
-	OutcomePermanentFailure:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
-	OutcomeInvalidMessage:     outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
+	OutcomeEventsSendFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel,
+		"the events the handler published could not be sent; nothing recorded; the message will be retried and the handler runs again"),
+	OutcomeOutboxSendFailed: outcome.Row(http.StatusServiceUnavailable, true, zerolog.ErrorLevel,
+		"the handler's effects and published events were committed, and sending the events failed; the message will be retried and its redelivery sends them"),
+	OutcomeOutboxDispatched: outcome.Row(http.StatusOK, false, zerolog.InfoLevel,
+		"inbox duplicate whose committed events were not yet dispatched; handler skipped, the stored events and ResolutionResponse sent"),
+	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
+	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
 		"message type is not handled by this subscriber; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeInvalidCloudEvent: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
@@ -192,6 +212,13 @@ type Report struct {
 	TxnReruns int
 	// Published is true when a Resolver response was sent.
 	Published bool
+	// EventsPublished counts the events the handler published that this
+	// delivery sent (for a copy that found its transactional outbox
+	// undispatched, the stored events it sent again). EventsDropped counts
+	// those the handler published and the delivery dropped, because the
+	// handler did not return Completed (a failure of any kind, a panic, a
+	// pending handoff, a discard).
+	EventsPublished, EventsDropped int
 	// DeliveryCount is the broker's delivery count of the message.
 	DeliveryCount int
 	// Parked: the message was parked behind its session's block, under

@@ -29,6 +29,12 @@ type trail struct {
 	// ErrorResponse or a SkipResponse) and completed.
 	handlerErr error
 
+	// eventsPublished counts the published events this delivery sent (a
+	// stored outbox's re-sent included); eventsDropped those its handler
+	// published and the delivery dropped because the handler did not
+	// return Completed.
+	eventsPublished, eventsDropped int
+
 	// responded: a Resolver response was sent.
 	responded        bool
 	parked           bool
@@ -70,6 +76,8 @@ func (p *Pipeline) report(d *Delivery, in *message.Inbound, t *trail, end result
 		HandlerRan:       t.handlerRan,
 		TxnReruns:        t.txnReruns,
 		Published:        t.responded,
+		EventsPublished:  t.eventsPublished,
+		EventsDropped:    t.eventsDropped,
 		DeliveryCount:    d.Broker.DeliveryCount,
 		Parked:           t.parked,
 		DeferralSequence: t.deferralSequence,

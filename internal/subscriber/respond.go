@@ -23,15 +23,35 @@ func (j *job) resolve(ctx context.Context) error {
 	return j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil))
 }
 
-// completed answers a handled event: a ResolutionResponse.
+// completed answers a handled event: a ResolutionResponse, unless it
+// went out already with the transactional handler's events.
 func (j *job) completed(ctx context.Context) (Outcome, error) {
+	if j.outboxSent {
+		return OutcomeCompleted, nil
+	}
 	return OutcomeCompleted, j.resolve(ctx)
 }
 
 // duplicate answers a recorded delivery: SkipResponse "DuplicateDetected".
+// When the copy that committed it left its published events undispatched
+// (its send failed, or it stopped after its commit), they are sent instead,
+// with the ResolutionResponse that copy stored, and marked dispatched: the
+// answer the delivery that committed would have given.
 func (j *job) duplicate(ctx context.Context) (Outcome, error) {
 	j.did.duplicate = true
+	if err := j.finishOutbox(ctx); err != nil || j.outboxSent {
+		return OutcomeOutboxDispatched, err
+	}
 	return OutcomeDuplicate, j.respond(ctx, message.NewResponse(j.in, message.Duplicate, j.timings(), nil))
+}
+
+// finishOutbox dispatches the undispatched outbox a marker read found, if
+// any (see dispatchOutbox).
+func (j *job) finishOutbox(ctx context.Context) error {
+	if j.tx == nil {
+		return nil
+	}
+	return j.dispatchOutbox(ctx)
 }
 
 // handoff blocks the session by this event and reports the pending

@@ -88,6 +88,8 @@ func roundTripCases() []roundTripCase {
 		}},
 		txFreshCase,
 		plainTwoWritesCase,
+		publishingCase,
+		txPublishingCase,
 	}
 }
 

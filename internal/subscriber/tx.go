@@ -2,12 +2,15 @@ package subscriber
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
@@ -36,12 +39,17 @@ import (
 
 // Store operations of a transactional handler, as StoreError names them.
 const (
-	opMarkerCheck = "marker_check"
-	opTxnCommit   = "txn_commit"
+	opMarkerCheck      = "marker_check"
+	opTxnCommit        = "txn_commit"
+	opOutboxDispatched = "outbox_dispatched"
 )
 
-// spanTxnCommit is the span of a transactional handler's batch.
-const spanTxnCommit = "nimbus.txn.commit"
+// Spans of a transactional handler's batch, and of the mark that its
+// events were dispatched.
+const (
+	spanTxnCommit  = "nimbus.txn.commit"
+	spanOutboxMark = "nimbus.outbox.mark"
+)
 
 // txState is a transactional delivery's partition.
 type txState struct {
@@ -49,6 +57,32 @@ type txState struct {
 	// (the handler then fails permanently, after the plain inbox check).
 	pk    string
 	pkErr error
+
+	// mu guards pending, which the marker reads of the lookup set
+	// concurrently.
+	mu sync.Mutex
+	// pending is a marker's outbox whose events are not yet dispatched:
+	// this delivery's commit's, or one a marker read found (another copy
+	// of the message committed it).
+	pending *txn.Pending
+}
+
+// keepPending keeps p, unless an outbox is kept already.
+func (s *txState) keepPending(p *txn.Pending) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending = p
+	}
+}
+
+// takePending returns the outbox kept, and forgets it.
+func (s *txState) takePending() *txn.Pending {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.pending
+	s.pending = nil
+	return p
 }
 
 // prepareTx derives the partition key value of an event of a
@@ -86,23 +120,31 @@ func partitionKey(b *TxBinding, ev *Event) (pk string, err error) {
 // readsMarkers reports whether the lookup reads markers.
 func (j *job) readsMarkers() bool { return j.tx != nil && j.tx.pkErr == nil }
 
-// hasMarker is the marker read of k, in the lookup's parallel step.
+// hasMarker is the marker read of k, in the lookup's parallel step. A
+// marker that holds events not yet dispatched is kept (j.tx.pending), for
+// the duplicate's answer to finish their dispatch.
 func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 	cctx, span := j.p.o.Tracer.Start(ctx, spanInboxCheck)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Bool("nimbus.inbox.marker", true))
 	}
-	seen, err := txn.HasMarker(cctx, j.p.o.Txn, j.h.tx.Target, j.tx.pk, k.EndpointID, k.MessageID)
+	st, err := txn.ReadMarker(cctx, j.p.o.Txn, j.h.tx.Target, j.tx.pk, k.EndpointID, k.MessageID)
 	if err != nil {
 		err = NewStoreError(opMarkerCheck, err)
 		endSpan(span, err)
 		return false, err
 	}
 	if span.IsRecording() {
-		span.SetAttributes(attribute.Bool("nimbus.inbox.duplicate", seen))
+		span.SetAttributes(attribute.Bool("nimbus.inbox.duplicate", st.Found))
+		if st.Pending != nil {
+			span.SetAttributes(attribute.Int("nimbus.outbox.pending", len(st.Pending.Events)))
+		}
 	}
 	span.End()
-	return seen, nil
+	if st.Pending != nil {
+		j.tx.keepPending(st.Pending)
+	}
+	return st.Found, nil
 }
 
 // runTx runs the transactional handler in a new transaction on the
@@ -137,19 +179,90 @@ func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, confl
 	a, err = j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
 		defer t.Seal()
 		return j.h.txh(ctx, ev, t.Unit())
-	})
+	}, j.queueEvent(t.Unit()))
 	if err != nil || a.kind != answerCompleted {
 		return a, false, err
 	}
-	switch verdict, err := j.commit(j.settling(ctx), t, keys); verdict {
+	sctx := j.settling(ctx)
+	switch verdict, err := j.commit(sctx, t, keys); verdict {
 	case txn.Committed:
-		return a, false, nil
+		// The events go out before anything else follows the commit: in
+		// one send with the ResolutionResponse, then the mark.
+		return a, false, j.dispatchOutbox(sctx)
 	case txn.Duplicate:
 		j.did.inbox = InboxDuplicate
+		// The copy that committed may not have sent its events yet.
+		if err := j.readOwnOutbox(sctx); err != nil {
+			return answer{}, false, err
+		}
 		return answer{kind: answerDuplicate}, false, nil
 	default:
 		return answer{}, verdict == txn.Conflict, &commitError{verdict: verdict, err: err}
 	}
+}
+
+// queueEvent returns the outbox's queue of a transactional run: each
+// published event goes into u, to be stored in the delivery's own inbox
+// marker. A delivery whose inbox is bypassed has no marker to keep events
+// in, so it cannot publish.
+func (j *job) queueEvent(u *txn.Unit) func(*message.Outgoing) error {
+	return func(m *message.Outgoing) error {
+		if j.own == nil {
+			return fmt.Errorf("%w: the delivery has no inbox marker to keep its events in (its inbox check is bypassed: %s)",
+				message.ErrInvalidPublication, j.did.bypassReason)
+		}
+		st, err := message.StoredOf(m)
+		if err != nil {
+			return err
+		}
+		return u.Publish(st)
+	}
+}
+
+// readOwnOutbox reads the delivery's own marker after its batch lost to
+// another copy's, and keeps its outbox when its events are not yet
+// dispatched.
+func (j *job) readOwnOutbox(ctx context.Context) error {
+	if j.own == nil {
+		return nil
+	}
+	_, err := j.hasMarker(ctx, *j.own)
+	return err
+}
+
+// dispatchOutbox sends the events of the outbox kept (the delivery's own
+// commit's, or another copy's a marker read found), in publish order, and
+// then the stored ResolutionResponse, in one send; then it marks the marker
+// dispatched. Without an outbox it does nothing. A failed send is an
+// *eventsError (committed): the redelivery finds the marker and sends the
+// same messages again. A failed mark is a *StoreError: the events went out,
+// and the redelivery sends them again with the same MessageIds before it
+// marks them.
+func (j *job) dispatchOutbox(ctx context.Context) error {
+	p := j.tx.takePending()
+	if p == nil {
+		return nil
+	}
+	ms := p.Messages()
+	if p.Response == nil {
+		// A marker stored without its response: answer as the delivery that
+		// committed would have.
+		ms = append(ms, message.NewResponse(j.in, message.Resolution, j.timings(), nil))
+	}
+	if err := j.p.publishAll(ctx, ms); err != nil {
+		return &eventsError{n: len(p.Events), committed: true, err: err, canceled: errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)}
+	}
+	j.did.eventsPublished += len(p.Events)
+	j.did.responded = true
+	j.outboxSent = true
+	cctx, span := j.p.o.Tracer.Start(ctx, spanOutboxMark)
+	if _, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now()); err != nil {
+		err = NewStoreError(opOutboxDispatched, err)
+		endSpan(span, err)
+		return err
+	}
+	span.End()
+	return nil
 }
 
 // rerunTx decides whether a batch that conflicted is run again and, if so,
@@ -199,12 +312,27 @@ func (p *Pipeline) txnRerunWait(n int) time.Duration {
 func (j *job) commit(ctx context.Context, t *txn.Txn, keys []*inbox.Key) (txn.Outcome, error) {
 	var markers []txn.Marker
 	for _, k := range keys {
-		if k != nil {
-			markers = append(markers, txn.Marker{EndpointID: k.EndpointID, MessageID: k.MessageID, Retention: j.p.o.MarkerRetention})
+		if k == nil {
+			continue
 		}
+		m := txn.Marker{EndpointID: k.EndpointID, MessageID: k.MessageID, Retention: j.p.o.MarkerRetention}
+		if k == j.own && j.out != nil && j.out.queued > 0 {
+			// The delivery's own marker holds the events, with the
+			// ResolutionResponse to send with them (now and on every later
+			// send).
+			resp, err := message.StoredOf(message.NewResponse(j.in, message.Resolution, j.timings(), nil))
+			if err != nil {
+				return txn.Permanent, Permanent(err)
+			}
+			m.Outbox, m.Response = true, &resp
+		}
+		markers = append(markers, m)
 	}
 	cctx, span := j.p.o.Tracer.Start(ctx, spanTxnCommit)
-	_, err := t.Commit(cctx, markers...)
+	rc, err := t.Commit(cctx, markers...)
+	if rc.Pending != nil {
+		j.tx.keepPending(rc.Pending)
+	}
 	verdict := txn.Classify(err)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String("nimbus.txn.outcome", verdict.String()))

@@ -68,7 +68,7 @@ func TestDemoRuns(t *testing.T) {
 		"Resolver ← ResolutionResponse (SessionId customer-C-12, CorrelationId PaymentReceived-0001-resent,",
 		"ledger: balance-C-12 = 25.00 (1 payments); partition C-12 holds 1 payment documents and 2 inbox markers",
 		"16 copies",
-		"sent: ResolutionResponse:1 SkipResponse:15",
+		"sent: EventRequest→PaymentRecorded:",
 		"ledger: balance-C-12 = 35.00 (2 payments); partition C-12 holds 2 payment documents and 3 inbox markers",
 		`"FailFirstAttempts":1}`,
 		"→ HTTP 503",
@@ -76,12 +76,31 @@ func TestDemoRuns(t *testing.T) {
 		"ledger: balance-C-12 = 35.00 (2 payments); partition C-12 holds 2 payment documents and 3 inbox markers",
 		"ledger: balance-C-12 = 40.00 (3 payments); partition C-12 holds 3 payment documents and 4 inbox markers",
 	})
+	// Publishing onward: an order's two events, in order, before its
+	// response; a failure that drops the events it queued; a commit whose
+	// send failed, finished by the redelivery from the marker.
+	inOrder(t, transcript, "the first order's events", []string{
+		"outcome=completed inbox=new eventsPublished=2",
+		"topic ← EventRequest To=InvoiceRequested (MessageId InvoiceRequested-O-1, ParentMessageId OrderPlaced-0001,",
+		"topic ← EventRequest To=OrderAccepted (MessageId OrderAccepted-O-1, ParentMessageId OrderPlaced-0001,",
+		"Resolver ← ResolutionResponse (SessionId customer-C-7, CorrelationId OrderPlaced-0001,",
+	})
+	inOrder(t, transcript, "the outbox steps", []string{
+		"outcome=handler_failed inbox=new eventsDropped=1",
+		"outcome=outbox_send_failed inbox=new",
+		"marker of PaymentReceived-0004: outbox [PaymentRecorded-PAY-4], not dispatched",
+		"outcome=outbox_dispatched inbox=duplicate eventsPublished=1",
+		"topic ← EventRequest To=PaymentRecorded (MessageId PaymentRecorded-PAY-4, ParentMessageId PaymentReceived-0004,",
+		"Resolver ← ResolutionResponse (SessionId customer-C-12, CorrelationId PaymentReceived-0004,",
+		"marker of PaymentReceived-0004: outbox [PaymentRecorded-PAY-4], dispatched at",
+		"outcome=duplicate inbox=duplicate",
+	})
 	// A failing invocation's stderr line is printed under its own step,
 	// before the next one starts.
 	stepsWithStderr := []string{
 		"3. transient:", "handler stderr: error: Subscriber invocation answered 503", "4. The broker redelivers it",
 		"7. A malformed envelope", "handler stderr: error: Subscriber invocation answered 400", "(waiting 5.5s",
-		"23. permanent:", "handler stderr: error: Subscriber invocation answered 422", "24. The same message on its last delivery",
+		"26. permanent:", "handler stderr: error: Subscriber invocation answered 422", "27. The same message on its last delivery",
 	}
 	inOrder(t, transcript, "each step's handler output under it", stepsWithStderr)
 	// -v shows what the Service Bus adapter would send, the trace context

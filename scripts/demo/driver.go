@@ -350,7 +350,7 @@ func withReplay(f map[string]any, s string) map[string]any {
 // logSummary is the log line's outcome, labels and flags.
 func logSummary(l handlerproc.Line) string {
 	var parts []string
-	for _, k := range []string{"outcome", "inbox", "cloudEvent", "bypassReason", "purged", "batches", "deferralSequence",
+	for _, k := range []string{"outcome", "inbox", "cloudEvent", "bypassReason", "operation", "eventsPublished", "eventsDropped", "purged", "batches", "deferralSequence",
 		"sessionBlocked", "sessionUnblocked", "replayRequested", "retryDelayMs", "deadLetterReported", "replayStop", "replayed", "error"} {
 		v, ok := l.Fields[k]
 		if !ok {

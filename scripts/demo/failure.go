@@ -35,16 +35,16 @@ func (s *script) failurePath(d *proc) error {
 		return err
 	}
 	done, ok := d.control("The operator resubmits the failed event in the Manager: a ResubmissionRequest, as NimBus's ManagerClient builds it from the stored ErrorResponse (its broker MessageId is the ParentMessageId)",
-		resubmit, expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse", "ProcessDeferredRequest→DeferredProcessor"},
+		resubmit, expect{status: 200, outcome: "completed", sends: orderCompleted("ProcessDeferredRequest→DeferredProcessor"),
 			flags: []string{"sessionUnblocked", "replayRequested"}})
 	if ok {
 		d.replay("The host triggers the DeferredProcessor function with that ProcessDeferredRequest: the parked orders replay in order",
-			done.sent, expect{status: 200, outcome: "drained", sends: []string{"ResolutionResponse", "ResolutionResponse"},
+			done.sent, expect{status: 200, outcome: "drained", sends: append(orderCompleted(), orderCompleted()...),
 				replays: []string{"evt-orderplaced-0011 completed", "evt-orderplaced-0012 completed"}})
 	}
 	d.event("A new order of the session is handled at once: the session is open again",
 		ev{id: "OrderPlaced-0013", session: sid, order: order("O-13", 30, "")},
-		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+		expect{status: 200, outcome: "completed", sends: orderCompleted()})
 	d.event("The failed order's original message is redelivered late: the resubmission recorded it, so it is a duplicate",
 		ev{id: "OrderPlaced-0010", session: sid, delivery: 2, order: order("O-10", 42.5, `,"Fail":"failed"`)},
 		expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}})
@@ -91,6 +91,6 @@ func (s *script) retryPolicy(ctx context.Context) error {
 	// endpoint and stamps From=Retry.
 	m := nimbusmsg.FromOutgoing(toOutgoing(*retry)).Routed(endpoint)
 	d.control("The broker enqueues the RetryRequest when due; the retry rule routes it back to the endpoint, and this attempt succeeds",
-		m, expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}, flags: []string{"sessionUnblocked"}})
+		m, expect{status: 200, outcome: "completed", sends: orderCompleted(), flags: []string{"sessionUnblocked"}})
 	return nil
 }

@@ -100,7 +100,8 @@ func run(ctx context.Context, o options) error {
 	s.printf("Built ./handler and started it on 127.0.0.1:%d (the port the Functions host would assign).\n", d.proc.Port())
 	s.println("Each step POSTs an invocation envelope as the Functions host builds it (Service Bus trigger: dataType binary,")
 	s.println("sessions on) and checks the outcome it expects. \"Resolver ←\" is a response to the Resolver; \"topic ←\" is a")
-	s.println("message the endpoint sends to its own topic (a parked copy, a replay request, a scheduled RetryRequest).")
+	s.println("message the endpoint sends to its own topic (an event a handler publishes, a parked copy, a replay request, a")
+	s.println("scheduled RetryRequest).")
 	s.println("Inbox retention is 5 seconds here (7 days by default) so the cleanup step has records to purge.")
 
 	if err := s.basics(d); err != nil {
@@ -154,8 +155,9 @@ func run(ctx context.Context, o options) error {
 func (s *script) basics(d *proc) error {
 	s.section("The main path (session customer-C-7)")
 	const sid = "customer-C-7"
-	d.event("Fresh delivery of OrderPlaced", ev{id: "OrderPlaced-0001", session: sid, order: order("O-1", 42.5, "")},
-		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+	d.event("Fresh delivery of OrderPlaced: the handler publishes InvoiceRequested, then OrderAccepted (message ids from the order); they go out, in that order, before the ResolutionResponse",
+		ev{id: "OrderPlaced-0001", session: sid, order: order("O-1", 42.5, "")},
+		expect{status: 200, outcome: "completed", sends: orderCompleted()})
 	d.event("The same message redelivered after it succeeded (lock lost before completion)",
 		ev{id: "OrderPlaced-0001", session: sid, delivery: 2, order: order("O-1", 42.5, "")},
 		expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}})
@@ -164,9 +166,10 @@ func (s *script) basics(d *proc) error {
 		expect{status: 503, outcome: "handler_failed"})
 	d.event("The broker redelivers it; this time the handler succeeds",
 		ev{id: "OrderPlaced-0002", session: sid, delivery: 2, order: order("O-2", 42.5, `,"FailFirstAttempts":1`)},
-		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+		expect{status: 200, outcome: "completed", sends: orderCompleted()})
 	lastRecord := time.Now()
-	d.event("A message without a MessageId (cannot be deduplicated)", ev{id: "", session: sid, order: order("O-3", 42.5, "")},
+	d.event("A message without a MessageId (cannot be deduplicated, nor be the parent of an event: the order completes unannounced)",
+		ev{id: "", session: sid, order: order("O-3", 42.5, "")},
 		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
 	d.event("An event type this endpoint has no handler for",
 		ev{id: "CustomerMoved-0001", session: sid, eventType: "CustomerMoved", order: `{"CustomerId":"C-7"}`},
@@ -181,7 +184,7 @@ func (s *script) basics(d *proc) error {
 	d.cleanup("The hourly InboxCleanup timer fires", expect{status: 200, outcome: "purged"})
 	d.event("Message 1 arrives again after its record expired: it is new again (retention must exceed redelivery windows)",
 		ev{id: "OrderPlaced-0001", session: sid, delivery: 3, order: order("O-1", 42.5, "")},
-		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+		expect{status: 200, outcome: "completed", sends: orderCompleted()})
 	return nil
 }
 
@@ -211,7 +214,7 @@ func (s *script) otherKinds(d *proc) error {
 			skipRequest(er), expect{status: 200, outcome: "skipped", sends: []string{"SkipResponse"}, flags: []string{"sessionUnblocked"}})
 	}
 	d.event("The session takes new messages again", ev{id: "OrderPlaced-0023", session: sid, order: order("O-23", 10, "")},
-		expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+		expect{status: 200, outcome: "completed", sends: orderCompleted()})
 
 	const hsid = "customer-C-10"
 	pending, ok := d.event("handoff (session customer-C-10): a large order the handler hands off for manual approval; the session waits for it",
@@ -230,7 +233,7 @@ func (s *script) otherKinds(d *proc) error {
 				sends: []string{"ResolutionResponse", "ProcessDeferredRequest→DeferredProcessor"}, flags: []string{"sessionUnblocked", "replayRequested"}})
 		if ok {
 			d.replay("The DeferredProcessor function replays the parked order", done.sent,
-				expect{status: 200, outcome: "drained", sends: []string{"ResolutionResponse"}, replays: []string{"evt-orderplaced-0031 completed"}})
+				expect{status: 200, outcome: "drained", sends: orderCompleted(), replays: []string{"evt-orderplaced-0031 completed"}})
 		}
 	}
 	return nil
@@ -240,7 +243,7 @@ func (s *script) otherKinds(d *proc) error {
 func (s *script) cloudEvents(d *proc) error {
 	s.section("CloudEvents from an external producer (session lead-42)")
 	d.cloudEvent("An external producer's CloudEvent on the ingress topic (binary mode, ce- prefix; the broker assigned the MessageId)",
-		"3f2a9c0d11e84b7a9e1c", order("O-6", 99, ""), expect{status: 200, outcome: "completed", sends: []string{"ResolutionResponse"}})
+		"3f2a9c0d11e84b7a9e1c", order("O-6", 99, ""), expect{status: 200, outcome: "completed", sends: orderCompleted()})
 	d.cloudEvent("The producer re-sends the same event; the broker assigns a new MessageId, but source and id match: a duplicate",
 		"b81e0f4c2d6a4f1e8c07", order("O-6", 99, ""), expect{status: 200, outcome: "duplicate", sends: []string{"SkipResponse"}})
 	return nil
@@ -264,6 +267,12 @@ func (s *script) metrics(d *proc) error {
 		s.printf("   %-72s %g\n", k, counters[k])
 	}
 	return nil
+}
+
+// orderCompleted is what a completed OrderPlaced sends: the two events
+// the sample publishes, then the ResolutionResponse, and more.
+func orderCompleted(more ...string) []string {
+	return append([]string{"EventRequest→InvoiceRequested", "EventRequest→OrderAccepted", "ResolutionResponse"}, more...)
 }
 
 // order is the sample's OrderPlaced event JSON.

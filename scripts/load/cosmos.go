@@ -21,12 +21,15 @@ import (
 // delivery paths: the account read, database and container read and
 // create, point read, create, upsert, replace and delete of documents
 // (If-Match honoured) and the transactional batch (all or nothing, 207 and
-// 424 as Cosmos DB answers). It is the latency injector too: every answer
+// 424 as Cosmos DB answers; its patches too: the sample's balance
+// increments and the marks of dispatched events). It is the latency
+// injector too: every answer
 // is held until the request's kind of delay has passed since the request
 // arrived, so the delay stands for the service's latency and this server's
 // own work hides inside it. It counts the TCP connections clients open.
 //
-// Anything else (queries, patches, stored procedures) is answered 501 and
+// Anything else (queries, a patch outside a batch, stored procedures) is
+// answered 501 and
 // counted in Unsupported, so a run that needs more says so instead of
 // measuring a failure path.
 type memCosmos struct {

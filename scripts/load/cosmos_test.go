@@ -184,6 +184,52 @@ func TestMemCosmosBatchIsAllOrNothing(t *testing.T) {
 	}
 }
 
+// A batch's patch applies set and remove as the mark of dispatched events
+// does, under its ETag condition (a changed ETag is 412).
+func TestMemCosmosBatchPatchesMarkDispatched(t *testing.T) {
+	t.Parallel()
+	_, c := memClient(t, Latency{})
+	ctx := context.Background()
+	pk := azcosmos.NewPartitionKeyString("C-1")
+	run := func(p azcosmos.PatchOperations, etag *azcore.ETag) azcosmos.TransactionalBatchResponse {
+		t.Helper()
+		b := c.NewTransactionalBatch(pk)
+		b.PatchItem("balance-C-1", p, &azcosmos.TransactionalBatchItemOptions{IfMatchETag: etag})
+		resp, err := c.ExecuteTransactionalBatch(ctx, b, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	var incr azcosmos.PatchOperations
+	incr.AppendIncrement("/cents", 5)
+	if resp := run(incr, nil); resp.Success || resp.OperationResults[0].StatusCode != http.StatusNotFound {
+		t.Fatalf("a patch of a missing document: %+v", resp.OperationResults)
+	}
+	created, err := c.CreateItem(ctx, pk, []byte(`{"id":"balance-C-1","customerId":"C-1","cents":7,"response":"r"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p azcosmos.PatchOperations
+	p.AppendIncrement("/cents", 5)
+	p.AppendSet("/dispatchedAtUtc", "2030-01-01T00:00:00.0000000Z")
+	p.AppendRemove("/response")
+	if resp := run(p, &created.ETag); !resp.Success {
+		t.Fatalf("patch: %+v", resp.OperationResults)
+	}
+	if resp := run(incr, &created.ETag); resp.Success || resp.OperationResults[0].StatusCode != http.StatusPreconditionFailed {
+		t.Fatalf("a patch under a stale ETag: %+v", resp.OperationResults)
+	}
+	read, err := c.ReadItem(ctx, pk, "balance-C-1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(read.Value, &doc); err != nil || doc["cents"] != 12.0 || doc["dispatchedAtUtc"] != "2030-01-01T00:00:00.0000000Z" || doc["response"] != nil {
+		t.Fatalf("patched document %s", read.Value)
+	}
+}
+
 // Each answer is held for its kind's delay, and the client's sequential
 // requests reuse one connection.
 func TestMemCosmosHoldsAnswersForTheDelayAndCountsConnections(t *testing.T) {

@@ -9,9 +9,10 @@
 //	go run ./scripts/load -cases fresh,tx,duplicate -inflight 1,16,64 -duration 10s
 //
 // Cases: fresh (a new OrderPlaced with the plain inbox: inbox check ∥
-// session-state read, the record, the ResolutionResponse), tx (a new
-// PaymentReceived through the transactional handler: the reads, the
-// handler's reads, the batch, the response) and duplicate (a MessageId
+// session-state read, the send of the two events the sample publishes, the
+// record, the ResolutionResponse), tx (a new PaymentReceived through the
+// transactional handler: the reads, the handler's reads, the batch, the
+// event with the response, the dispatched mark) and duplicate (a MessageId
 // already recorded: the check ∥ state read, the SkipResponse).
 //
 // Cosmos DB is, by default, an in-process server that keeps documents in

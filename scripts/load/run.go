@@ -64,11 +64,14 @@ const (
 // round-trip table of docs/performance.md): requests made at once are one
 // trip, at the delay of that kind.
 var caseTrips = map[string][]trip{
-	// inbox check ∥ session-state read; the record; the ResolutionResponse.
-	"fresh": {tripRead, tripWrite, tripSend},
+	// inbox check ∥ session-state read; the two events the sample publishes
+	// (one send); the record; the ResolutionResponse.
+	"fresh": {tripRead, tripSend, tripWrite, tripSend},
 	// inbox check ∥ marker read ∥ session-state read; the handler's two
-	// reads at once; the batch (payment, balance, marker); the response.
-	"tx": {tripRead, tripRead, tripBatch, tripSend},
+	// reads at once; the batch (payment, balance, marker holding
+	// PaymentRecorded); the event and the response in one send; the
+	// dispatched mark.
+	"tx": {tripRead, tripRead, tripBatch, tripSend, tripBatch},
 	// inbox check ∥ session-state read (the record is found); the
 	// SkipResponse.
 	"duplicate": {tripRead, tripSend},

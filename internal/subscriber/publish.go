@@ -1,0 +1,257 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
+)
+
+// A handler publishes onward events through the event it handles
+// (Event.Publish). A publish only queues: nothing is sent while the
+// handler runs. The events go out only when the handler returns Completed
+// (without a handoff), in the order published, before the delivery's
+// ResolutionResponse:
+//
+//   - a plain handler's events are sent after the handler, in one send,
+//     before the inbox record: a failure between the send and the record
+//     runs the handler again on redelivery, which publishes the same
+//     message ids again (at-least-once, with stable ids);
+//   - a transactional handler's events are queued in its unit of work and
+//     committed in the delivery's inbox marker, in the same batch as its
+//     writes; they are then sent together with the ResolutionResponse in
+//     one send, and the marker is marked dispatched before the delivery
+//     completes. A copy of the delivery that finds the marker with events
+//     not yet dispatched sends them (the stored messages, byte for byte)
+//     and answers as the original would have.
+//
+// With any other result (a failure of any kind, a panic, a pending
+// handoff, a discard) the events are dropped, and the report counts them.
+
+// Publication is an event a handler publishes onward while handling a
+// delivery.
+type Publication struct {
+	// EventTypeID is the event type (NimBus's EventTypeId). Required.
+	EventTypeID string
+	// MessageID is the broker MessageId of the event: required, unique
+	// within the delivery, and deterministic (derived from the business
+	// key), so every later copy of the event is recognised downstream.
+	MessageID string
+	// JSON is the event as JSON (EventContent.EventJson).
+	JSON string
+	// SessionID, when not "", is the session the event goes out in
+	// instead of the delivery's.
+	SessionID string
+}
+
+// ErrNotDelivered is the error of Event.Publish on an event the pipeline
+// did not deliver: there is no delivery to publish from.
+var ErrNotDelivered = errors.New("the event was not delivered by the pipeline: there is no delivery to publish from")
+
+// errPublishSealed is the error of a publish after the handler returned.
+var errPublishSealed = errors.New("the handler has returned: an event published now would never be sent")
+
+// PublishError is a publication that was refused: its position in the
+// delivery's publications (from 1) and the problem. Its text names the
+// problem or the limit, never a value of the payload.
+type PublishError struct {
+	// N is the publication's position among the handler's publish calls.
+	N     int
+	cause error
+}
+
+func (e *PublishError) Error() string { return fmt.Sprintf("publish %d: %v", e.N, e.cause) }
+
+// Unwrap returns the problem (message.ErrInvalidPublication, or the unit
+// of work's limit error for a transactional handler).
+func (e *PublishError) Unwrap() error { return e.cause }
+
+// Publish queues p to be sent when the handler returns Completed (see
+// above). It returns a Permanent *PublishError for a publication that is
+// refused: an empty event type or message id, a message id already
+// published by this delivery, a payload that is not JSON, an id longer
+// than Service Bus accepts, a delivery without a MessageId or SessionId,
+// or a limit of the transactional batch; and a Permanent
+// error after the handler returned. A refused publication fails the
+// delivery permanently even when the handler ignores the error, as a
+// refused write of a unit of work does: an event is never silently lost.
+// It is safe for concurrent use by the handler's goroutines.
+func (e *Event) Publish(p Publication) error {
+	if e.out == nil {
+		return Permanent(ErrNotDelivered)
+	}
+	return e.out.publish(p)
+}
+
+// DetachedOutbox keeps the publications of an event the pipeline did not
+// deliver (one a test of a handler builds): it checks each as Publish
+// does, apart from what depends on a delivery (its MessageId and
+// SessionId, and a transactional batch's limits), and sends
+// nothing. The zero value is ready; it is safe for concurrent use.
+type DetachedOutbox struct {
+	mu  sync.Mutex
+	n   int
+	ids map[string]bool
+}
+
+// detachedInbound stands for a delivery in DetachedOutbox's checks.
+var detachedInbound = &message.Inbound{Broker: message.Broker{MessageID: message.Ptr("detached"), SessionID: message.Ptr("detached"), CorrelationID: message.Ptr("detached")}}
+
+// Publish checks p and keeps its message id; it returns the errors
+// Event.Publish returns for p.
+func (d *DetachedOutbox) Publish(p Publication) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.n++
+	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
+	if err == nil && d.ids[p.MessageID] {
+		err = errRepeatedID
+	}
+	if err != nil {
+		return Permanent(&PublishError{N: d.n, cause: err})
+	}
+	if d.ids == nil {
+		d.ids = map[string]bool{}
+	}
+	d.ids[p.MessageID] = true
+	return nil
+}
+
+// errRepeatedID refuses a message id a delivery already published.
+var errRepeatedID = fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
+
+// outbox collects what one run of a handler publishes.
+type outbox struct {
+	j *job
+	// traceparent and tracestate are the handler span's, written on every
+	// event (a re-send of a stored event carries the same).
+	traceparent, tracestate string
+	// queue, for a transactional handler, hands each built event to the
+	// unit of work, which stores it with the batch; nil keeps it here.
+	queue func(*message.Outgoing) error
+
+	mu     sync.Mutex
+	n      int
+	sealed bool
+	ids    map[string]bool
+	// msgs are the events kept here (a plain handler's), in order.
+	msgs []*message.Outgoing
+	// queued counts the events accepted (kept or queued in the unit).
+	queued int
+	// err is the first refused publication: it fails the delivery.
+	err error
+}
+
+// newOutbox starts the outbox of a run of j's handler under the handler's
+// span context ctx.
+func (j *job) newOutbox(ctx context.Context) *outbox {
+	o := &outbox{j: j, ids: map[string]bool{}}
+	props := telemetry.Inject(ctx, nil)
+	o.traceparent, _ = props[telemetry.PropTraceParent].(string)
+	o.tracestate, _ = props[telemetry.PropTraceState].(string)
+	return o
+}
+
+func (o *outbox) publish(p Publication) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.sealed {
+		return Permanent(errPublishSealed)
+	}
+	o.n++
+	err := o.add(p)
+	if err == nil {
+		o.queued++
+		return nil
+	}
+	err = Permanent(&PublishError{N: o.n, cause: err})
+	if o.err == nil {
+		o.err = err
+	}
+	return err
+}
+
+// add builds p's message and keeps or queues it.
+func (o *outbox) add(p Publication) error {
+	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
+		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,
+		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate,
+	})
+	if err != nil {
+		return err
+	}
+	if o.ids[p.MessageID] {
+		return errRepeatedID
+	}
+	if o.queue != nil {
+		if err := o.queue(m); err != nil {
+			return err
+		}
+	} else {
+		o.msgs = append(o.msgs, m)
+	}
+	o.ids[p.MessageID] = true
+	return nil
+}
+
+// seal ends the handler's use of the outbox: every later publish fails.
+// It returns how many events were accepted and the first refusal.
+func (o *outbox) seal() (queued int, err error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sealed = true
+	return o.queued, o.err
+}
+
+// sendEvents sends a plain handler's events in one send (consecutive
+// batches, in order, when they do not fit in one), before the delivery is
+// recorded.
+func (j *job) sendEvents(ctx context.Context) error {
+	if j.out == nil || len(j.out.msgs) == 0 {
+		return nil
+	}
+	ms := j.out.msgs
+	if err := j.p.publishAll(ctx, ms); err != nil {
+		return &eventsError{n: len(ms), err: err, canceled: errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)}
+	}
+	j.did.eventsPublished += len(ms)
+	return nil
+}
+
+// publishAll sends ms through the publisher in their order, in one send
+// when it sends batches, within SettleTimeout.
+func (p *Pipeline) publishAll(ctx context.Context, ms []*message.Outgoing) error {
+	sctx, cancel := context.WithTimeout(ctx, p.o.SettleTimeout)
+	defer cancel()
+	if err := resolver.PublishAll(sctx, p.o.Publisher, ms); err != nil {
+		if sctx.Err() != nil {
+			return fmt.Errorf("%w (%w)", err, sctx.Err())
+		}
+		return err
+	}
+	return nil
+}
+
+// eventsError is a send of published events that failed: n events (a
+// transactional handler's with its ResolutionResponse) after the handler
+// succeeded, and, for a transactional handler, after its batch committed
+// them with the delivery's marker (committed).
+type eventsError struct {
+	n         int
+	committed bool
+	canceled  bool
+	err       error
+}
+
+func (e *eventsError) Error() string {
+	if e.committed {
+		return fmt.Sprintf("send of %d committed published event(s) and the ResolutionResponse: %v", e.n, e.err)
+	}
+	return fmt.Sprintf("send of %d published event(s): %v", e.n, e.err)
+}
+
+func (e *eventsError) Unwrap() error { return e.err }

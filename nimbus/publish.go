@@ -1,0 +1,199 @@
+package nimbus
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+)
+
+// Publication is an event a handler publishes onward, as NimBus's
+// PublishFromContext publishes one: to the endpoint's own topic, where the
+// topology forwards it to the endpoints that consume its type.
+//
+// The fields are named, so an event type can never be passed where a
+// message id is expected.
+type Publication struct {
+	// EventTypeID is the type of the event (NimBus's EventTypeId, the
+	// short name of the event class). Required.
+	EventTypeID string
+	// MessageID is the event's broker MessageId. Required, unique among
+	// the events the delivery publishes, and deterministic: derive it from
+	// the business key and the step of the workflow (for example
+	// "PaymentRecorded-" + paymentID), never from a GUID, the time or a
+	// retry count, so that every later copy of the event (a redelivery
+	// that runs the handler again, a re-send) carries the same id and
+	// every downstream inbox, and the broker's duplicate detection where
+	// the topic has it, recognises it. At most 128 characters.
+	MessageID string
+	// Payload is the event; it is encoded with encoding/json (HTML
+	// characters are not escaped, as NimBus's serializer writes them) and
+	// carried as EventContent.EventJson. A json.RawMessage is taken as it
+	// is.
+	Payload any
+	// SessionID, when not empty, is the session the event goes out in;
+	// by default it goes out in the delivery's session, so the events of a
+	// workflow stay in order behind each other.
+	SessionID string
+}
+
+// Publish queues p, an event to publish onward when the handler has
+// handled this event. Nothing is sent while the handler runs: the events
+// go out, in the order published, only when the handler returns
+// Completed, before the Resolver hears that the event completed; with any
+// other result (an error of any kind, a panic, a PendingHandoff) they are
+// dropped, and the invocation's log line counts them.
+//
+// The event carries the delivery's lineage as NimBus's PublishFromContext
+// writes it: the delivery's MessageId as ParentMessageId, its
+// OriginatingMessageId (or, on a first hop, its MessageId), its
+// CorrelationId and, unless p names another, its SessionId; and the trace
+// context of the handler's span.
+//
+// A plain handler's events are sent after it returns and before the
+// delivery is recorded in the inbox, so they are sent at least once: when
+// a delivery fails after the send, its redelivery runs the handler again,
+// which publishes the same ids again. In a transactional handler (see
+// HandleTx), Publish queues into the unit of work as Tx.Publish does: the
+// events commit with the handler's writes and are sent after the commit.
+//
+// Publish returns a Permanent error that names the problem, and never a
+// value of the payload, for: an empty EventTypeID or MessageID, a
+// MessageID this delivery already published, a MessageID or SessionID
+// longer than Service Bus accepts, a payload encoding/json cannot encode,
+// a delivery without a MessageId or SessionId (NimBus's rule: there is
+// nothing to parent the event, or no session to send it in), a limit of a
+// transactional batch; and after the handler returned. A delivery without
+// a CorrelationId (a CloudEvent without the correlation extension) starts
+// the workflow: its events take its MessageId as their CorrelationId. A refused publication fails the delivery permanently even if
+// the handler ignores the error, so an event is never silently lost.
+// Publish is safe for concurrent use by the handler's goroutines.
+//
+// On an Event the pipeline did not deliver (one a test builds), Publish
+// checks p as far as it can without a delivery and keeps it; nothing is
+// ever sent, and Published returns what was kept.
+func (e *Event) Publish(p Publication) error {
+	if e.in != nil {
+		return e.state().publish(p, e.in.Publish)
+	}
+	st := e.state()
+	return st.publish(p, st.detached.Publish)
+}
+
+// Published returns the publications Publish (or, in a transactional
+// handler, Tx.Publish) accepted for this event so far, in order. It is
+// meant for tests of a handler, which call it on an Event they built.
+func (e *Event) Published() []Publication {
+	st := e.state()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return append([]Publication(nil), st.list...)
+}
+
+// publications is what an Event's handler published.
+type publications struct {
+	mu       sync.Mutex
+	list     []Publication
+	detached subscriber.DetachedOutbox
+}
+
+// lazyMu guards the creation of an Event's publications, for an Event a
+// test built (the pipeline's events get theirs when they are made).
+var lazyMu sync.Mutex
+
+func (e *Event) state() *publications {
+	lazyMu.Lock()
+	defer lazyMu.Unlock()
+	if e.pubs == nil {
+		e.pubs = &publications{}
+	}
+	return e.pubs
+}
+
+// publish encodes p's payload and hands it to queue; an accepted
+// publication is kept for Published.
+func (st *publications) publish(p Publication, queue func(subscriber.Publication) error) error {
+	raw, err := encodePayload(p.Payload)
+	if err != nil {
+		return Permanent(err)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID}); err != nil {
+		return err
+	}
+	st.list = append(st.list, p)
+	return nil
+}
+
+// Publish queues p in the unit of work, to be published onward as
+// Event.Publish describes, with the outbox guarantee of a transactional
+// handler: the events are stored in the delivery's inbox marker, in the
+// same transactional batch as the handler's writes (no event for an
+// effect that was not committed, no committed effect without its events).
+// After the commit they are sent, in the order published and in one send
+// with the Resolver's response, and the marker is marked dispatched
+// before the delivery completes. When the send fails or the process stops
+// after the commit, the next copy of the message (the broker's
+// redelivery, a concurrent copy) finds the marker and sends the stored
+// events again, byte for byte with the same MessageIds, instead of
+// running the handler; the OutboxSweep timer sends those of a message
+// the broker will not bring back. The events are therefore committed
+// exactly once with the effect and sent at least once: downstream inboxes
+// recognise a re-send by its MessageId.
+//
+// The events count toward the batch's 2 MB and the marker document's
+// 2 MB; a publication that would break either is refused with a Permanent
+// error naming the limit. Publish and Event.Publish queue into the same
+// unit, in one order.
+func (tx *Tx) Publish(p Publication) error {
+	if tx.ev == nil {
+		return Permanent(subscriber.ErrNotDelivered)
+	}
+	return tx.ev.Publish(p)
+}
+
+// encodePayload encodes v as the event's JSON, without escaping HTML
+// characters.
+func encodePayload(v any) (string, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return "", &payloadError{Type: fmt.Sprintf("%T", v), cause: err}
+	}
+	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
+}
+
+// payloadError is a publication whose payload encoding/json cannot
+// encode. Its text names the Go types involved and never a value.
+type payloadError struct {
+	// Type is the payload's Go type.
+	Type  string
+	cause error
+}
+
+func (e *payloadError) Error() string {
+	why := "encoding/json failed"
+	var (
+		ut *json.UnsupportedTypeError
+		uv *json.UnsupportedValueError
+		me *json.MarshalerError
+	)
+	switch {
+	case errors.As(e.cause, &me):
+		why = fmt.Sprintf("the MarshalJSON or MarshalText method of %s failed or wrote invalid JSON", me.Type)
+	case errors.As(e.cause, &ut):
+		why = fmt.Sprintf("it holds a %s, which JSON cannot represent", ut.Type)
+	case errors.As(e.cause, &uv):
+		why = "it holds a value JSON cannot represent (NaN, an infinity, or a cycle)"
+	}
+	return fmt.Sprintf("the payload (%s) cannot be encoded as JSON: %s", e.Type, why)
+}
+
+// Unwrap returns the encoding/json error (which may quote a value of the
+// payload: do not log it).
+func (e *payloadError) Unwrap() error { return e.cause }
