@@ -228,9 +228,9 @@ func (b *batchTally) count(kind batchKind, pk string, status int) int {
 
 // sweepLine is the OutboxSweep invocation's log line.
 type sweepLine struct {
-	Outcome                               string
+	Outcome                                    string
 	Found, Dispatched, Events, Responses, Left int
-	SendFailed, MarkFailed                      int
+	SendFailed, MarkFailed                     int
 }
 
 // runSweep invokes the OutboxSweep timer function of the handler at base
