@@ -72,7 +72,16 @@ type AMQPFaultCounts struct {
 	// CutAfterUnsettled counts the AMQPCutAfter faults whose transfer the
 	// broker had not settled within SettleWait (included in CutAfter).
 	CutAfterUnsettled int64
+	// InFlightCut counts the other eligible transfers in flight on a
+	// connection when a fault cut it (the client had not heard their
+	// outcome): their sends fail too, whether or not the broker stored
+	// them.
+	InFlightCut int64
 }
+
+// Affected is the number of eligible transfers whose send a fault failed:
+// the faulted ones and those in flight with them.
+func (c AMQPFaultCounts) Affected() int64 { return c.Injected() + c.InFlightCut }
 
 // Injected is the number of faults injected.
 func (c AMQPFaultCounts) Injected() int64 { return c.CutBefore + c.CutAfter }
@@ -104,7 +113,7 @@ type AMQPFaultProxy struct {
 	closed  bool
 	wg      sync.WaitGroup
 
-	connections, transfers, eligible, cutBefore, cutAfter, cutAfterUnsettled atomic.Int64
+	connections, transfers, eligible, cutBefore, cutAfter, cutAfterUnsettled, inFlightCut atomic.Int64
 }
 
 // NewAMQPFaultProxy starts a proxy in front of the AMQP peer listening on
@@ -172,6 +181,7 @@ func (p *AMQPFaultProxy) Counts() AMQPFaultCounts {
 	return AMQPFaultCounts{
 		Connections: p.connections.Load(), Transfers: p.transfers.Load(), Eligible: p.eligible.Load(),
 		CutBefore: p.cutBefore.Load(), CutAfter: p.cutAfter.Load(), CutAfterUnsettled: p.cutAfterUnsettled.Load(),
+		InFlightCut: p.inFlightCut.Load(),
 	}
 }
 
@@ -204,7 +214,7 @@ func (p *AMQPFaultProxy) accept() {
 			_ = client.Close()
 			continue
 		}
-		c := &amqpConn{p: p, client: client, server: server, remote: map[uint16]uint16{}}
+		c := &amqpConn{p: p, client: client, server: server, remote: map[uint16]uint16{}, outstanding: map[deliveryKey]bool{}}
 		p.mu.Lock()
 		if p.closed {
 			p.mu.Unlock()
@@ -249,6 +259,27 @@ type amqpConn struct {
 	muted bool
 	// awaiting is the transfer whose settlement a cut waits for.
 	awaiting *awaitedSettle
+	// outstanding are the client's unsettled transfers whose outcome it
+	// has not heard, and whether each is eligible.
+	outstanding map[deliveryKey]bool
+}
+
+// deliveryKey is a transfer of the client: its channel and delivery id.
+type deliveryKey struct {
+	channel    uint16
+	deliveryID uint32
+}
+
+// countInFlight adds the eligible transfers still in flight, but the
+// faulted one, to the proxy's InFlightCut.
+func (c *amqpConn) countInFlight(faulted deliveryKey) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k, eligible := range c.outstanding {
+		if eligible && k != faulted {
+			c.p.inFlightCut.Add(1)
+		}
+	}
 }
 
 // awaitedSettle is a transfer of the client (its channel and delivery id)
@@ -321,6 +352,7 @@ func (c *amqpConn) clientToServer() {
 	var (
 		fault   AMQPFaultKind
 		pending *awaitedSettle
+		faulted deliveryKey
 	)
 	for {
 		f, err := readFrame(r)
@@ -339,9 +371,11 @@ func (c *amqpConn) clientToServer() {
 				// The first frame of a delivery (continuations omit the
 				// delivery id).
 				c.p.transfers.Add(1)
-				if c.p.match == nil || c.p.match(body) {
+				eligible := c.p.match == nil || c.p.match(body)
+				if eligible {
 					c.p.eligible.Add(1)
 					fault = c.p.pick()
+					faulted = deliveryKey{ch, id}
 					if fault == AMQPCutAfter {
 						pending = &awaitedSettle{channel: ch, deliveryID: id, settled: make(chan struct{})}
 						c.mu.Lock()
@@ -349,10 +383,16 @@ func (c *amqpConn) clientToServer() {
 						c.mu.Unlock()
 					}
 				}
+				if settled, _ := amqpBool(field(fields, 4)); !settled && fault != AMQPCutBefore {
+					c.mu.Lock()
+					c.outstanding[deliveryKey{ch, id}] = eligible
+					c.mu.Unlock()
+				}
 			}
 		}
 		if fault == AMQPCutBefore {
 			c.p.cutBefore.Add(1)
+			c.countInFlight(faulted)
 			return
 		}
 		if _, err := c.server.Write(f); err != nil {
@@ -369,6 +409,7 @@ func (c *amqpConn) clientToServer() {
 			case <-t.C:
 				c.p.cutAfterUnsettled.Add(1)
 			}
+			c.countInFlight(faulted)
 			return
 		}
 	}
@@ -401,12 +442,48 @@ func (c *amqpConn) serverToClient() {
 		}
 		c.mu.Lock()
 		muted := c.muted
+		if !muted {
+			c.settleRelayed(f)
+		}
 		c.mu.Unlock()
 		if muted {
 			continue
 		}
 		if _, err := c.client.Write(f); err != nil {
 			return
+		}
+	}
+}
+
+// settleRelayed forgets the client's transfers a disposition frame f of
+// the peer, about to be relayed, settles. c.mu is held.
+func (c *amqpConn) settleRelayed(f []byte) {
+	ch, body, ok := frameBody(f)
+	if !ok {
+		return
+	}
+	code, fields, err := performative(body)
+	if err != nil || code != amqpDisposition {
+		return
+	}
+	if role, _ := amqpBool(field(fields, 0)); !role {
+		return
+	}
+	clientCh, ok := c.remote[ch]
+	if !ok {
+		return
+	}
+	first, ok := amqpUint(field(fields, 1))
+	if !ok {
+		return
+	}
+	last, ok := amqpUint(field(fields, 2))
+	if !ok {
+		last = first
+	}
+	for k := range c.outstanding {
+		if k.channel == clientCh && first <= k.deliveryID && k.deliveryID <= last {
+			delete(c.outstanding, k)
 		}
 	}
 }

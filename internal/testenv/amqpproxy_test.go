@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,4 +184,57 @@ func TestSetSendFaultsChangesARunningBroker(t *testing.T) {
 	if n := sb.InjectedSendFaults()["X"]; n != 1 {
 		t.Errorf("the stand-in reports %d refusals, want 1", n)
 	}
+}
+
+// TestAMQPFaultProxyCountsSendsCutInFlight sends 160 messages through the
+// proxy from 8 senders at once, faulting 10% of them: a cut fails the
+// other sends in flight on the connection too, which the proxy counts.
+// Every send succeeds in the end (the client retries), every message is
+// stored, and at most once more per fault or send cut in flight.
+func TestAMQPFaultProxyCountsSendsCutInFlight(t *testing.T) {
+	t.Parallel()
+	sb := StartServiceBus(t, Topology{Topics: []Topic{{Name: "T", Subscriptions: []Subscription{{Name: "all"}}}}})
+	p := StartAMQPFaultProxy(t, sb, AMQPFaultOptions{Seed: 3, Rate: 0.1, Match: func(b []byte) bool { return bytes.Contains(b, []byte("payload-")) }})
+	c := proxiedClient(t, p, azservicebus.RetryOptions{MaxRetries: 20, RetryDelay: 10 * time.Millisecond, MaxRetryDelay: 50 * time.Millisecond})
+	s, err := c.NewSender("T", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const senders, each = 8, 20
+	errs := make(chan error, senders*each)
+	var wg sync.WaitGroup
+	for w := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := s.SendMessage(ctx, &azservicebus.Message{Body: []byte(fmt.Sprint("payload-", w, "-", i))}, nil); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a send failed after its retries: %v (counts %+v)", err, p.Counts())
+	}
+	got := drain(t, sb.Client(t), 300*time.Millisecond)
+	cs := p.Counts()
+	seen := map[string]bool{}
+	for _, b := range got {
+		seen[b] = true
+	}
+	if len(seen) != senders*each {
+		t.Errorf("%d distinct messages stored, want %d", len(seen), senders*each)
+	}
+	if cs.InFlightCut == 0 || cs.Affected() <= cs.Injected() {
+		t.Errorf("counts %+v: want sends cut in flight besides the faulted ones", cs)
+	}
+	if extra := int64(len(got) - senders*each); extra > cs.CutAfter+cs.InFlightCut {
+		t.Errorf("%d copies beyond one per message, more than the %d cuts after a transfer and %d sends cut in flight", extra, cs.CutAfter, cs.InFlightCut)
+	}
+	t.Logf("%d sends: %+v; %d stored", senders*each, cs, len(got))
 }
