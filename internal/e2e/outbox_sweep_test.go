@@ -147,7 +147,6 @@ func readOutboxMarker(tb testing.TB, c *azcosmos.ContainerClient, customer, mess
 // dispatchedAtUtc set, a ttl, the event's id kept, its payload and the
 // response cleared. A second sweep finds nothing and sends nothing.
 func TestDeadLetteredPaymentIsAnnouncedBySweep(t *testing.T) {
-	longRun(t)
 	t.Parallel()
 	const (
 		customer      = "cust-doomed"
