@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
@@ -21,20 +20,12 @@ import (
 // invocation; the next tick retries.
 func (a *endpointApp) invokeCleanup(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
-	timer, err := funchost.DecodeTimer(inv.Body, bindingTimer)
+	t, err := a.beginTimer(inv)
 	if err != nil {
-		a.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
-			Str("outcome", "malformed_invocation").Str("error", logsafe.Bound(err.Error())).Msg("malformed timer invocation")
-		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: malformed timer invocation: invocationId=" +
-			logsafe.Bound(inv.InvocationID) + " error=" + strconv.Quote(logsafe.Bound(err.Error())))
 		return err
 	}
-	base := func(ev *zerolog.Event) *zerolog.Event {
-		return ev.Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
-			Str("endpoint", a.cfg.Endpoint).Bool("isPastDue", timer.IsPastDue)
-	}
 	if a.store == nil {
-		base(a.log.Info()).Str("outcome", "inbox_off").Msg("inbox is disabled; nothing to clean")
+		t.line(a.log.Info()).Str("outcome", "inbox_off").Msg("inbox is disabled; nothing to clean")
 		inv.Log("inbox is disabled; nothing to clean: outcome=inbox_off")
 		return nil
 	}
@@ -45,13 +36,8 @@ func (a *endpointApp) invokeCleanup(ctx context.Context, inv *funchost.Invocatio
 		Budget:     a.cfg.Inbox.CleanupBudget,
 		Clock:      a.now,
 	}
-	ctx, span := a.tracer.Start(ctx, a.cleanupSpanName)
-	defer span.End()
-	ctx, charge := telemetry.WithCharge(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(a.stopping, cancel)
-	defer stop()
+	ctx, span, charge, end := t.start(ctx, a.cleanupSpanName)
+	defer end()
 	rep, err := c.Run(ctx, a.now())
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("nimbus.inbox.purged", rep.Purged), attribute.Int("nimbus.inbox.batches", rep.Batches),
@@ -73,7 +59,7 @@ func (a *endpointApp) invokeCleanup(ctx context.Context, inv *funchost.Invocatio
 			ev, outcome, msg = a.log.Warn(), "canceled", "inbox cleanup cancelled; the next tick retries"
 		}
 	}
-	ev = base(ev).Str("outcome", outcome).Int("purged", rep.Purged).Int("batches", rep.Batches).
+	ev = t.line(ev).Str("outcome", outcome).Int("purged", rep.Purged).Int("batches", rep.Batches).
 		Bool("drained", rep.Drained).Bool("stoppedOnBudget", rep.StoppedOnBudget).
 		Time("cutoff", rep.Cutoff).Float64("durationMs", float64(a.now().Sub(start).Microseconds())/1000)
 	if rep.LagKnown {

@@ -5,14 +5,12 @@ import (
 	"errors"
 	"strconv"
 
-	"github.com/rs/zerolog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/outbox"
-	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
@@ -32,27 +30,19 @@ const opOutboxSweep = "outbox_sweep"
 // invocation; the next tick retries them.
 func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation) error {
 	start := a.now()
-	timer, err := funchost.DecodeTimer(inv.Body, bindingTimer)
+	t, err := a.beginTimer(inv)
 	if err != nil {
-		a.log.Error().Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
-			Str("outcome", "malformed_invocation").Str("error", logsafe.Bound(err.Error())).Msg("malformed timer invocation")
-		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: malformed timer invocation: invocationId=" +
-			logsafe.Bound(inv.InvocationID) + " error=" + strconv.Quote(logsafe.Bound(err.Error())))
 		return err
 	}
-	base := func(ev *zerolog.Event) *zerolog.Event {
-		return ev.Str("function", logsafe.Bound(inv.Function)).Str("invocationId", logsafe.Bound(inv.InvocationID)).
-			Str("endpoint", a.cfg.Endpoint).Bool("isPastDue", timer.IsPastDue)
-	}
 	if len(a.txnTargets) == 0 {
-		base(a.log.Info()).Str("outcome", "no_outbox").Msg("no transactional handler is registered; nothing to sweep")
+		t.line(a.log.Info()).Str("outcome", "no_outbox").Msg("no transactional handler is registered; nothing to sweep")
 		inv.Log("no transactional handler is registered; nothing to sweep: outcome=no_outbox")
 		return nil
 	}
 	finder, ok := a.txnStore.(txn.PendingFinder)
 	if !ok {
 		err := errors.New("the transactional handlers' store cannot find pending markers")
-		base(a.log.Error()).Str("outcome", "sweep_failed").Str("error", err.Error()).Msg("outbox sweep failed")
+		t.line(a.log.Error()).Str("outcome", "sweep_failed").Str("error", err.Error()).Msg("outbox sweep failed")
 		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + err.Error())
 		return err
 	}
@@ -65,13 +55,8 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 		Retention:  a.cfg.Inbox.Retention,
 		Clock:      a.now,
 	}
-	ctx, span := a.tracer.Start(ctx, a.sweepSpanName)
-	defer span.End()
-	ctx, charge := telemetry.WithCharge(ctx)
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(a.stopping, cancel)
-	defer stop()
+	ctx, span, charge, end := t.start(ctx, a.sweepSpanName)
+	defer end()
 	rep, err := s.Run(ctx, a.now())
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("nimbus.outbox.dispatched", rep.Dispatched), attribute.Int("nimbus.outbox.events", rep.Events),
@@ -91,7 +76,7 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 	case rep.StoppedOnBudget:
 		ev, msg = a.log.Warn(), "outbox sweep stopped on its time budget; the next tick continues"
 	}
-	ev = base(ev).Str("outcome", outcome).Int("containers", rep.Containers).Int("pages", rep.Pages).Int("found", rep.Found).
+	ev = t.line(ev).Str("outcome", outcome).Int("containers", rep.Containers).Int("pages", rep.Pages).Int("found", rep.Found).
 		Int("dispatched", rep.Dispatched).Int("alreadyDone", rep.AlreadyDone).Int("events", rep.Events).Int("responses", rep.Responses).
 		Int("sendFailed", rep.SendFailed).Int("markFailed", rep.MarkFailed).Int("unreadable", rep.Unreadable).Int("queryFailed", rep.QueryFailed).
 		Int("left", rep.Left).Bool("drained", rep.Drained).Bool("stoppedOnBudget", rep.StoppedOnBudget).
