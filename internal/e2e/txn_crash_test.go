@@ -241,7 +241,7 @@ func planKills(rng *rand.Rand, n int, from, to int64) []plannedKill {
 //     of a NimBus message (events with their response, responses, parked
 //     copies), before the broker got the message or after the broker
 //     stored it and before the handler heard so; every send in flight on
-//     the connection fails with it, about 13% of the send attempts in all
+//     the connection fails with it, 9–13% of the send attempts in all
 //     (the SDK sends them again on a new connection, and a message stored
 //     before the cut is then stored twice); and the broker refuses 10% of
 //     the sends carrying a PaymentRecorded (not retried: the delivery
