@@ -40,6 +40,12 @@ type chaosConfig struct {
 	cosmosFaults *testenv.FaultProxyOptions
 	// sendFaults, when set, makes Service Bus refuse a share of sends.
 	sendFaults *testenv.SendFaults
+	// sbFaults, when set, puts the AMQP fault proxy between the handler
+	// and Service Bus (the mini hosts and the collector connect directly).
+	sbFaults *testenv.AMQPFaultOptions
+	// topology, when set, changes the stack's topology (NimBus's for the
+	// endpoint) before the stand-in starts.
+	topology func(testenv.Topology) testenv.Topology
 	// settings are added to the handler's app settings.
 	settings map[string]string
 	// sessions is the Subscriber host's MaxConcurrentSessions (default 8).
@@ -55,6 +61,9 @@ type chaosStack struct {
 	replayer  *minihost.Host // DeferredProcessor
 	transport *crashTransport
 	container string
+	// sbProxy is the AMQP fault proxy the handler reaches Service Bus
+	// through (nil without chaosConfig.sbFaults).
+	sbProxy *testenv.AMQPFaultProxy
 
 	settings map[string]string
 	secrets  []string
@@ -71,14 +80,23 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 		cfg.sessions = 8
 	}
 	s := &chaosStack{tb: tb, container: containerName(tb, "inbox")}
-	s.standIns = startStandIns(tb, standInConfig{cosmosFaults: cfg.cosmosFaults, sendFaults: cfg.sendFaults})
+	topo := testenv.NimBusTopology(endpointID)
+	if cfg.topology != nil {
+		topo = cfg.topology(topo)
+	}
+	s.standIns = startStandIns(tb, standInConfig{topo: topo, cosmosFaults: cfg.cosmosFaults, sendFaults: cfg.sendFaults})
 	s.settings = s.endpointSettings(s.container, "100ms", "1s")
+	s.secrets = s.standIns.secrets()
+	if cfg.sbFaults != nil {
+		s.sbProxy = testenv.StartAMQPFaultProxy(tb, s.sb, *cfg.sbFaults)
+		s.settings["ServiceBusConnection"] = s.sbProxy.ConnectionString
+		s.secrets = append(s.secrets, s.sbProxy.ConnectionString)
+	}
 	s.settings["NimBus__Inbox__Cosmos__SessionContainerId"] = "state-" + s.container[len("inbox-"):]
 	s.settings["NimBus__Session__Store"] = "Cosmos"
 	for k, v := range cfg.settings {
 		s.settings[k] = v
 	}
-	s.secrets = s.standIns.secrets()
 	port, err := handlerproc.FreePort()
 	if err != nil {
 		tb.Fatal(err)
@@ -89,7 +107,7 @@ func startChaos(tb testing.TB, cfg chaosConfig) *chaosStack {
 
 	s.resolver = startCollector(tb, s.sb.Client(tb), 16)
 	s.transport = newCrashTransport(60 * time.Second)
-	invoker := &minihost.Invoker{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", port), Client: &http.Client{Transport: s.transport}}
+	invoker := &minihost.Invoker{BaseURL: s.base(), Client: &http.Client{Transport: s.transport}}
 	s.host = startMiniHost(tb, minihost.Config{
 		Client: s.sb.Client(tb), Topic: endpointID, Subscription: endpointID, Function: "Subscriber",
 		Invoker: invoker, MaxConcurrentSessions: cfg.sessions, SessionIdleTimeout: 300 * time.Millisecond,
@@ -138,6 +156,9 @@ func (s *chaosStack) current() *handlerproc.Proc {
 	defer s.mu.Unlock()
 	return s.procs[len(s.procs)-1]
 }
+
+// base is the handler's address (the same across restarts).
+func (s *chaosStack) base() string { return fmt.Sprintf("http://127.0.0.1:%d", s.port) }
 
 // crash kills the handler with SIGKILL and starts it again on the same
 // port. Invocations the kill cut fail (the mini hosts abandon their
@@ -674,6 +695,28 @@ func (s *chaosStack) deadLettered() map[string]int {
 		}
 	}
 	return out
+}
+
+// deadLetteredIDs peeks the MessageIds of the messages dead-lettered on
+// the endpoint topic's subscription sub.
+func (s *chaosStack) deadLetteredIDs(sub string) []string {
+	s.tb.Helper()
+	r, err := s.client.NewReceiverForSubscription(endpointID, sub, &azservicebus.ReceiverOptions{SubQueue: azservicebus.SubQueueDeadLetter})
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	defer r.Close(ctx)
+	ms, err := r.PeekMessages(ctx, 100, nil)
+	if err != nil {
+		s.tb.Fatalf("peeking the dead-letter queue of %s: %v", sub, err)
+	}
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.MessageID
+	}
+	return ids
 }
 
 func outcomeSummary(m map[string]int) string {

@@ -3,12 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/minihost"
+	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 // copyRun is what the deliveries of one concurrent copy got.
@@ -46,9 +48,22 @@ func deliverCopies(iv *minihost.Invoker, e event, copies, maxDeliveries int) []c
 // server, and redelivers every copy the host would abandon until each
 // settles. In every trial the payment is applied exactly once (balance,
 // payment document, one inbox marker in the customer's partition and no
-// separate inbox document), exactly one copy completes with a
-// ResolutionResponse, and every other copy ends as a duplicate with a
-// SkipResponse, at once or after a transient conflict and its redelivery.
+// separate inbox document), one commit batch of the customer's partition
+// succeeds (counted at the proxy in front of Cosmos), exactly one copy
+// completes with a ResolutionResponse, and every other copy ends as a
+// duplicate with a SkipResponse, at once or after a transient conflict
+// and its redelivery, or, having found the winner's PaymentRecorded not yet
+// marked dispatched, with the stored ResolutionResponse after sending the
+// event again.
+//
+// The announcements are read from the endpoint's topic over AMQP, as every
+// consumer's forwarding subscription gets them: per trial exactly one
+// PaymentRecorded MessageId (PaymentRecorded-<PaymentId>), sent once by the
+// copy that committed and once more by each copy that finished the
+// dispatch, every copy the same message (body, broker and application
+// properties, trace context included), the first exactly as NimBus's
+// PublishFromContext writes it with the balance the payment left. The test
+// prints the re-send rate.
 //
 // For contrast it then does the same (5 trials, 1 under -short) with the
 // plain (non-transactional) OrderPlaced handler and reports how often its
@@ -66,7 +81,13 @@ func TestTransactionalCopiesCommitOnce(t *testing.T) {
 		trials, plainTrials = 3, 1
 	}
 	container := ledgerContainerFor(t)
-	s := startStack(t, stackConfig{settings: ledgerSettings(container)})
+	batches := newBatchTally()
+	s := startStack(t, stackConfig{
+		settings: ledgerSettings(container),
+		topology: withRecordedTap,
+		// A counting proxy: no faults, the batches tallied.
+		faults: &testenv.FaultProxyOptions{Disabled: true, Match: testenv.IsBatchRequest, Hooks: batches.hooks()},
+	})
 	led := openLedger(t, s.cosmos, container)
 	iv := concurrentInvoker(s.handler.base, copies)
 
@@ -204,11 +225,56 @@ func TestTransactionalCopiesCommitOnce(t *testing.T) {
 		checkResponse(t, skips[0], e, "SkipResponse", e.skipBody(), nil, time.Time{})
 	}
 
+	// One commit per trial, at the store.
+	for _, e := range evs {
+		if n := batches.count(commitBatch, e.SessionID, http.StatusOK); n != 1 {
+			t.Errorf("%s: %d commit batches of partition %s succeeded, want 1", e.MessageID, n, e.SessionID)
+		}
+	}
+
+	// The announcements, from the endpoint's topic. Every send happened
+	// before its invocation answered, so they are all there.
+	recorded := byMessageID(drainRecorded(t, s.sb.Client(t), time.Second))
+	want := map[string]bool{"PaymentRecorded-P-conc-warm": true}
+	if cs := recorded["PaymentRecorded-P-conc-warm"]; len(cs) != 1 {
+		t.Errorf("the warm-up payment was announced %d times, want 1", len(cs))
+	} else {
+		checkAnnounced(t, cs, warm, "P-conc-warm", "cust-conc-warm", 1, 1)
+	}
+	resends, losers := 0, 0
+	perTrial := make([]int, len(evs))
+	for trial, e := range evs {
+		pid := fmt.Sprintf("P-conc-%02d", trial)
+		id := "PaymentRecorded-" + pid
+		want[id] = true
+		cs := recorded[id]
+		perTrial[trial] = len(cs)
+		if len(cs) == 0 {
+			t.Errorf("%s: the payment was never announced", e.MessageID)
+			continue
+		}
+		// The copy that committed sent it, and each copy that finished
+		// the dispatch (outbox_dispatched) sent it once more.
+		if len(cs) != 1+finished[e.MessageID] {
+			t.Errorf("%s: %d copies of %s on the topic, want 1 + %d sent again by the copies that finished the dispatch", e.MessageID, len(cs), id, finished[e.MessageID])
+		}
+		checkAnnounced(t, cs, e, pid, e.SessionID, int64(1000+trial), int64(1000+trial))
+		resends += len(cs) - 1
+		losers += copies - 1
+	}
+	for _, id := range sortedKeys(recorded) {
+		if !want[id] {
+			t.Errorf("an announcement of no payment: %s (%d copies)", id, len(recorded[id]))
+		}
+	}
+
 	sort.Slice(trialTimes, func(i, j int) bool { return trialTimes[i] < trialTimes[j] })
 	t.Logf("transactional: %d trials × %d concurrent copies in %v (trial p50 %v, max %v): ledger %d payments, %d markers, %d exact balances",
 		trials, copies, elapsed.Round(time.Millisecond), trialTimes[len(trialTimes)/2].Round(time.Millisecond), trialTimes[len(trialTimes)-1].Round(time.Millisecond),
 		rep.payments, rep.markers, rep.exact)
 	t.Logf("transactional: first-delivery statuses %v; deliveries per copy to settle %v; outcomes (outcome/inbox) %s", firstStatus, deliveries, outcomeSummary(outcomes))
+	t.Logf("PaymentRecorded: one MessageId per trial; copies sent per trial %v: %d re-sends in %d trials (%.1f per trial beyond the first copy; %d of the %d copies that lost the commit sent it again, %.0f%%)",
+		perTrial, resends, trials, float64(resends)/float64(trials), resends, losers, 100*float64(resends)/float64(max(losers, 1)))
 	t.Logf("plain inbox: %d of %d trials ran the handler more than once (runs per trial %v)", twice, plainTrials, plainRuns)
 }
 

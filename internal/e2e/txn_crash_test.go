@@ -1,7 +1,9 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -13,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
@@ -20,8 +24,15 @@ import (
 // the amounts, the re-sent payments, the kill points and the faults.
 const txnCrashSeed = 20261201
 
-// killPoint is where, around one transactional batch, the handler process
-// is killed.
+// sbCutRate is the share of the handler's transfers of a NimBus message at
+// which TestTransactionalPaymentsSurviveKillsAndBatchFaults cuts its
+// Service Bus connection. A cut fails every send in flight on the
+// connection, so the share of send attempts that fail on a cut connection
+// is several times higher (the test prints it).
+const sbCutRate = 0.03
+
+// killPoint is where, around a delivery's transactional batch and the mark
+// that its events were dispatched, the handler process is killed.
 type killPoint int
 
 const (
@@ -31,18 +42,34 @@ const (
 	// killDuringBatch: Cosmos applied the batch; the process dies before
 	// it has the answer.
 	killDuringBatch
-	// killAfterBatch: the process has the batch's answer and dies before
-	// its Resolver response and its answer to the host.
-	killAfterBatch
+	// killBeforeSend: the process has the batch's answer and dies before
+	// it sends the events and the Resolver response (and before its
+	// answer to the host).
+	killBeforeSend
+	// killAfterSend: the events and the response were sent; the process
+	// dies as its dispatched mark leaves for Cosmos, which never sees it.
+	killAfterSend
+	// killDuringMark: Cosmos applied the mark; the process dies before it
+	// has the answer (and before its answer to the host).
+	killDuringMark
 	killPoints
 )
 
 func (k killPoint) String() string {
-	return [...]string{"before the batch", "during the batch (applied, unanswered)", "after the batch, before the response"}[k]
+	return [...]string{"before the batch", "during the batch (applied, unanswered)", "after the batch, before the send",
+		"after the send, before the mark", "during the mark (applied, unanswered)"}[k]
 }
 
-// plannedKill is a kill at the first batch numbered at least batch, at a
-// point.
+// batch is the kind of batch request the kill point intercepts.
+func (k killPoint) batch() batchKind {
+	if k >= killAfterSend {
+		return markBatch
+	}
+	return commitBatch
+}
+
+// plannedKill is a kill at the first batch of the point's kind numbered
+// at least batch (commits and marks counted together), at a point.
 type plannedKill struct {
 	batch int64
 	point killPoint
@@ -54,6 +81,7 @@ type plannedKill struct {
 // that comes due while the handler restarts waits for the next batch.
 type batchKiller struct {
 	batches atomic.Int64 // batch requests seen
+	marks   atomic.Int64 // of which dispatched marks
 
 	mu      sync.Mutex
 	s       *chaosStack
@@ -82,11 +110,15 @@ func (k *batchKiller) hooks() *testenv.ForwardHooks {
 	return &testenv.ForwardHooks{
 		BeforeForward: func(r *http.Request) bool {
 			n := k.batches.Add(1)
-			point, ok := k.take(n)
+			kind := batchKindOf(r)
+			if kind == markBatch {
+				k.marks.Add(1)
+			}
+			point, ok := k.take(n, kind)
 			if !ok {
 				return true
 			}
-			if point == killBeforeBatch {
+			if point == killBeforeBatch || point == killAfterSend {
 				k.kill(point, n)
 				return false
 			}
@@ -96,26 +128,29 @@ func (k *batchKiller) hooks() *testenv.ForwardHooks {
 			return true
 		},
 		BeforeRelay: func(r *http.Request, _ int) bool {
-			if k.disarm(r, killDuringBatch) {
-				k.kill(killDuringBatch, k.batches.Load())
-				return false
+			for _, point := range []killPoint{killDuringBatch, killDuringMark} {
+				if k.disarm(r, point) {
+					k.kill(point, k.batches.Load())
+					return false
+				}
 			}
 			return true
 		},
 		AfterRelay: func(r *http.Request, _ int) {
-			if k.disarm(r, killAfterBatch) {
-				k.kill(killAfterBatch, k.batches.Load())
+			if k.disarm(r, killBeforeSend) {
+				k.kill(killBeforeSend, k.batches.Load())
 			}
 		},
 	}
 }
 
-// take pops the next planned kill when batch n reached it and no kill is
-// under way; the kill then counts as under way.
-func (k *batchKiller) take(n int64) (killPoint, bool) {
+// take pops the next planned kill when batch n, of kind, reached it and no
+// kill is under way; the kill then counts as under way. A kill that came
+// due waits for a batch of its kind.
+func (k *batchKiller) take(n int64, kind batchKind) (killPoint, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.s == nil || k.busy || len(k.plan) == 0 || n < k.plan[0].batch {
+	if k.s == nil || k.busy || len(k.plan) == 0 || n < k.plan[0].batch || k.plan[0].point.batch() != kind {
 		return 0, false
 	}
 	p := k.plan[0]
@@ -195,34 +230,61 @@ func planKills(rng *rand.Rand, n int, from, to int64) []plannedKill {
 // MessageId (a producer's retry: the payment must not be applied again)
 // through the whole stack: the mini hosts feed the real handler binary,
 // whose ledger, inbox markers and session state live in the local Cosmos
-// DB server behind the fault proxy. Meanwhile
-//   - 10% of the transactional batch requests fail at the proxy: 503, 429,
-//     the connection dropped before the batch reached Cosmos, or dropped
-//     after Cosmos applied it;
-//   - the handler is killed (SIGKILL) 9 times at seeded batches, three at
-//     each point: before the batch reaches Cosmos, after Cosmos applied it
-//     but before the handler has the answer, and after the answer, before
-//     the Resolver response; each time it is started again on the same
+// DB server behind the fault proxy, and which reaches Service Bus through
+// the AMQP fault proxy. Each payment the handler applies commits its
+// PaymentRecorded in its marker, sends it with the ResolutionResponse and
+// marks the marker dispatched (a second batch). Meanwhile
+//   - 10% of the transactional batch requests (commits and dispatched
+//     marks) fail at the proxy: 503, 429, the connection dropped before
+//     the batch reached Cosmos, or dropped after Cosmos applied it;
+//   - the handler's Service Bus connection is cut at 3% of its transfers
+//     of a NimBus message (events with their response, responses, parked
+//     copies), before the broker got the message or after the broker
+//     stored it and before the handler heard so; every send in flight on
+//     the connection fails with it, 9–13% of the send attempts in all
+//     (the SDK sends them again on a new connection, and a message stored
+//     before the cut is then stored twice); and the broker refuses 10% of
+//     the sends carrying a PaymentRecorded (not retried: the delivery
+//     fails, outbox_send_failed, and its redelivery sends the stored
+//     event);
+//   - the handler is killed (SIGKILL) 10 times at seeded batches, twice at
+//     each point: before the batch reaches Cosmos; after Cosmos applied it,
+//     before the handler has the answer; after the answer, before the send
+//     of the event and the response; after the send, as the dispatched mark
+//     leaves (Cosmos never sees it); after Cosmos applied the mark, before
+//     the handler has the answer. Each time it is started again on the same
 //     port while the hosts abandon the invocations the kill cut.
 //
 // After the redeliveries every event is resolved (a ResolutionResponse or
-// SkipResponse, at most one ResolutionResponse), nothing is dead-lettered,
-// and the ledger is exact: every payment document present once, every
-// balance the sum of its customer's payments, one inbox marker per
-// MessageId and nothing else.
+// SkipResponse; several ResolutionResponses only as re-sends of the stored
+// one). Only a payment whose every delivery failed after its commit may be
+// dead-lettered, and only such a payment's marker may be left with its
+// events undispatched (a delivery completes only once they are marked).
+// With the faults off, the OutboxSweep timer function runs once
+// (NimBus__Outbox__MinimumAge 2 s): it finishes every marker left
+// undispatched (counted beforehand straight from Cosmos) and leaves none. The ledger is exact: every payment
+// document present once, every balance the sum of its customer's payments,
+// one inbox marker per MessageId, dispatched, and nothing else. Read from
+// the endpoint's topic, every payment is announced with its id
+// (PaymentRecorded-<PaymentId>) at least once, every copy the same message
+// (body, properties, trace context), the first as NimBus writes it with the
+// balance the payment left (its customer's payments up to it, in send
+// order), and nothing else is announced (a re-sent payment applies nothing
+// and publishes nothing). The test prints the re-send rate.
 func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 1,000-payment crash and fault run; skipped with -short")
-	}
+	longRun(t)
 	const (
 		customers   = 40
 		perCustomer = 25
-		kills       = 9
+		kills       = 2 * int(killPoints)
 	)
 	rng := rand.New(rand.NewPCG(txnCrashSeed, 3))
 	total := customers * perCustomer
-	killer := newBatchKiller(planKills(rng, kills, 40, int64(total)*8/10))
+	// About two batches per payment: its commit and its mark.
+	killer := newBatchKiller(planKills(rng, kills, 40, int64(total)*16/10))
 	container := ledgerContainerFor(t)
+	settings := ledgerSettings(container)
+	settings["NimBus__Outbox__MinimumAge"] = "00:00:02"
 	s := startChaos(t, chaosConfig{
 		sessions: 32,
 		cosmosFaults: &testenv.FaultProxyOptions{
@@ -232,7 +294,11 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 			Match: testenv.IsBatchRequest,
 			Hooks: killer.hooks(),
 		},
-		settings: ledgerSettings(container),
+		sbFaults: &testenv.AMQPFaultOptions{Seed: txnCrashSeed, Rate: sbCutRate, Match: carriesNimBusMessage},
+		sendFaults: &testenv.SendFaults{Rate: 0.10, Seed: txnCrashSeed, Entities: []string{endpointID},
+			Match: []testenv.Rule{{Equals: map[string]string{"EventTypeId": "PaymentRecorded"}}}},
+		topology: withRecordedTap,
+		settings: settings,
 	})
 	killer.attach(s)
 	t.Logf("seed %d", txnCrashSeed)
@@ -288,7 +354,7 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := newResolvedIndex(s.resolver)
-	s.waitUntil(4*time.Minute, fmt.Sprintf("all %d events resolved", len(evs)), func() bool {
+	s.waitUntil(6*time.Minute, fmt.Sprintf("all %d events resolved", len(evs)), func() bool {
 		for _, e := range evs {
 			if !res.has(e.EventID) {
 				return false
@@ -299,6 +365,39 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 	elapsed := time.Since(start)
 	left := killer.finish()
 	s.quiet(2 * time.Minute)
+
+	// The faults end. Markers whose events no delivery marked dispatched
+	// are the sweep's.
+	s.proxy.SetEnabled(false)
+	s.sbProxy.SetEnabled(false)
+	s.sb.SetSendFaults(t, nil)
+	c, err := s.cosmosClient(t).NewContainer(ledgerDatabase, container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A delivery completes only once its events are marked dispatched:
+	// only a message dead-lettered after its commit leaves its marker
+	// pending.
+	pending := pendingMarkers(t, c)
+	dead := s.deadLetteredIDs(endpointID)
+	for _, p := range pending {
+		if !contains(dead, p.messageID) {
+			t.Errorf("the marker of %s is undispatched although the message was not dead-lettered", p.messageID)
+		}
+	}
+	for _, p := range pending {
+		if wait := time.Until(p.created.Add(2*time.Second + 100*time.Millisecond)); wait > 0 {
+			// The sweep takes markers older than its minimum age.
+			time.Sleep(wait)
+		}
+	}
+	sweep := runSweep(t, s.base(), s.current().Lines)
+	if sweep.Outcome != "swept" || sweep.Found != len(pending) || sweep.Dispatched != len(pending) || sweep.Left != 0 {
+		t.Errorf("the sweep reported %+v; %d markers were left undispatched (%v): want each found and dispatched, none left", sweep, len(pending), pending)
+	}
+	if still := pendingMarkers(t, c); len(still) > 0 {
+		t.Errorf("after the sweep %d markers are still undispatched: %v", len(still), still)
+	}
 
 	led := openLedger(t, s.cosmos, container)
 	rep := checkLedger(t, led, wants)
@@ -328,8 +427,49 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 			}
 		}
 	}
-	if dl := s.deadLettered(); len(dl) > 0 {
-		t.Errorf("dead-lettered: %v", dl)
+
+	// The announcements, from the endpoint's topic: every payment's, each
+	// copy the first again, with the balance it left.
+	recorded := byMessageID(drainRecorded(t, s.sb.Client(t), 2*time.Second))
+	announced := map[string]bool{}
+	copiesPerPayment := map[int]int{} // copies → payments
+	resends, copiesSeen := 0, 0
+	for c, w := range wants {
+		var balance int64
+		for i, p := range w.payments {
+			balance += p.cents
+			id := "PaymentRecorded-" + p.paymentID
+			announced[id] = true
+			cs := recorded[id]
+			copiesPerPayment[len(cs)]++
+			if len(cs) == 0 {
+				t.Errorf("payment %s was applied and never announced", p.paymentID)
+				continue
+			}
+			copiesSeen += len(cs)
+			resends += len(cs) - 1
+			checkAnnounced(t, cs, perSession[c][i], p.paymentID, w.customer, p.cents, balance)
+		}
+	}
+	for _, id := range sortedKeys(recorded) {
+		if !announced[id] {
+			t.Errorf("an announcement of no payment: %s (%d copies)", id, len(recorded[id]))
+		}
+	}
+
+	// A message whose every delivery failed after its commit (its sends
+	// cut or refused, its invocations cut by kills) is dead-lettered by
+	// the broker; its payment was applied (checked above) and announced by
+	// a later copy or by the sweep. Nothing else may be dead-lettered.
+	for _, id := range dead {
+		if !contains(messageIDs(evs), id) {
+			t.Errorf("dead-lettered %q, which is none of the payments", id)
+		}
+	}
+	for sub, n := range s.deadLettered() {
+		if sub != endpointID {
+			t.Errorf("%d messages dead-lettered on %s", n, sub)
+		}
 	}
 	killer.mu.Lock()
 	kinds, killLog, killErrs := killer.kills, killer.log, killer.errs
@@ -346,7 +486,12 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 	}
 	pc := s.proxy.Counts()
 	if pc.Unavailable == 0 || pc.Throttled == 0 || pc.Dropped == 0 || pc.DroppedAfterForward == 0 {
-		t.Errorf("not every fault kind was injected: %+v", pc)
+		t.Errorf("not every Cosmos fault kind was injected: %+v", pc)
+	}
+	sc := s.sbProxy.Counts()
+	refused := s.sb.InjectedSendFaults()["PaymentRecorded"]
+	if sc.CutBefore == 0 || sc.CutAfter == 0 || sc.InFlightCut == 0 || refused == 0 {
+		t.Errorf("not every Service Bus fault kind was injected: %+v, %d sends refused", sc, refused)
 	}
 
 	outcomes := map[string]int{}
@@ -356,16 +501,72 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 		}
 	}
 	cuts := len(s.transport.cuts())
+	var killed []string
+	for p := range killPoints {
+		killed = append(killed, fmt.Sprintf("%d %s", kinds[p], p))
+	}
 	t.Logf("txn crash run: %d payments + %d re-sent under a new MessageId = %d events over %d customers (sessions) in %v (%.0f events/s)",
 		total, resent, len(evs), customers, elapsed.Round(time.Millisecond), float64(len(evs))/elapsed.Seconds())
-	t.Logf("kills: %d (%d %s, %d %s, %d %s), cutting %d invocations: %s", done,
-		kinds[killBeforeBatch], killBeforeBatch, kinds[killDuringBatch], killDuringBatch, kinds[killAfterBatch], killAfterBatch, cuts, strings.Join(killLog, "; "))
-	t.Logf("batch requests: %d, %d faults injected (%d × 503, %d × 429, %d dropped before Cosmos, %d dropped after Cosmos applied it)",
-		killer.batches.Load()+pc.Injected(), pc.Injected(), pc.Unavailable, pc.Throttled, pc.Dropped, pc.DroppedAfterForward)
+	t.Logf("kills: %d (%s), cutting %d invocations: %s", done, strings.Join(killed, ", "), cuts, strings.Join(killLog, "; "))
+	t.Logf("batch requests: %d (%d dispatched marks), %d faults injected (%d × 503, %d × 429, %d dropped before Cosmos, %d dropped after Cosmos applied it)",
+		killer.batches.Load()+pc.Injected(), killer.marks.Load(), pc.Injected(), pc.Unavailable, pc.Throttled, pc.Dropped, pc.DroppedAfterForward)
+	t.Logf("Service Bus: %d transfers of a NimBus message by the handler over %d connections; %d of them (%.1f%%) failed on a cut connection: %d faulted before the broker got them, %d after it stored them (%d unsettled), %d in flight with them; %d sends of a PaymentRecorded refused by the broker",
+		sc.Eligible, sc.Connections, sc.Affected(), 100*float64(sc.Affected())/float64(max(sc.Eligible, 1)), sc.CutBefore, sc.CutAfter, sc.CutAfterUnsettled, sc.InFlightCut, refused)
+	t.Logf("dead-lettered after their commit: %d %v", len(dead), dead)
+	t.Logf("OutboxSweep at the end: %d markers left undispatched by the deliveries; the sweep %+v", len(pending), sweep)
+	t.Logf("PaymentRecorded: %d payments announced, %d copies on the topic: %d re-sends, %.1f%% of the payments (payments by copies: %v)",
+		len(announced), copiesSeen, resends, 100*float64(resends)/float64(total), copiesPerPayment)
 	t.Logf("ledger: %d partitions, %d payment documents, %d markers, %d exact balances; Resolver: ResolutionResponses for %d events (%d more sent again from an outbox), %d SkipResponses",
 		rep.partitions, rep.payments, rep.markers, rep.exact, len(resolutions), again, skips)
 	t.Logf("Subscriber outcomes (outcome/inbox): %s", outcomeSummary(outcomes))
 	t.Logf("mini hosts: Subscriber %+v; collector: %s", s.host.Stats(), s.resolver.problems())
+}
+
+// carriesNimBusMessage matches the transfers that carry a NimBus message
+// (every message the endpoint sends has the MessageType property), not the
+// SDK's authorization requests.
+func carriesNimBusMessage(frameBody []byte) bool {
+	return bytes.Contains(frameBody, []byte("MessageType"))
+}
+
+// pendingMarker is a marker whose events are not dispatched.
+type pendingMarker struct {
+	messageID string
+	created   time.Time
+}
+
+func (p pendingMarker) String() string { return p.messageID }
+
+// pendingMarkers queries the ledger straight from Cosmos for the markers
+// holding events not yet dispatched.
+func pendingMarkers(tb testing.TB, c *azcosmos.ContainerClient) []pendingMarker {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	pager := c.NewQueryItemsPager("SELECT c.messageId, c.createdAtUtc FROM c WHERE c.type = @type AND IS_DEFINED(c.outbox) AND IS_NULL(c.dispatchedAtUtc)",
+		azcosmos.NewPartitionKey(), &azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@type", Value: markerType}}})
+	var out []pendingMarker
+	for pager.More() {
+		page, err := pager.NextPage(ctx)
+		if err != nil {
+			tb.Fatalf("querying the undispatched markers: %v", err)
+		}
+		for _, raw := range page.Items {
+			var m struct {
+				MessageID string `json:"messageId"`
+				Created   string `json:"createdAtUtc"`
+			}
+			if err := json.Unmarshal(raw, &m); err != nil {
+				tb.Fatal(err)
+			}
+			at, err := time.Parse(time.RFC3339Nano, m.Created)
+			if err != nil {
+				tb.Fatalf("marker of %s: createdAtUtc %q: %v", m.MessageID, m.Created, err)
+			}
+			out = append(out, pendingMarker{m.MessageID, at})
+		}
+	}
+	return out
 }
 
 // sameStoredResponse reports whether b is a re-send of the response a:

@@ -104,7 +104,7 @@ func (h *nodeHost) read(stdout io.Reader, ready chan struct{}) {
 			if b := h.logs[id]; b != nil && b.Len() < 1<<20 {
 				b.WriteString(text + "\n")
 			}
-		case "LISTENING", "FAILED", "STOPPED":
+		case "LISTENING", "FAILED", "STOPPED", "CONFIGURED":
 			if ch := h.replies[id]; ch != nil {
 				select {
 				case ch <- kind + " " + text:
@@ -233,6 +233,23 @@ type hostedInstance struct {
 // to it is cut, as when a stand-in process is killed.
 func (b *hostedInstance) Stop() {
 	b.once.Do(func() { _, _ = b.host.command(b.id, "STOP "+b.id, 10*time.Second) })
+}
+
+// configure changes settings of the running instance (what its script's
+// configure allows).
+func (b *hostedInstance) configure(settings map[string]string) error {
+	js, err := json.Marshal(settings)
+	if err != nil {
+		return err
+	}
+	reply, err := b.host.command(b.id, "SET "+b.id+" "+string(js), 10*time.Second)
+	if err != nil {
+		return err
+	}
+	if kind, text, _ := strings.Cut(reply, " "); kind != "CONFIGURED" {
+		return fmt.Errorf("%s: %s", b.host.script, text)
+	}
+	return nil
 }
 
 // Logs returns what the instance logged so far, then what the host wrote

@@ -38,6 +38,29 @@ func StartServiceBusWithSendFaults(tb testing.TB, topo Topology, f SendFaults) *
 	return startServiceBus(tb, topo, "SEND_FAULTS="+string(js))
 }
 
+// SetSendFaults replaces the send faults of the running stand-in (nil: no
+// more faults); the refusals start again from the new seed. It needs a
+// stand-in of the package's shared host (its TestMain calls Main): a
+// stand-in process of its own cannot be reconfigured, and the test fails.
+func (sb *ServiceBus) SetSendFaults(tb testing.TB, f *SendFaults) {
+	tb.Helper()
+	h, ok := sb.proc.(*hostedInstance)
+	if !ok {
+		tb.Fatal("testenv: changing send faults needs the package's shared stand-in host (TestMain calls testenv.Main)")
+	}
+	value := ""
+	if f != nil {
+		js, err := json.Marshal(f)
+		if err != nil {
+			tb.Fatalf("testenv: encoding send faults: %v", err)
+		}
+		value = string(js)
+	}
+	if err := h.configure(map[string]string{"SEND_FAULTS": value}); err != nil {
+		tb.Fatalf("testenv: changing send faults: %v", err)
+	}
+}
+
 // injectedSendFault starts the line the stand-in prints per refused send.
 const injectedSendFault = "sbfake: injected send fault ("
 

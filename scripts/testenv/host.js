@@ -6,6 +6,8 @@
  *
  *   START <id> <settings JSON>   → "LISTENING <id> <port>" or "FAILED <id> <message>"
  *   STOP <id>                    → "STOPPED <id>"
+ *   SET <id> <settings JSON>     → "CONFIGURED <id>" or "FAILED <id> <message>": changes a running
+ *                                  instance's settings, as far as its configure(settings) allows
  *
  * The settings are the environment variables the stand-in's own process would read. An instance's
  * log lines come out as "LOG <id> <line>". The host prints "READY" first and exits when stdin closes.
@@ -14,7 +16,8 @@
 const readline = require('readline');
 
 // runHost serves the commands with start(settings, io), which starts one instance and returns
-// { close() }; io has log(text), listening(port) and failed(err).
+// { close() } and, when its settings can change while it runs, configure(settings); io has
+// log(text), listening(port) and failed(err).
 function runHost(start) {
   const instances = new Map();
   const say = (line) => process.stdout.write(line + '\n');
@@ -30,6 +33,15 @@ function runHost(start) {
           listening: (port) => say(`LISTENING ${id} ${port}`),
           failed: (err) => { instances.delete(id); say(`FAILED ${id} ${oneLine(err)}`); },
         }));
+      } catch (err) {
+        say(`FAILED ${id} ${oneLine(err)}`);
+      }
+    } else if (op === 'SET') {
+      const instance = instances.get(id);
+      try {
+        if (!instance || !instance.configure) throw new Error(`instance ${id} cannot be configured`);
+        instance.configure(JSON.parse(line.slice(op.length + id.length + 2)));
+        say(`CONFIGURED ${id}`);
       } catch (err) {
         say(`FAILED ${id} ${oneLine(err)}`);
       }

@@ -27,7 +27,10 @@
  *                  "condition" (default amqp:not-allowed, which the SDK does not retry); a
  *                  refused schedule request is answered with status 404 (also not retried).
  *                  Nothing of a refused transfer or schedule request is stored. Each refusal
- *                  prints "sbfake: injected send fault (<entity>, To=<To>)" on stderr.
+ *                  prints "sbfake: injected send fault (<entity>, To=<To>)" on stderr. In a host
+ *                  (TESTENV_HOST=1), "SET <id> {"SEND_FAULTS": "<JSON>"}" replaces a running
+ *                  broker's send faults (an empty value ends them); the stream starts again
+ *                  from the new seed.
  *
  * Topology (there is no admin API, so entities are declared up front):
  *   {
@@ -142,9 +145,9 @@ function startBroker(env, io) {
 
   function debug(...args) { if (DEBUG) io.log(['[sbfake]', ...args].join(' ')); }
 
-  // Send faults (SEND_FAULTS; see the top of the file). Off unless configured.
-  const sendFaults = (() => {
-    const raw = env.SEND_FAULTS;
+  // Send faults (SEND_FAULTS; see the top of the file). Off unless configured; a host's SET
+  // command replaces them (configure below).
+  function parseSendFaults(raw) {
     if (!raw) return null;
     const f = JSON.parse(raw);
     let a = (Number(f.seed) >>> 0) || 1;
@@ -162,7 +165,8 @@ function startBroker(env, io) {
       condition: f.condition || 'amqp:not-allowed',
       next,
     };
-  })();
+  }
+  let sendFaults = parseSendFaults(env.SEND_FAULTS);
 
   // faultSend reports whether one of msgs (parsed, sent to entity e) is refused by SEND_FAULTS.
   function faultSend(e, msgs) {
@@ -609,7 +613,7 @@ function startBroker(env, io) {
   // the SDK computes a zero batch size.
   container.on('receiver_open', (ctx) => {
     const l = ctx.receiver;
-    if (sendFaults) separateDispositions(l.session);
+    separateDispositions(l.session); // one disposition per delivery while send faults are on
     const addr = (l.remote.attach.target || {}).address;
     if (!isRpcAddress(addr)) {
       const e = lookup(addr);
@@ -879,6 +883,13 @@ function startBroker(env, io) {
   server.on('error', (err) => io.failed(err));
 
   return {
+    // configure applies the settings a host's SET command names; only SEND_FAULTS can change
+    // (absent or empty: no more faults).
+    configure(settings) {
+      const next = parseSendFaults(settings.SEND_FAULTS);
+      sendFaults = next;
+      container.sbfakeSeparate = Boolean(next);
+    },
     close() {
       clearInterval(timer);
       for (const e of entities.values()) for (const w of e.waiters || []) clearTimeout(w.timer);
