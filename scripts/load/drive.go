@@ -37,10 +37,19 @@ type stepResult struct {
 	// the injector answered a request or passed a send on, on average, ms:
 	// the machine's scheduling delay, not the handler's.
 	CosmosLateMs, ServiceBusLateMs float64
-	// InjectedMs is the model's latency with that lateness added to each
-	// round trip, RatioInjected the rate against the model at that latency,
-	// and OwnMs the handler's own time per delivery: its median duration
-	// less InjectedMs.
+	// CosmosServiceMs and ServiceBusServiceMs are how long the server
+	// behind the injector took to answer after that, on average, ms (zero
+	// for the in-process servers, which answer inside the delay; the Node
+	// stand-ins' processing behind a delay line or proxy).
+	CosmosServiceMs, ServiceBusServiceMs float64
+	// CosmosP99Ms and ServiceBusP99Ms are the 99th percentile of lateness
+	// plus service time per exchange, ms: the stand-ins' share of the
+	// jitter.
+	CosmosP99Ms, ServiceBusP99Ms float64
+	// InjectedMs is the model's latency with the lateness and service time
+	// added to each round trip, RatioInjected the rate against the model at
+	// that latency, and OwnMs the handler's own time per delivery: its
+	// median duration less InjectedMs.
 	InjectedMs, RatioInjected, OwnMs float64
 	CPUPerMsg                        float64 // the handler's CPU per message, µs
 	BinaryCores                      float64 // the handler's CPU, in cores
@@ -77,12 +86,14 @@ func (s stepResult) line() string {
 		sat = 1
 	}
 	return fmt.Sprintf("case=%s inflight=%d msgs/s=%.1f model=%.1f ratio=%.3f p50_ms=%.2f p99_ms=%.2f model_p99_ms=%.2f "+
-		"handler_p50_ms=%.2f handler_p99_ms=%.2f cosmos_late_ms=%.2f servicebus_late_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
+		"handler_p50_ms=%.2f handler_p99_ms=%.2f cosmos_late_ms=%.2f servicebus_late_ms=%.2f cosmos_service_ms=%.2f servicebus_service_ms=%.2f "+
+		"cosmos_excess_p99_ms=%.2f servicebus_excess_p99_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
 		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
-		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.InjectedMs, s.RatioInjected, s.OwnMs,
+		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.CosmosServiceMs, s.ServiceBusServiceMs,
+		s.CosmosP99Ms, s.ServiceBusP99Ms, s.InjectedMs, s.RatioInjected, s.OwnMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
 		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
@@ -127,6 +138,8 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	if e.mem != nil {
 		e.mem.Reset()
 	}
+	e.cosmosLate().reset()
+	e.sbLate().reset()
 	nonce := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
 	var win window
 	slots := make([]*slot, n)
@@ -176,7 +189,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		return stepResult{}, err
 	}
 	e.cosmosConns().resetPeak()
-	e.line.conns.resetPeak()
+	e.sbConns().resetPeak()
 	win.from.Store(time.Now().UnixNano())
 
 	var (
@@ -255,9 +268,12 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.P50, r.P99 = ms(percentile(lat, 50)), ms(percentile(lat, 99))
 	slices.Sort(handlerLat)
 	r.HandlerP50, r.HandlerP99 = ms(percentile(handlerLat, 50)), ms(percentile(handlerLat, 99))
-	r.CosmosLateMs = ms(after.cosmosLate.meanSince(before.cosmosLate))
-	r.ServiceBusLateMs = ms(after.sbLate.meanSince(before.sbLate))
-	injected := injectedLatency(c, cfg.Latency, after.cosmosLate.meanSince(before.cosmosLate), after.sbLate.meanSince(before.sbLate))
+	cx := e.cosmosLate().since(before.cosmosMark, after.cosmosMark)
+	sx := e.sbLate().since(before.sbMark, after.sbMark)
+	r.CosmosLateMs, r.ServiceBusLateMs = ms(cx.Late), ms(sx.Late)
+	r.CosmosServiceMs, r.ServiceBusServiceMs = ms(cx.Service), ms(sx.Service)
+	r.CosmosP99Ms, r.ServiceBusP99Ms = ms(cx.P99), ms(sx.P99)
+	injected := injectedLatency(c, cfg.Latency, cx.Late+cx.Service, sx.Late+sx.Service)
 	r.InjectedMs = ms(injected)
 	if injected > 0 {
 		r.RatioInjected = r.Rate / (float64(n) / injected.Seconds())
@@ -271,7 +287,6 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	}
 	r.BinaryCores = (after.handlerCPU - before.handlerCPU).Seconds() / secs
 	r.LoadgenCores = (after.selfCPU - before.selfCPU).Seconds() / secs
-	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
 	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
 	if dt := after.machine.total - before.machine.total; dt > 0 {
 		r.MachineBusy = float64(after.machine.busy-before.machine.busy) / float64(dt)
@@ -319,7 +334,8 @@ type snapshot struct {
 	rt                   runtimeStats
 	cosmosConns, sbConns ConnStats
 	hostConns            int64
-	cosmosLate, sbLate   Lateness
+	// cosmosMark and sbMark are the injectors' exchanges recorded so far.
+	cosmosMark, sbMark int
 }
 
 func (e *env) snapshot() (snapshot, error) {
@@ -343,9 +359,9 @@ func (e *env) snapshot() (snapshot, error) {
 		return s, fmt.Errorf("reading the handler's runtime figures: %w", err)
 	}
 	s.cosmosConns = e.cosmosConns().stats()
-	s.sbConns = e.line.conns.stats()
+	s.sbConns = e.sbConns().stats()
 	s.hostConns = e.hostConns.Load()
-	s.cosmosLate, s.sbLate = e.cosmosLate().snapshot(), e.line.late.snapshot()
+	s.cosmosMark, s.sbMark = e.cosmosLate().mark(), e.sbLate().mark()
 	return s, nil
 }
 

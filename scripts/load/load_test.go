@@ -54,7 +54,7 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 		Cases: []string{"fresh", "tx", "duplicate"}, Inflight: []int{inflight},
 		Duration: 5 * time.Second, Warmup: time.Second,
 		Latency:         Latency{Read: lat, Write: lat, Batch: lat, Send: lat},
-		SessionsPerSlot: 4, BodyBytes: 200, Cosmos: "memory", Binary: bin,
+		SessionsPerSlot: 4, BodyBytes: 200, Cosmos: "memory", ServiceBus: "go", Binary: bin,
 	}
 	ctx := testctx.Timeout(t, 4*time.Minute)
 	e, err := start(ctx, cfg)
@@ -176,7 +176,8 @@ func TestLineReadsBack(t *testing.T) {
 	t.Parallel()
 	in := stepResult{
 		Case: "tx", Inflight: 32, Msgs: 6400, Rate: 640.5, Model: 640, Ratio: 1.001, P50: 51.25, P99: 54.5, ModelMs: 50,
-		HandlerP50: 50.75, HandlerP99: 53.5, CosmosLateMs: 0.12, ServiceBusLateMs: 0.08, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
+		HandlerP50: 50.75, HandlerP99: 53.5, CosmosLateMs: 0.12, ServiceBusLateMs: 0.08, CosmosServiceMs: 0.01, ServiceBusServiceMs: 0.45,
+		CosmosP99Ms: 1.25, ServiceBusP99Ms: 2.5, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
 		CPUPerMsg: 612, BinaryCores: 0.39, LoadgenCores: 0.21, StandInCores: 0.15, MachineBusy: 0.52, RSSPeakMB: 31.5, HeapPeakMB: 6.2,
 		GoroutinesPeak: 312, AllocPerMsgKB: 185.5, ConnsCosmos: 96, ConnsServiceBus: 1, NewConnsCosmos: 2, NewConnsServiceBus: 0, NewConnsHost: 0,
 		CosmosReqPerMsg: 6, Errors: 0, Load: "0.52 0.60 0.71",

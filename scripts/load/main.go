@@ -102,6 +102,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Latency.Send, "sb-send", defaultLatency.Send, "delay added to each Service Bus send")
 	fs.IntVar(&cfg.SessionsPerSlot, "sessions", 4, "sessions each in-flight slot cycles through (a session has one invocation at a time)")
 	fs.IntVar(&cfg.BodyBytes, "body", 200, "bytes of event JSON per message")
+	fs.StringVar(&cfg.ServiceBus, "servicebus", "go", "Service Bus stand-in: go (in process, an AMQP server that accepts each send after the delay) or node (scripts/testenv/sbfake.js behind a TCP delay line)")
 	fs.StringVar(&cfg.Cosmos, "cosmos", "memory", "Cosmos DB stand-in: memory (in process, answers from memory) or node (scripts/testenv/cosmos.js behind a delaying proxy)")
 	fs.StringVar(&cfg.Binary, "binary", "", "a built handler binary (default: build ./handler)")
 	fs.StringVar(&cfg.SVG, "svg", "", "write the plot to this SVG file")
@@ -144,6 +145,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.Cosmos != "memory" && cfg.Cosmos != "node" {
 		return fail("-cosmos %q: memory or node", cfg.Cosmos)
+	}
+	if cfg.ServiceBus != "go" && cfg.ServiceBus != "node" {
+		return fail("-servicebus %q: go or node", cfg.ServiceBus)
 	}
 	for _, d := range []time.Duration{cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send} {
 		if d < 0 || d > 5*time.Second {

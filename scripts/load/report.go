@@ -14,15 +14,17 @@ import (
 
 // writeTable writes the steps as a Markdown table.
 func writeTable(w io.Writer, cfg config, steps []stepResult) {
-	fmt.Fprintln(w, "| case | in flight | msgs/s | model | ratio | p50 / p99 ms | model ms | as injected: ms, ratio | handler's own ms | handler CPU µs/msg | cores: handler / load / stand-ins | machine busy | RSS / heap MB | goroutines | alloc KB/msg | connections Cosmos / Service Bus (new) |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| case | in flight | msgs/s | model | ratio | p50 / p99 ms | model ms | stand-ins beyond the delay, per exchange: Cosmos / Service Bus ms, mean (p99) | as injected: ms, ratio | handler's own ms | handler CPU µs/msg | cores: handler / load / stand-ins | machine busy | RSS / heap MB | goroutines | alloc KB/msg | connections Cosmos / Service Bus (new) |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, s := range steps {
 		busy := fmt.Sprintf("%.0f%%", 100*s.MachineBusy)
 		if s.saturated() {
 			busy += " (saturated)"
 		}
-		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.2f | %.1f / %.1f | %.0f | %.1f, %.2f | %.1f | %.0f | %.2f / %.2f / %.2f | %s | %.0f / %.1f | %d | %.1f | %d / %d (%d / %d) |\n",
-			s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs, s.InjectedMs, s.RatioInjected, s.OwnMs, s.CPUPerMsg,
+		fmt.Fprintf(w, "| %s | %d | %.1f | %.1f | %.2f | %.1f / %.1f | %.0f | %.2f / %.2f (%.1f / %.1f) | %.1f, %.2f | %.1f | %.0f | %.2f / %.2f / %.2f | %s | %.0f / %.1f | %d | %.1f | %d / %d (%d / %d) |\n",
+			s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
+			s.CosmosLateMs+s.CosmosServiceMs, s.ServiceBusLateMs+s.ServiceBusServiceMs, s.CosmosP99Ms, s.ServiceBusP99Ms,
+			s.InjectedMs, s.RatioInjected, s.OwnMs, s.CPUPerMsg,
 			s.BinaryCores, s.LoadgenCores, s.StandInCores, busy, s.RSSPeakMB, s.HeapPeakMB, s.GoroutinesPeak, s.AllocPerMsgKB,
 			s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus)
 	}
@@ -213,8 +215,8 @@ func writeDocs(cfg config, steps []stepResult, load string) error {
 		return err
 	}
 	var t strings.Builder
-	fmt.Fprintf(&t, "`%s` — Cosmos DB: %s; Service Bus: the Node stand-in behind a TCP delay line. %d cores, load average %s at the end of the run; %v per step after at least %v of warm-up, %d sessions per in-flight slot, %d-byte events.\n\n",
-		commandLine(cfg), cosmosName(cfg), coreCount(), load, cfg.Duration, cfg.Warmup, cfg.SessionsPerSlot, cfg.BodyBytes)
+	fmt.Fprintf(&t, "`%s` — Cosmos DB: %s; Service Bus: %s. %d cores, load average %s at the end of the run; %v per step after at least %v of warm-up, %d sessions per in-flight slot, %d-byte events.\n\n",
+		commandLine(cfg), cosmosName(cfg), serviceBusName(cfg), coreCount(), load, cfg.Duration, cfg.Warmup, cfg.SessionsPerSlot, cfg.BodyBytes)
 	writeTable(&t, cfg, steps)
 	t.WriteString("\n")
 	writeSummary(&t, steps)
@@ -242,6 +244,9 @@ func commandLine(cfg config) string {
 	}
 	if cfg.Cosmos != "memory" {
 		cmd += " -cosmos " + cfg.Cosmos
+	}
+	if cfg.ServiceBus != "go" {
+		cmd += " -servicebus " + cfg.ServiceBus
 	}
 	return cmd + " -write-docs " + cfg.WriteDocs
 }
