@@ -134,8 +134,8 @@ type env struct {
 	sb      *testenv.Process // -servicebus node
 	line    *delayLine       // -servicebus node
 	sbSrv   *sbServer        // -servicebus go
-	client  *http.Client // the host's invocations
-	probe   *http.Client // GET /_nimbus/runtime, on connections of its own
+	client  *http.Client     // the host's invocations
+	probe   *http.Client     // GET /_nimbus/runtime, on connections of its own
 	// standIns are the pids of the Node stand-ins, for their CPU time.
 	standIns []int
 	// hostConns counts the connections the host side opened to the handler.
