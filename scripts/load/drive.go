@@ -70,6 +70,7 @@ type stepResult struct {
 	// far), to Cosmos DB, Service Bus and from the host side.
 	OpenedCosmos, OpenedServiceBus, OpenedHost int64
 	CosmosReqPerMsg                            float64 // as the handler counted them in its answers
+	RerunsPerMsg                               float64 // transactional re-runs after a conflict, per message
 	Errors                                     int64
 	FirstError                                 string
 	Load                                       string // load average at the end of the step
@@ -90,13 +91,13 @@ func (s stepResult) line() string {
 		"cosmos_excess_p99_ms=%.2f servicebus_excess_p99_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
-		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
+		"cosmos_req_per_msg=%.2f reruns_per_msg=%.3f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
 		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.CosmosServiceMs, s.ServiceBusServiceMs,
 		s.CosmosP99Ms, s.ServiceBusP99Ms, s.InjectedMs, s.RatioInjected, s.OwnMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
-		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
+		s.CosmosReqPerMsg, s.RerunsPerMsg, s.Msgs, s.Errors, s.Load)
 }
 
 // window is the measured time of a step, as Unix nanoseconds (0 until
@@ -123,6 +124,7 @@ type slot struct {
 	// measured them.
 	handlerLat []time.Duration
 	cosmos     int64 // Cosmos DB requests of the invocations in lat, as the handler counted them
+	reruns     int64 // transactional re-runs after a conflict, as the handler reported them
 	// first and last are when the first and the last invocation of lat
 	// ended.
 	first, last time.Time
@@ -244,12 +246,13 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	}
 
 	var lat, handlerLat []time.Duration
-	var cosmos int64
+	var cosmos, reruns int64
 	r := stepResult{Case: c, Inflight: n, Cores: after.machine.cores, Load: loadAverage()}
 	for _, s := range slots {
 		lat = append(lat, s.lat...)
 		handlerLat = append(handlerLat, s.handlerLat...)
 		cosmos += s.cosmos
+		reruns += s.reruns
 		r.Errors += s.errors.Load()
 		if r.FirstError == "" {
 			if e, ok := s.firstErr.Load().(string); ok {
@@ -284,6 +287,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		r.CPUPerMsg = float64((after.handlerCPU - before.handlerCPU).Microseconds()) / float64(r.Msgs)
 		r.AllocPerMsgKB = float64(after.rt.TotalAllocBytes-before.rt.TotalAllocBytes) / 1024 / float64(r.Msgs)
 		r.CosmosReqPerMsg = float64(cosmos) / float64(r.Msgs)
+		r.RerunsPerMsg = float64(reruns) / float64(r.Msgs)
 	}
 	r.BinaryCores = (after.handlerCPU - before.handlerCPU).Seconds() / secs
 	r.LoadgenCores = (after.selfCPU - before.selfCPU).Seconds() / secs
@@ -438,6 +442,7 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 			s.last = end
 			s.lat = append(s.lat, end.Sub(start))
 			s.cosmos += summaryInt(body, "cosmosRequests")
+			s.reruns += summaryInt(body, "txnReruns")
 			s.handlerLat = append(s.handlerLat, summaryMillis(body, "durationMs"))
 		}
 	}

@@ -94,6 +94,9 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 			if s.OpenedHost > inflight+4 {
 				t.Errorf("%s: %d connections from the host side for %d invocations in flight: the handler does not keep them", c, s.OpenedHost, inflight)
 			}
+			if s.RerunsPerMsg != 0 {
+				t.Errorf("%s: %.3f transactional re-runs per message: the run's payments are one per customer at a time and never conflict", c, s.RerunsPerMsg)
+			}
 			if math.Abs(s.CosmosReqPerMsg-requests[c]) > 0.01 {
 				t.Errorf("%s: %.2f Cosmos DB requests per message, want %.0f", c, s.CosmosReqPerMsg, requests[c])
 			}
@@ -180,7 +183,7 @@ func TestLineReadsBack(t *testing.T) {
 		CosmosP99Ms: 1.25, ServiceBusP99Ms: 2.5, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
 		CPUPerMsg: 612, BinaryCores: 0.39, LoadgenCores: 0.21, StandInCores: 0.15, MachineBusy: 0.52, RSSPeakMB: 31.5, HeapPeakMB: 6.2,
 		GoroutinesPeak: 312, AllocPerMsgKB: 185.5, ConnsCosmos: 96, ConnsServiceBus: 1, NewConnsCosmos: 2, NewConnsServiceBus: 0, NewConnsHost: 0,
-		CosmosReqPerMsg: 6, Errors: 0, Load: "0.52 0.60 0.71",
+		CosmosReqPerMsg: 6, RerunsPerMsg: 0.125, Errors: 0, Load: "0.52 0.60 0.71",
 	}
 	got, err := parseLine(in.line())
 	if err != nil {

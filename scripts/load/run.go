@@ -536,6 +536,9 @@ func parseLine(line string) (stepResult, error) {
 	s.ConnsCosmos, s.ConnsServiceBus = int64(num("conns_cosmos")), int64(num("conns_servicebus"))
 	s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost = int64(num("new_conns_cosmos")), int64(num("new_conns_servicebus")), int64(num("new_conns_host"))
 	s.CosmosReqPerMsg, s.Msgs, s.Errors = num("cosmos_req_per_msg"), int64(num("msgs")), int64(num("errors"))
+	if _, ok := fields["reruns_per_msg"]; ok {
+		s.RerunsPerMsg = num("reruns_per_msg")
+	}
 	if len(bad) > 0 || s.Case == "" {
 		return s, fmt.Errorf("line %q: missing or unreadable %s", line, strings.Join(bad, ", "))
 	}
