@@ -14,9 +14,9 @@ import (
 type RuntimeStats struct {
 	// Goroutines is the number of live goroutines.
 	Goroutines uint64 `json:"goroutines"`
-	// HeapLiveBytes is the heap occupied by objects (live and not yet
-	// swept), HeapGoalBytes the heap size at which the next collection
-	// starts.
+	// HeapLiveBytes is the heap the last collection found live (garbage
+	// allocated since is not in it), HeapGoalBytes the heap size at which
+	// the next collection starts.
 	HeapLiveBytes uint64 `json:"heapLiveBytes"`
 	HeapGoalBytes uint64 `json:"heapGoalBytes"`
 	// TotalAllocBytes and TotalAllocObjects count every heap allocation
@@ -31,7 +31,7 @@ type RuntimeStats struct {
 
 var runtimeSamples = []string{
 	"/sched/goroutines:goroutines",
-	"/memory/classes/heap/objects:bytes",
+	"/gc/heap/live:bytes",
 	"/gc/heap/goal:bytes",
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/allocs:objects",
