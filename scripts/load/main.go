@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -77,14 +78,35 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	res, err := run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
-		os.Exit(1)
+		exit(cfg, 1)
 	}
 	if !res.ok() {
-		os.Exit(1)
+		exit(cfg, 1)
 	}
+}
+
+// exit stops the CPU profile, if one is being written, and exits.
+func exit(cfg config, code int) {
+	if cfg.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	os.Exit(code)
 }
 
 // parseFlags reads the command line into a config.
@@ -107,6 +129,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.StringVar(&cfg.Binary, "binary", "", "a built handler binary (default: build ./handler)")
 	fs.StringVar(&cfg.SVG, "svg", "", "write the plot to this SVG file")
 	fs.StringVar(&cfg.WriteDocs, "write-docs", "", "write the table and summary into docs/performance.md's part `NAME` (azure: the default latencies, also the capacity table of docs/concurrency.md; deep: the high-concurrency run) and the plot to docs/performance-load-NAME.svg")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load program's own CPU profile (the host side and the in-process stand-ins) to `FILE`")
 	settings := fs.String("set", "", "extra app settings for the handler, KEY=value;KEY=value")
 	fs.StringVar(&cfg.Replay, "replay", "", "report the machine-readable lines of an earlier run's output `FILE` again (table, summary, -svg, -write-docs) instead of running; give the run's latency, duration and stand-in flags")
 	if err := fs.Parse(args); err != nil {

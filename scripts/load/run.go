@@ -48,6 +48,9 @@ type config struct {
 	// Replay is an earlier run's output to report again instead of
 	// running.
 	Replay string
+	// CPUProfile is a file for the load program's CPU profile ("" for
+	// none).
+	CPUProfile string
 }
 
 // trip is one sequential round trip of a delivery.
