@@ -25,6 +25,9 @@ type RuntimeStats struct {
 	TotalAllocObjects uint64 `json:"totalAllocObjects"`
 	// GCCycles counts completed collections since start.
 	GCCycles uint64 `json:"gcCycles"`
+	// GCPercent is the collector's GOGC percent in force (the heap floor
+	// raises it while the live heap is small).
+	GCPercent uint64 `json:"gcPercent"`
 	// MaxProcs is GOMAXPROCS.
 	MaxProcs int `json:"maxProcs"`
 }
@@ -36,6 +39,7 @@ var runtimeSamples = []string{
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/allocs:objects",
 	"/gc/cycles/total:gc-cycles",
+	"/gc/gogc:percent",
 }
 
 // readRuntimeStats reads the runtime's metrics.
@@ -53,7 +57,7 @@ func readRuntimeStats() RuntimeStats {
 	}
 	return RuntimeStats{
 		Goroutines: v(0), HeapLiveBytes: v(1), HeapGoalBytes: v(2),
-		TotalAllocBytes: v(3), TotalAllocObjects: v(4), GCCycles: v(5),
+		TotalAllocBytes: v(3), TotalAllocObjects: v(4), GCCycles: v(5), GCPercent: v(6),
 		MaxProcs: runtime.GOMAXPROCS(0),
 	}
 }

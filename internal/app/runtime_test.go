@@ -28,7 +28,7 @@ func TestRuntimeRouteReportsGoroutinesAndAllocations(t *testing.T) {
 	ta := newTestApp(t, nil, nil)
 	runtime.GC() // the live heap is what a collection found
 	before := getRuntime(t, ta)
-	if before.Goroutines == 0 || before.MaxProcs == 0 || before.HeapLiveBytes == 0 || before.HeapGoalBytes == 0 {
+	if before.Goroutines == 0 || before.MaxProcs == 0 || before.HeapLiveBytes == 0 || before.HeapGoalBytes == 0 || before.GCPercent == 0 {
 		t.Fatalf("runtime stats %+v: goroutines, GOMAXPROCS and heap sizes must be positive", before)
 	}
 	const n = 50

@@ -31,9 +31,9 @@ func standInsReady(t *testing.T) {
 
 // The short form of the load run: the real binary at 16 invocations in
 // flight, every Cosmos DB and Service Bus request 120 ms long (so the model,
-// 240 to 480 ms per delivery, dominates the CPU time and the noise of a
+// 240 to 600 ms per delivery, dominates the CPU time and the noise of a
 // loaded 2-core machine). For each case the handler delivers at least 90%
-// of the model's throughput, makes the documented Cosmos requests per
+// of the model's throughput at the latency the stand-ins actually injected, makes the documented Cosmos requests per
 // message, and opens connections only as the concurrency needs them,
 // reusing each. A machine busy with other work can slow one
 // attempt; each case gets three, and a queue inside the handler (a lock
@@ -66,6 +66,13 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 	for _, c := range cfg.Cases {
 		if err := e.startHandler(ctx); err != nil {
 			t.Fatal(err)
+		}
+		// The binary's collector waits for the heap floor: at its small
+		// heap the GC percent is well above GOGC's 100.
+		if rs, err := e.runtimeStats(); err != nil {
+			t.Fatal(err)
+		} else if rs.GCPercent <= 100 {
+			t.Errorf("%s: the handler's GC percent is %d: the heap floor is not applied", c, rs.GCPercent)
 		}
 		best := 0.0
 		for attempt := 1; attempt <= 3 && best < 0.9; attempt++ {
@@ -100,10 +107,13 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 			if math.Abs(s.CosmosReqPerMsg-requests[c]) > 0.01 {
 				t.Errorf("%s: %.2f Cosmos DB requests per message, want %.0f", c, s.CosmosReqPerMsg, requests[c])
 			}
-			best = max(best, s.Ratio)
+			// Against the model as injected: each round trip as long as the
+			// stand-ins actually held it (a loaded machine fires their timers
+			// late), so what is measured is the binary's share.
+			best = max(best, s.RatioInjected)
 		}
 		if best < 0.9 {
-			t.Errorf("%s at %d in flight: at best %.0f%% of the model's throughput in three attempts; want at least 90%%", c, inflight, 100*best)
+			t.Errorf("%s at %d in flight: at best %.0f%% of the model's throughput (as injected) in three attempts; want at least 90%%", c, inflight, 100*best)
 		}
 	}
 	if n := e.mem.Counts().Unsupported; n != 0 {

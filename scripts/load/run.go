@@ -387,6 +387,7 @@ type runtimeStats struct {
 	HeapLiveBytes   uint64 `json:"heapLiveBytes"`
 	TotalAllocBytes uint64 `json:"totalAllocBytes"`
 	GCCycles        uint64 `json:"gcCycles"`
+	GCPercent       uint64 `json:"gcPercent"`
 }
 
 // results is a whole run.
