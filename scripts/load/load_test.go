@@ -4,33 +4,20 @@ import (
 	"encoding/xml"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
-// standInsReady skips t (fails it under NIMBUS_REQUIRE_EMULATORS=1)
-// without Node and the stand-ins' packages.
-func standInsReady(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		testenv.Unavailable(t, "node is not on PATH")
-	}
-	if _, err := os.Stat(filepath.Join(testenv.Dir(), "node_modules")); err != nil {
-		testenv.Unavailable(t, "scripts/testenv/node_modules is missing")
-	}
-}
-
 // The short form of the load run: the real binary at 16 invocations in
-// flight, every Cosmos DB and Service Bus request 120 ms long (so the model,
+// flight against the in-process stand-ins (no Node needed), every Cosmos
+// DB and Service Bus request 120 ms long (so the model,
 // 240 to 600 ms per delivery, dominates the CPU time and the noise of a
 // loaded 2-core machine). For each case the handler delivers at least 90%
 // of the model's throughput at the latency the stand-ins actually injected, makes the documented Cosmos requests per
@@ -43,7 +30,6 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load run's short form runs in the full suite")
 	}
-	standInsReady(t)
 	const inflight = 16
 	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
