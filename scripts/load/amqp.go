@@ -20,24 +20,6 @@ type symbol string
 // amqpMap is an AMQP map, its keys and values in order: k0, v0, k1, v1, ….
 type amqpMap []any
 
-// get returns the value of the key k (a string or symbol key), nil when
-// absent.
-func (m amqpMap) get(k string) any {
-	for i := 0; i+1 < len(m); i += 2 {
-		switch key := m[i].(type) {
-		case string:
-			if key == k {
-				return m[i+1]
-			}
-		case symbol:
-			if string(key) == k {
-				return m[i+1]
-			}
-		}
-	}
-	return nil
-}
-
 // described is a described value: a descriptor (a ulong code or a symbol)
 // and the value it describes.
 type described struct {
