@@ -140,7 +140,8 @@ func (c *memCosmos) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := wait - time.Since(arrived); d > 0 {
 		time.Sleep(d)
 	}
-	c.late.add(time.Since(arrived)-wait, 0)
+	now := time.Now()
+	c.late.add(arrived, now, now.Sub(arrived)-wait, 0)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("x-ms-request-charge", a.charge)
@@ -640,13 +641,32 @@ type exchanges struct {
 	mu   sync.Mutex
 	late []time.Duration
 	svc  []time.Duration
+	// spans are when each exchange began (the request reached the
+	// injector) and ended (its answer left for the client).
+	spans []span
 }
 
-func (x *exchanges) add(late, service time.Duration) {
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+// add records an exchange of the span from–to.
+func (x *exchanges) add(from, to time.Time, late, service time.Duration) {
 	x.mu.Lock()
 	x.late = append(x.late, max(late, 0))
 	x.svc = append(x.svc, max(service, 0))
+	x.spans = append(x.spans, span{from, to})
 	x.mu.Unlock()
+}
+
+// spansOf returns the spans of the exchanges from mark from to mark to.
+func (x *exchanges) spansOf(from, to int) []span {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	to = min(to, len(x.spans))
+	if from >= to {
+		return nil
+	}
+	return append([]span(nil), x.spans[from:to]...)
 }
 
 // mark is the number of exchanges recorded so far, for since.
@@ -659,7 +679,7 @@ func (x *exchanges) mark() int {
 // reset drops what was recorded (between steps).
 func (x *exchanges) reset() {
 	x.mu.Lock()
-	x.late, x.svc = x.late[:0], x.svc[:0]
+	x.late, x.svc, x.spans = x.late[:0], x.svc[:0], x.spans[:0]
 	x.mu.Unlock()
 }
 

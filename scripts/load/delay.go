@@ -173,7 +173,7 @@ func (d *delayLine) delayed(dst, src net.Conn, t *transferTimer) {
 			}
 			return
 		}
-		t.requests(c.data, now, now.Sub(c.due))
+		t.requests(c.data, c.due.Add(-d.delay), now, now.Sub(c.due))
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
@@ -202,6 +202,7 @@ type transferTimer struct {
 
 type pendingTransfer struct {
 	late      time.Duration
+	arrived   time.Time // at the line
 	forwarded time.Time
 }
 
@@ -210,9 +211,9 @@ func newTransferTimer(x *exchanges) *transferTimer {
 		channels: map[uint16]uint16{}, pending: map[[2]uint32]pendingTransfer{}}
 }
 
-// requests reads the client's bytes b, passed on at now, late after they
-// were due.
-func (t *transferTimer) requests(b []byte, now time.Time, late time.Duration) {
+// requests reads the client's bytes b, which reached the line at arrived
+// and were passed on at now, late after they were due.
+func (t *transferTimer) requests(b []byte, arrived, now time.Time, late time.Duration) {
 	t.up.feed(b, func(f frame) {
 		switch f.perf.code() {
 		case perfAttach:
@@ -233,7 +234,7 @@ func (t *transferTimer) requests(b []byte, now time.Time, late time.Duration) {
 				return
 			}
 			t.mu.Lock()
-			t.pending[[2]uint32{uint32(f.channel), t.current[link]}] = pendingTransfer{late: late, forwarded: now}
+			t.pending[[2]uint32{uint32(f.channel), t.current[link]}] = pendingTransfer{late: late, arrived: arrived, forwarded: now}
 			t.mu.Unlock()
 		}
 	})
@@ -261,7 +262,7 @@ func (t *transferTimer) answers(b []byte, now time.Time) {
 			for id := first; id <= last && id-first < 1<<16; id++ {
 				if p, ok := t.pending[[2]uint32{ch, uint32(id)}]; ok {
 					delete(t.pending, [2]uint32{ch, uint32(id)})
-					t.x.add(p.late, now.Sub(p.forwarded))
+					t.x.add(p.arrived, now, p.late, now.Sub(p.forwarded))
 				}
 			}
 			t.mu.Unlock()
@@ -378,7 +379,7 @@ func (p *delayProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	late := time.Since(arrived) - wait
 	var service time.Duration
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serviceKey{}, &service)))
-	p.late.add(late, service)
+	p.late.add(arrived, time.Now(), late, service)
 }
 
 // classify returns r's delay.

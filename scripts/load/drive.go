@@ -70,10 +70,19 @@ type stepResult struct {
 	// far), to Cosmos DB, Service Bus and from the host side.
 	OpenedCosmos, OpenedServiceBus, OpenedHost int64
 	CosmosReqPerMsg                            float64 // as the handler counted them in its answers
-	RerunsPerMsg                               float64 // transactional re-runs after a conflict, per message
-	Errors                                     int64
-	FirstError                                 string
-	Load                                       string // load average at the end of the step
+	// OutsideP50 and OutsideP99 are, at one invocation in flight, the part
+	// of each invocation's latency during which no stand-in exchange was
+	// open (the binary's time and the host hop, the stand-ins' delays,
+	// lateness and service taken out exactly), ms; 0 at other steps.
+	OutsideP50, OutsideP99 float64
+	// HopsP50 and HopsP99 are, at one invocation in flight, the time two
+	// bare processes of this machine take for the same round trips after
+	// the same idle gaps (hopFloor), ms; 0 at other steps.
+	HopsP50, HopsP99 float64
+	RerunsPerMsg     float64 // transactional re-runs after a conflict, per message
+	Errors           int64
+	FirstError       string
+	Load             string // load average at the end of the step
 }
 
 // saturated reports whether the machine's cores were nearly all busy, so
@@ -91,13 +100,13 @@ func (s stepResult) line() string {
 		"cosmos_excess_p99_ms=%.2f servicebus_excess_p99_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
-		"cosmos_req_per_msg=%.2f reruns_per_msg=%.3f msgs=%d errors=%d load=%q",
+		"cosmos_req_per_msg=%.2f reruns_per_msg=%.3f outside_p50_ms=%.2f outside_p99_ms=%.2f hops_p50_ms=%.2f hops_p99_ms=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
 		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.CosmosServiceMs, s.ServiceBusServiceMs,
 		s.CosmosP99Ms, s.ServiceBusP99Ms, s.InjectedMs, s.RatioInjected, s.OwnMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
-		s.CosmosReqPerMsg, s.RerunsPerMsg, s.Msgs, s.Errors, s.Load)
+		s.CosmosReqPerMsg, s.RerunsPerMsg, s.OutsideP50, s.OutsideP99, s.HopsP50, s.HopsP99, s.Msgs, s.Errors, s.Load)
 }
 
 // window is the measured time of a step, as Unix nanoseconds (0 until
@@ -120,6 +129,8 @@ type slot struct {
 	seeds    []nimbusmsg.Message // the duplicate case's recorded messages, one per session
 	seq      int64
 	lat      []time.Duration
+	// spans are the same invocations, post to answer.
+	spans []span
 	// handlerLat are the same invocations' durations as the handler
 	// measured them.
 	handlerLat []time.Duration
@@ -282,6 +293,16 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		r.RatioInjected = r.Rate / (float64(n) / injected.Seconds())
 	}
 	r.OwnMs = r.HandlerP50 - r.InjectedMs
+	if n == 1 {
+		var invs []span
+		for _, s := range slots {
+			invs = append(invs, s.spans...)
+		}
+		ex := append(e.cosmosLate().spansOf(before.cosmosMark, after.cosmosMark), e.sbLate().spansOf(before.sbMark, after.sbMark)...)
+		out := outside(invs, ex)
+		slices.Sort(out)
+		r.OutsideP50, r.OutsideP99 = ms(percentile(out, 50)), ms(percentile(out, 99))
+	}
 	r.ModelMs = ms(modelLatency(c, cfg.Latency))
 	if r.Msgs > 0 {
 		r.CPUPerMsg = float64((after.handlerCPU - before.handlerCPU).Microseconds()) / float64(r.Msgs)
@@ -307,6 +328,54 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.OpenedServiceBus = after.sbConns.Opened - e.base.sb
 	r.OpenedHost = after.hostConns - e.base.host
 	return r, nil
+}
+
+// outside returns, for each invocation of invs, how much of it no
+// exchange of ex covered: with one invocation in flight every exchange
+// within an invocation is its own, and the union of their spans is the time
+// it spent on the stand-ins (concurrent requests counted once).
+func outside(invs, ex []span) []time.Duration {
+	slices.SortFunc(ex, func(a, b span) int { return a.from.Compare(b.from) })
+	out := make([]time.Duration, 0, len(invs))
+	for _, inv := range invs {
+		var covered time.Duration
+		var cur span
+		open := false
+		for _, x := range ex {
+			if !x.to.After(inv.from) || !x.from.Before(inv.to) {
+				continue
+			}
+			x.from, x.to = later(x.from, inv.from), earlier(x.to, inv.to)
+			switch {
+			case !open:
+				cur, open = x, true
+			case x.from.After(cur.to):
+				covered += cur.to.Sub(cur.from)
+				cur = x
+			case x.to.After(cur.to):
+				cur.to = x.to
+			}
+		}
+		if open {
+			covered += cur.to.Sub(cur.from)
+		}
+		out = append(out, inv.to.Sub(inv.from)-covered)
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // rate is the messages per second the slots completed in the window of
@@ -441,6 +510,7 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 			}
 			s.last = end
 			s.lat = append(s.lat, end.Sub(start))
+			s.spans = append(s.spans, span{start, end})
 			s.cosmos += summaryInt(body, "cosmosRequests")
 			s.reruns += summaryInt(body, "txnReruns")
 			s.handlerLat = append(s.handlerLat, summaryMillis(body, "durationMs"))

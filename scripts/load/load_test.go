@@ -179,7 +179,7 @@ func TestLineReadsBack(t *testing.T) {
 		CosmosP99Ms: 1.25, ServiceBusP99Ms: 2.5, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
 		CPUPerMsg: 612, BinaryCores: 0.39, LoadgenCores: 0.21, StandInCores: 0.15, MachineBusy: 0.52, RSSPeakMB: 31.5, HeapPeakMB: 6.2,
 		GoroutinesPeak: 312, AllocPerMsgKB: 185.5, ConnsCosmos: 96, ConnsServiceBus: 1, NewConnsCosmos: 2, NewConnsServiceBus: 0, NewConnsHost: 0,
-		CosmosReqPerMsg: 6, RerunsPerMsg: 0.125, Errors: 0, Load: "0.52 0.60 0.71",
+		CosmosReqPerMsg: 6, RerunsPerMsg: 0.125, OutsideP50: 1.25, OutsideP99: 4.5, HopsP50: 0.75, HopsP99: 6.25, Errors: 0, Load: "0.52 0.60 0.71",
 	}
 	got, err := parseLine(in.line())
 	if err != nil {

@@ -72,6 +72,12 @@ var defaultLatency = Latency{
 }
 
 func main() {
+	if os.Getenv(echoEnv) != "" {
+		if err := serveEcho(os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(2)

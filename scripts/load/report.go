@@ -381,6 +381,17 @@ func writeSummary(w io.Writer, steps []stepResult) {
 		}
 		fmt.Fprintf(w, "%s: the handler's own time per delivery (its median duration less the latency as injected) %.1f to %.1f ms across the steps; lowest ratio to the model as injected %.2f.\n",
 			c, lo, hi, worstInjected)
+		for _, s := range byCase[c] {
+			if s.Inflight == 1 && s.OutsideP50 > 0 {
+				fmt.Fprintf(w, "%s at 1 in flight: %.1f ms p50, %.1f ms p99 of each delivery outside the stand-ins' exchanges (the binary and the host hop; the delays, the injector's lateness and the servers' answers taken out delivery by delivery), of a latency of %.1f ms p50, %.1f ms p99",
+					c, s.OutsideP50, s.OutsideP99, s.P50, s.P99)
+				if s.HopsP50 > 0 {
+					fmt.Fprintf(w, "; the same %d round trips between two bare processes of this machine, after the same idle gaps, take %.1f ms p50, %.1f ms p99",
+						len(caseTrips[c])+1, s.HopsP50, s.HopsP99)
+				}
+				fmt.Fprintln(w, ".")
+			}
+		}
 		switch {
 		case largest == nil:
 			fmt.Fprintf(w, "%s: every step saturated the machine; nothing to compare with the model.\n", c)

@@ -124,6 +124,10 @@ func modelRate(c string, l Latency, n int) float64 {
 	return float64(n) / d.Seconds()
 }
 
+// hopRounds is how many deliveries' worth of hops hopFloor times after
+// each step at one in flight.
+const hopRounds = 100
+
 // endpoint is the sample handler's endpoint.
 const endpoint = "BillingEndpoint"
 
@@ -411,6 +415,7 @@ func run(ctx context.Context, cfg config) (*results, error) {
 	}
 	defer e.close()
 	res := &results{}
+	var echo net.Conn // the echo peer of hopFloor, once a step at 1 in flight needs it
 	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = %s.\n", cosmosName(cfg), serviceBusName(cfg))
 	fmt.Fprintf(cfg.Out, "Injected latency: Cosmos read %v, write %v, batch %v; Service Bus send %v. %d s per step after %v of warm-up; %d cores, load average %s.\n",
 		cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send, int(cfg.Duration.Seconds()), cfg.Warmup, coreCount(), loadAverage())
@@ -425,6 +430,22 @@ func run(ctx context.Context, cfg config) (*results, error) {
 			s, err := e.step(ctx, c, n)
 			if err != nil {
 				return res, fmt.Errorf("%s at %d in flight: %w", c, n, err)
+			}
+			if n == 1 {
+				// The machine's own cost of the same hops, measured now,
+				// with the handler idle.
+				if echo == nil {
+					var stop func()
+					if echo, stop, err = startEchoPeer(); err != nil {
+						return res, err
+					}
+					defer stop()
+				}
+				p50, p99, err := hopFloor(echo, hopGaps(c, cfg.Latency), hopRounds)
+				if err != nil {
+					return res, fmt.Errorf("the machine's hops: %w", err)
+				}
+				s.HopsP50, s.HopsP99 = ms(p50), ms(p99)
 			}
 			res.steps = append(res.steps, s)
 			if s.Errors > 0 {
@@ -542,6 +563,12 @@ func parseLine(line string) (stepResult, error) {
 	s.CosmosReqPerMsg, s.Msgs, s.Errors = num("cosmos_req_per_msg"), int64(num("msgs")), int64(num("errors"))
 	if _, ok := fields["reruns_per_msg"]; ok {
 		s.RerunsPerMsg = num("reruns_per_msg")
+	}
+	if _, ok := fields["outside_p50_ms"]; ok {
+		s.OutsideP50, s.OutsideP99 = num("outside_p50_ms"), num("outside_p99_ms")
+	}
+	if _, ok := fields["hops_p50_ms"]; ok {
+		s.HopsP50, s.HopsP99 = num("hops_p50_ms"), num("hops_p99_ms")
 	}
 	if len(bad) > 0 || s.Case == "" {
 		return s, fmt.Errorf("line %q: missing or unreadable %s", line, strings.Join(bad, ", "))

@@ -356,10 +356,12 @@ func (c *sbConn) transfer(f frame) error {
 	if settled {
 		return nil
 	}
-	due := l.partialStart.Add(c.s.delay)
+	arrived := l.partialStart
+	due := arrived.Add(c.s.delay)
 	channel := s.channel
 	send := func() {
-		c.s.late.add(time.Since(due), 0)
+		now := time.Now()
+		c.s.late.add(arrived, now, now.Sub(due), 0)
 		_ = c.write(appendDisposition(nil, channel, id))
 	}
 	if d := time.Until(due); d > 0 {
