@@ -219,7 +219,7 @@ func writeDocs(cfg config, steps []stepResult, load string) error {
 		commandLine(cfg), cosmosName(cfg), serviceBusName(cfg), coreCount(), load, cfg.Duration, cfg.Warmup, cfg.SessionsPerSlot, cfg.BodyBytes)
 	writeTable(&t, cfg, steps)
 	t.WriteString("\n")
-	writeSummary(&t, steps)
+	writeSummary(&t, steps, cfg.Settings["GOGC"] != "")
 	if err := replacePart(filepath.Join(root, docsPage), "load-table-"+cfg.WriteDocs, t.String()); err != nil {
 		return err
 	}
@@ -345,8 +345,9 @@ func writeCapacity(w io.Writer, cfg config, steps []stepResult) {
 // writeSummary states, per case, how far the unsaturated steps kept up
 // with the model (throughput at least 90% of it, p99 at most 5 ms over
 // it), the handler's CPU per fresh delivery and its memory per in-flight
-// invocation.
-func writeSummary(w io.Writer, steps []stepResult) {
+// invocation (resident too when floorOff: the run set GOGC, which turns
+// the collector's heap floor off).
+func writeSummary(w io.Writer, steps []stepResult, floorOff bool) {
 	byCase := map[string][]stepResult{}
 	var cases []string
 	for _, s := range steps {
@@ -406,23 +407,16 @@ func writeSummary(w io.Writer, steps []stepResult) {
 	if cpu, rate := freshCPU(steps); rate > 0 {
 		fmt.Fprintf(w, "Handler CPU per fresh delivery: %.0f µs (at %.0f msgs/s, the busiest fresh step): one core carries about %.0f fresh deliveries per second of handler work.\n", cpu, rate, 1e6/cpu)
 	}
-	if lo, hi, ok := memorySpan(steps, func(stepResult) bool { return true }); ok {
+	if lo, hi, ok := memorySpan(steps); ok {
 		d := float64(hi.Inflight - lo.Inflight)
 		fmt.Fprintf(w, "Memory per in-flight invocation (%s, %d → %d in flight): %.0f KB of live heap", hi.Case, lo.Inflight, hi.Inflight, (hi.HeapPeakMB-lo.HeapPeakMB)*1024/d)
-		if lo, hi, ok := memorySpan(steps, cycledFloor); ok {
-			fmt.Fprintf(w, "; %.0f KB resident (%s, %d → %d in flight, steps that allocated at least twice the collector's 64 MiB floor)",
-				(hi.RSSPeakMB-lo.RSSPeakMB)*1024/float64(hi.Inflight-lo.Inflight), hi.Case, lo.Inflight, hi.Inflight)
+		if floorOff {
+			fmt.Fprintf(w, ", %.0f KB resident", (hi.RSSPeakMB-lo.RSSPeakMB)*1024/d)
+		} else {
+			fmt.Fprint(w, " (resident memory also holds the garbage the collector's 64 MiB floor lets accumulate, more the more a step allocates: -set GOGC=100 turns the floor off and gives it per invocation)")
 		}
 		fmt.Fprintln(w, ".")
 	}
-}
-
-// cycledFloor reports whether a step allocated at least twice the
-// collector's heap floor, so that its resident memory holds the floor's
-// garbage in full, as every such step's does: the resident memory of the
-// steps that did not depends on how long they ran.
-func cycledFloor(s stepResult) bool {
-	return float64(s.Msgs)*s.AllocPerMsgKB*1024 >= 2*64<<20
 }
 
 // freshCPU is the handler's CPU per fresh delivery at the fresh step that
@@ -437,14 +431,13 @@ func freshCPU(steps []stepResult) (cpu, rate float64) {
 	return cpu, rate
 }
 
-// memorySpan returns the steps of one case, among those ok accepts, with
-// the fewest and the most in flight (the case with the widest span), to
-// difference their memory.
-func memorySpan(steps []stepResult, ok func(stepResult) bool) (lo, hi stepResult, found bool) {
+// memorySpan returns the steps of one case with the fewest and the most in
+// flight (the case with the widest span), to difference their memory.
+func memorySpan(steps []stepResult) (lo, hi stepResult, ok bool) {
 	best := 0
 	for _, a := range steps {
 		for _, b := range steps {
-			if a.Case == b.Case && ok(a) && ok(b) && b.Inflight-a.Inflight > best {
+			if a.Case == b.Case && b.Inflight-a.Inflight > best {
 				lo, hi, best = a, b, b.Inflight-a.Inflight
 			}
 		}

@@ -472,7 +472,7 @@ func report(cfg config, res *results, load string) error {
 	fmt.Fprintln(cfg.Out)
 	writeTable(cfg.Out, cfg, res.steps)
 	fmt.Fprintln(cfg.Out)
-	writeSummary(cfg.Out, res.steps)
+	writeSummary(cfg.Out, res.steps, cfg.Settings["GOGC"] != "")
 	for _, f := range res.failed {
 		fmt.Fprintln(cfg.Out, "FAILED:", f)
 	}
