@@ -24,6 +24,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/gctune"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry/export"
@@ -99,8 +100,12 @@ const shutdownGrace = 75 * time.Second
 // Main runs the app as the custom handler process, as Run does, and exits
 // with a status code: 0 when Run returned nil, 2 for a *SettingsError, 1
 // for any other error. The first SIGTERM or interrupt begins a graceful
-// shutdown; a second one cuts off the invocations still running.
+// shutdown; a second one cuts off the invocations still running. Unless the
+// GOGC environment variable is set, the garbage collector waits for the
+// heap to grow by at least 64 MiB (or as much as is live, when that is
+// more) before it runs.
 func (a *App) Main() {
+	gctune.Start(gctune.DefaultFloor)
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -14,9 +14,9 @@ import (
 type RuntimeStats struct {
 	// Goroutines is the number of live goroutines.
 	Goroutines uint64 `json:"goroutines"`
-	// HeapLiveBytes is the heap occupied by objects (live and not yet
-	// swept), HeapGoalBytes the heap size at which the next collection
-	// starts.
+	// HeapLiveBytes is the heap the last collection found live (garbage
+	// allocated since is not in it), HeapGoalBytes the heap size at which
+	// the next collection starts.
 	HeapLiveBytes uint64 `json:"heapLiveBytes"`
 	HeapGoalBytes uint64 `json:"heapGoalBytes"`
 	// TotalAllocBytes and TotalAllocObjects count every heap allocation
@@ -25,17 +25,21 @@ type RuntimeStats struct {
 	TotalAllocObjects uint64 `json:"totalAllocObjects"`
 	// GCCycles counts completed collections since start.
 	GCCycles uint64 `json:"gcCycles"`
+	// GCPercent is the collector's GOGC percent in force (the heap floor
+	// raises it while the live heap is small).
+	GCPercent uint64 `json:"gcPercent"`
 	// MaxProcs is GOMAXPROCS.
 	MaxProcs int `json:"maxProcs"`
 }
 
 var runtimeSamples = []string{
 	"/sched/goroutines:goroutines",
-	"/memory/classes/heap/objects:bytes",
+	"/gc/heap/live:bytes",
 	"/gc/heap/goal:bytes",
 	"/gc/heap/allocs:bytes",
 	"/gc/heap/allocs:objects",
 	"/gc/cycles/total:gc-cycles",
+	"/gc/gogc:percent",
 }
 
 // readRuntimeStats reads the runtime's metrics.
@@ -53,7 +57,7 @@ func readRuntimeStats() RuntimeStats {
 	}
 	return RuntimeStats{
 		Goroutines: v(0), HeapLiveBytes: v(1), HeapGoalBytes: v(2),
-		TotalAllocBytes: v(3), TotalAllocObjects: v(4), GCCycles: v(5),
+		TotalAllocBytes: v(3), TotalAllocObjects: v(4), GCCycles: v(5), GCPercent: v(6),
 		MaxProcs: runtime.GOMAXPROCS(0),
 	}
 }

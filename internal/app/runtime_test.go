@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"testing"
 )
 
@@ -25,8 +26,9 @@ func getRuntime(t *testing.T, ta *testApp) RuntimeStats {
 // allocations of the invocations served between two reads.
 func TestRuntimeRouteReportsGoroutinesAndAllocations(t *testing.T) {
 	ta := newTestApp(t, nil, nil)
+	runtime.GC() // the live heap is what a collection found
 	before := getRuntime(t, ta)
-	if before.Goroutines == 0 || before.MaxProcs == 0 || before.HeapLiveBytes == 0 || before.HeapGoalBytes == 0 {
+	if before.Goroutines == 0 || before.MaxProcs == 0 || before.HeapLiveBytes == 0 || before.HeapGoalBytes == 0 || before.GCPercent == 0 {
 		t.Fatalf("runtime stats %+v: goroutines, GOMAXPROCS and heap sizes must be positive", before)
 	}
 	const n = 50

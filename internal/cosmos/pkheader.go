@@ -127,6 +127,10 @@ func quotedEnd(s string) int {
 // unquote reads a quoted string as JSON, else as a Go quoted string. Where
 // both read it, they read the same value.
 func unquote(q string) (string, bool) {
+	// The usual value, printable ASCII without escapes, is its own text.
+	if inner := q[1 : len(q)-1]; strings.IndexByte(inner, '\\') < 0 && isASCIIPrintable(inner) {
+		return inner, true
+	}
 	var v string
 	if json.Unmarshal([]byte(q), &v) == nil {
 		return v, true

@@ -30,14 +30,17 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 	}
 	checks := make([]check, len(keys))
 	var stErr error
-	var wg sync.WaitGroup
+	// The reads run at once: all but the last on goroutines of their own,
+	// the last on this one, whose stack has already grown for the SDK's
+	// depth (a new goroutine's grows again on each request).
+	var reads []func()
 	checked := false
 	for i, k := range keys {
 		if k == nil {
 			continue
 		}
 		checked = true
-		wg.Go(func() {
+		reads = append(reads, func() {
 			cctx, span := p.o.Tracer.Start(ctx, spanInboxCheck)
 			seen, err := p.o.Inbox.HasProcessed(cctx, *k)
 			if err != nil {
@@ -53,11 +56,11 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 			checks[i].seen, checks[i].err = seen, err
 		})
 		if markers {
-			wg.Go(func() { checks[i].marked, checks[i].mErr = j.hasMarker(ctx, *k) })
+			reads = append(reads, func() { checks[i].marked, checks[i].mErr = j.hasMarker(ctx, *k) })
 		}
 	}
 	if readState {
-		wg.Go(func() {
+		reads = append(reads, func() {
 			sctx, span := p.o.Tracer.Start(ctx, spanSessionRead)
 			j.st, stErr = p.o.Sessions.Read(sctx, j.sk)
 			if stErr != nil {
@@ -67,7 +70,7 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 			}
 		})
 	}
-	wg.Wait()
+	atOnce(reads)
 	for i, c := range checks {
 		if keys[i] == nil {
 			continue
@@ -89,6 +92,20 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 		return false, NewStoreError(sessionStoreOp(session.OpRead), stErr)
 	}
 	return dup, nil
+}
+
+// atOnce runs fs concurrently and returns when all have returned: the last
+// on the calling goroutine, the others on goroutines of their own.
+func atOnce(fs []func()) {
+	if len(fs) == 0 {
+		return
+	}
+	var wg sync.WaitGroup
+	for _, f := range fs[:len(fs)-1] {
+		wg.Go(f)
+	}
+	fs[len(fs)-1]()
+	wg.Wait()
 }
 
 // readState reads the session state alone (control requests that do not

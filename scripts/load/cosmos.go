@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,7 +46,7 @@ type memCosmos struct {
 
 	reads, writes, batches, meta, unsupported atomic.Int64
 	lastUnsupported                           atomic.Value // string
-	late                                      lateness
+	late                                      exchanges
 }
 
 // collection is one container: its properties as created and its
@@ -139,7 +140,8 @@ func (c *memCosmos) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := wait - time.Since(arrived); d > 0 {
 		time.Sleep(d)
 	}
-	c.late.add(time.Since(arrived) - wait)
+	now := time.Now()
+	c.late.add(arrived, now, now.Sub(arrived)-wait, 0)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("x-ms-request-charge", a.charge)
@@ -628,28 +630,85 @@ func (c *connCounter) stats() ConnStats {
 // resetPeak starts a new peak from the connections open now.
 func (c *connCounter) resetPeak() { c.peak.Store(c.open.Load()) }
 
-// lateness sums how much later than due the injector answered (or passed
-// bytes on): the machine's scheduling delay, which the model does not
-// count and the handler does not cause.
-type lateness struct{ sum, n atomic.Int64 }
-
-func (l *lateness) add(d time.Duration) {
-	l.sum.Add(int64(max(d, 0)))
-	l.n.Add(1)
+// exchanges records, for each request an injector answered (or send it
+// passed on), how much later than its delay the injector itself acted
+// (late: a timer fired or a goroutine waited for a core, the machine's
+// scheduling delay, which the model does not count and the handler does
+// not cause) and how long the server behind it took to answer beyond that
+// (service: zero where the server answers from memory inside the delay; the
+// Node stand-ins' processing where they sit behind a delay line or proxy).
+type exchanges struct {
+	mu   sync.Mutex
+	late []time.Duration
+	svc  []time.Duration
+	// spans are when each exchange began (the request reached the
+	// injector) and ended (its answer left for the client).
+	spans []span
 }
 
-// Lateness is a snapshot of a lateness.
-type Lateness struct {
-	Sum time.Duration
-	N   int64
+// span is a stretch of time.
+type span struct{ from, to time.Time }
+
+// add records an exchange of the span from–to.
+func (x *exchanges) add(from, to time.Time, late, service time.Duration) {
+	x.mu.Lock()
+	x.late = append(x.late, max(late, 0))
+	x.svc = append(x.svc, max(service, 0))
+	x.spans = append(x.spans, span{from, to})
+	x.mu.Unlock()
 }
 
-func (l *lateness) snapshot() Lateness { return Lateness{time.Duration(l.sum.Load()), l.n.Load()} }
-
-// meanSince is the mean lateness since the earlier snapshot o.
-func (l Lateness) meanSince(o Lateness) time.Duration {
-	if l.N <= o.N {
-		return 0
+// spansOf returns the spans of the exchanges from mark from to mark to.
+func (x *exchanges) spansOf(from, to int) []span {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	to = min(to, len(x.spans))
+	if from >= to {
+		return nil
 	}
-	return (l.Sum - o.Sum) / time.Duration(l.N-o.N)
+	return append([]span(nil), x.spans[from:to]...)
+}
+
+// mark is the number of exchanges recorded so far, for since.
+func (x *exchanges) mark() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.late)
+}
+
+// reset drops what was recorded (between steps).
+func (x *exchanges) reset() {
+	x.mu.Lock()
+	x.late, x.svc, x.spans = x.late[:0], x.svc[:0], x.spans[:0]
+	x.mu.Unlock()
+}
+
+// ExchangeStats summarises the exchanges of a window: the mean lateness
+// and service time, and the 99th percentile of their sum (the jitter an
+// exchange adds beyond its delay).
+type ExchangeStats struct {
+	N                  int
+	Late, Service, P99 time.Duration
+}
+
+// since summarises the exchanges recorded from mark from to mark to.
+func (x *exchanges) since(from, to int) ExchangeStats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	to = min(to, len(x.late))
+	if from >= to {
+		return ExchangeStats{}
+	}
+	st := ExchangeStats{N: to - from}
+	sum := make([]time.Duration, 0, st.N)
+	var late, svc time.Duration
+	for i := from; i < to; i++ {
+		late += x.late[i]
+		svc += x.svc[i]
+		sum = append(sum, x.late[i]+x.svc[i])
+	}
+	slices.Sort(sum)
+	st.Late, st.Service = late/time.Duration(st.N), svc/time.Duration(st.N)
+	st.P99 = percentile(sum, 99)
+	return st
 }

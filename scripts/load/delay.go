@@ -1,6 +1,9 @@
 package main
 
 import (
+	"bytes"
+	"context"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"net"
@@ -19,7 +22,9 @@ import (
 // AMQP transfer and its disposition, takes delay longer. Bytes are
 // forwarded in order and without limiting throughput: a chunk read at t
 // is written at t + delay, whatever else is in flight. It counts the
-// connections clients open.
+// connections clients open, and reads the AMQP frames passing both ways
+// to time each message sent to an entity: how late the line passed it on,
+// and how long the server behind took from then to its disposition.
 type delayLine struct {
 	Addr   string
 	target string
@@ -32,7 +37,7 @@ type delayLine struct {
 	closed bool
 	wg     sync.WaitGroup
 	bytes  atomic.Int64
-	late   lateness
+	late   exchanges
 }
 
 // startDelayLine listens on a free loopback port and forwards to target
@@ -108,14 +113,28 @@ func (d *delayLine) serve(client net.Conn) {
 	}
 	defer d.untrack(client)
 	defer d.untrack(upstream)
+	t := newTransferTimer(&d.late)
 	done := make(chan struct{})
 	go func() {
 		// Answers come back at once.
-		_, _ = io.Copy(client, upstream)
+		buf := make([]byte, 32<<10)
+		for {
+			n, err := upstream.Read(buf)
+			if n > 0 {
+				now := time.Now()
+				if _, werr := client.Write(buf[:n]); werr != nil {
+					break
+				}
+				t.answers(buf[:n], now)
+			}
+			if err != nil {
+				break
+			}
+		}
 		_ = client.Close()
 		close(done)
 	}()
-	d.delayed(upstream, client)
+	d.delayed(upstream, client, t)
 	_ = upstream.Close()
 	<-done
 }
@@ -127,7 +146,7 @@ type chunk struct {
 }
 
 // delayed copies src to dst, each chunk delay after it was read.
-func (d *delayLine) delayed(dst, src net.Conn) {
+func (d *delayLine) delayed(dst, src net.Conn, t *transferTimer) {
 	queue := make(chan chunk, 4096)
 	go func() {
 		defer close(queue)
@@ -147,17 +166,138 @@ func (d *delayLine) delayed(dst, src net.Conn) {
 		if w := time.Until(c.due); w > 0 {
 			time.Sleep(w)
 		}
-		d.late.add(time.Since(c.due))
+		now := time.Now()
 		if _, err := dst.Write(c.data); err != nil {
 			_ = src.Close()
 			for range queue {
 			}
 			return
 		}
+		t.requests(c.data, c.due.Add(-d.delay), now, now.Sub(c.due))
 	}
 	if tc, ok := dst.(*net.TCPConn); ok {
 		_ = tc.CloseWrite()
 	}
+}
+
+// transferTimer follows the AMQP frames of one connection through the
+// delay line: each message the client sends to an entity (not a $cbs or
+// $management request), from the moment its last frame was passed on to
+// the server's disposition of it, recorded in x with the line's lateness
+// for it.
+type transferTimer struct {
+	x        *exchanges
+	up, down frameScanner
+	// Seen only on the way up: the client's links that carry requests, by
+	// channel and handle, and the delivery each link is in.
+	rpc     map[[2]uint32]bool
+	current map[[2]uint32]uint32
+	// Seen only on the way down: the client's channel of each of the
+	// server's.
+	channels map[uint16]uint16
+
+	mu      sync.Mutex
+	pending map[[2]uint32]pendingTransfer // by the client's channel and delivery id
+}
+
+type pendingTransfer struct {
+	late      time.Duration
+	arrived   time.Time // at the line
+	forwarded time.Time
+}
+
+func newTransferTimer(x *exchanges) *transferTimer {
+	return &transferTimer{x: x, rpc: map[[2]uint32]bool{}, current: map[[2]uint32]uint32{},
+		channels: map[uint16]uint16{}, pending: map[[2]uint32]pendingTransfer{}}
+}
+
+// requests reads the client's bytes b, which reached the line at arrived
+// and were passed on at now, late after they were due.
+func (t *transferTimer) requests(b []byte, arrived, now time.Time, late time.Duration) {
+	t.up.feed(b, func(f frame) {
+		switch f.perf.code() {
+		case perfAttach:
+			h, _ := asUint(f.field(1))
+			if receives, _ := f.field(2).(bool); !receives {
+				addr := address(f.field(6))
+				t.rpc[[2]uint32{uint32(f.channel), uint32(h)}] = addr == "$cbs" || strings.HasSuffix(addr, "/$management")
+			}
+		case perfTransfer:
+			h, _ := asUint(f.field(0))
+			link := [2]uint32{uint32(f.channel), uint32(h)}
+			if id, ok := asUint(f.field(1)); ok {
+				t.current[link] = uint32(id)
+			}
+			more, _ := f.field(5).(bool)
+			settled, _ := f.field(4).(bool)
+			if more || settled || t.rpc[link] {
+				return
+			}
+			t.mu.Lock()
+			t.pending[[2]uint32{uint32(f.channel), t.current[link]}] = pendingTransfer{late: late, arrived: arrived, forwarded: now}
+			t.mu.Unlock()
+		}
+	})
+}
+
+// answers reads the server's bytes b, received at now.
+func (t *transferTimer) answers(b []byte, now time.Time) {
+	t.down.feed(b, func(f frame) {
+		switch f.perf.code() {
+		case perfBegin:
+			if rc, ok := f.field(0).(uint16); ok {
+				t.channels[f.channel] = rc
+			}
+		case perfDisposition:
+			if receiver, _ := f.field(0).(bool); !receiver {
+				return
+			}
+			first, _ := asUint(f.field(1))
+			last, ok := asUint(f.field(2))
+			if !ok {
+				last = first
+			}
+			ch := uint32(t.channels[f.channel])
+			t.mu.Lock()
+			for id := first; id <= last && id-first < 1<<16; id++ {
+				if p, ok := t.pending[[2]uint32{ch, uint32(id)}]; ok {
+					delete(t.pending, [2]uint32{ch, uint32(id)})
+					t.x.add(p.arrived, now, p.late, now.Sub(p.forwarded))
+				}
+			}
+			t.mu.Unlock()
+		}
+	})
+}
+
+// frameScanner cuts a byte stream into AMQP frames, skipping the
+// protocol headers.
+type frameScanner struct{ buf []byte }
+
+// feed adds b and calls fn for every frame now complete.
+func (s *frameScanner) feed(b []byte, fn func(frame)) {
+	s.buf = append(s.buf, b...)
+	rest := s.buf
+	for len(rest) >= 8 {
+		if string(rest[:4]) == "AMQP" {
+			rest = rest[8:]
+			continue
+		}
+		size := int(binary.BigEndian.Uint32(rest[:4]))
+		if size < 8 {
+			// Not AMQP framing: stop reading this stream.
+			rest = nil
+			break
+		}
+		if len(rest) < size {
+			break
+		}
+		if f, err := readFrame(bytes.NewReader(rest[:size]), uint32(size)); err == nil && f.typ == frameAMQP {
+			fn(f)
+		}
+		rest = rest[size:]
+	}
+	s.buf = append(s.buf[:0], rest...)
 }
 
 // delayProxy is an HTTP reverse proxy that holds each request for the
@@ -169,7 +309,24 @@ type delayProxy struct {
 	srv   *http.Server
 	conns connCounter
 	rp    *httputil.ReverseProxy
-	late  lateness
+	late  exchanges
+}
+
+// serviceKey is the request context key of the *time.Duration the proxy's
+// transport sets to the upstream's answer time.
+type serviceKey struct{}
+
+// timedTransport records how long the upstream took to answer (to its
+// response headers) in the request's *time.Duration.
+type timedTransport struct{ http.RoundTripper }
+
+func (t timedTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	start := time.Now()
+	resp, err := t.RoundTripper.RoundTrip(r)
+	if p, ok := r.Context().Value(serviceKey{}).(*time.Duration); ok {
+		*p = time.Since(start)
+	}
+	return resp, err
 }
 
 // startDelayProxy starts a proxy in front of target ("http://host:port/").
@@ -189,9 +346,9 @@ func startDelayProxy(target string, delay Latency) (*delayProxy, error) {
 	to := strings.TrimSuffix(p.URL, "/")
 	p.rp = &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(u); pr.Out.Host = u.Host },
-		Transport: &http.Transport{
+		Transport: timedTransport{&http.Transport{
 			MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: 90 * time.Second,
-		},
+		}},
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.Request.URL.Path != "/" {
 				return nil
@@ -219,8 +376,10 @@ func (p *delayProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if d := wait - time.Since(arrived); d > 0 {
 		time.Sleep(d)
 	}
-	p.late.add(time.Since(arrived) - wait)
-	p.rp.ServeHTTP(w, r)
+	late := time.Since(arrived) - wait
+	var service time.Duration
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), serviceKey{}, &service)))
+	p.late.add(arrived, time.Now(), late, service)
 }
 
 // classify returns r's delay.

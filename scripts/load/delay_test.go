@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -198,5 +199,71 @@ func TestRateIsTheSlotsIntervalsNotTheWindowsCount(t *testing.T) {
 	one := &slot{lat: []time.Duration{time.Second}, first: t0, last: t0}
 	if got := rate([]*slot{one}, 10); got != 0.1 {
 		t.Errorf("a slot with one completion: %v msgs/s, want 1 over the 10 s window", got)
+	}
+}
+
+// The time of an invocation outside the stand-ins is its span less the
+// union of the exchanges within it: concurrent requests count once, and an
+// exchange is clipped to the invocation.
+func TestOutsideTakesOutTheExchangesOnce(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	invs := []span{{at(0), at(100)}, {at(200), at(250)}}
+	ex := []span{
+		{at(10), at(30)}, {at(15), at(35)}, // two reads at once: 10–35
+		{at(40), at(60)},   // a send
+		{at(95), at(120)},  // runs past the first invocation's end: 95–100
+		{at(150), at(190)}, // between the invocations: neither's
+		{at(210), at(220)},
+	}
+	got := outside(invs, ex)
+	want := []time.Duration{100*time.Millisecond - (25+20+5)*time.Millisecond, 40 * time.Millisecond}
+	if len(got) != 2 || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("outside = %v, want %v", got, want)
+	}
+}
+
+// The machine's hops: one per round trip of the case after its delay, and
+// the host's after the whole delivery; each timed without its sleep.
+func TestHopFloor(t *testing.T) {
+	l := Latency{Read: 10 * time.Millisecond, Write: 10 * time.Millisecond, Batch: 10 * time.Millisecond, Send: 20 * time.Millisecond}
+	ms := func(v ...int) (d []time.Duration) {
+		for _, x := range v {
+			d = append(d, time.Duration(x)*time.Millisecond)
+		}
+		return d
+	}
+	if got := hopGaps("fresh", l); !slices.Equal(got, ms(10, 20, 10, 20, 60)) {
+		t.Errorf("fresh gaps %v", got)
+	}
+	if got := hopGaps("duplicate", l); !slices.Equal(got, ms(10, 20, 30)) {
+		t.Errorf("duplicate gaps %v", got)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		c, err := ln.Accept()
+		if err == nil {
+			_, _ = io.Copy(c, c)
+		}
+	}()
+	c, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	p50, p99, err := hopFloor(c, ms(20, 20), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p50 <= 0 || p99 < p50 || p50 >= 40*time.Millisecond {
+		t.Errorf("p50 %v, p99 %v: two round trips without their 20 ms sleeps", p50, p99)
+	}
+	if time.Since(start) < 120*time.Millisecond {
+		t.Errorf("3 rounds of two 20 ms gaps took %v", time.Since(start))
 	}
 }

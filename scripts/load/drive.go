@@ -37,10 +37,19 @@ type stepResult struct {
 	// the injector answered a request or passed a send on, on average, ms:
 	// the machine's scheduling delay, not the handler's.
 	CosmosLateMs, ServiceBusLateMs float64
-	// InjectedMs is the model's latency with that lateness added to each
-	// round trip, RatioInjected the rate against the model at that latency,
-	// and OwnMs the handler's own time per delivery: its median duration
-	// less InjectedMs.
+	// CosmosServiceMs and ServiceBusServiceMs are how long the server
+	// behind the injector took to answer after that, on average, ms (zero
+	// for the in-process servers, which answer inside the delay; the Node
+	// stand-ins' processing behind a delay line or proxy).
+	CosmosServiceMs, ServiceBusServiceMs float64
+	// CosmosP99Ms and ServiceBusP99Ms are the 99th percentile of lateness
+	// plus service time per exchange, ms: the stand-ins' share of the
+	// jitter.
+	CosmosP99Ms, ServiceBusP99Ms float64
+	// InjectedMs is the model's latency with the lateness and service time
+	// added to each round trip, RatioInjected the rate against the model at
+	// that latency, and OwnMs the handler's own time per delivery: its
+	// median duration less InjectedMs.
 	InjectedMs, RatioInjected, OwnMs float64
 	CPUPerMsg                        float64 // the handler's CPU per message, µs
 	BinaryCores                      float64 // the handler's CPU, in cores
@@ -61,9 +70,19 @@ type stepResult struct {
 	// far), to Cosmos DB, Service Bus and from the host side.
 	OpenedCosmos, OpenedServiceBus, OpenedHost int64
 	CosmosReqPerMsg                            float64 // as the handler counted them in its answers
-	Errors                                     int64
-	FirstError                                 string
-	Load                                       string // load average at the end of the step
+	// OutsideP50 and OutsideP99 are, at one invocation in flight, the part
+	// of each invocation's latency during which no stand-in exchange was
+	// open (the binary's time and the host hop, the stand-ins' delays,
+	// lateness and service taken out exactly), ms; 0 at other steps.
+	OutsideP50, OutsideP99 float64
+	// HopsP50 and HopsP99 are, at one invocation in flight, the time two
+	// bare processes of this machine take for the same round trips after
+	// the same idle gaps (hopFloor), ms; 0 at other steps.
+	HopsP50, HopsP99 float64
+	RerunsPerMsg     float64 // transactional re-runs after a conflict, per message
+	Errors           int64
+	FirstError       string
+	Load             string // load average at the end of the step
 }
 
 // saturated reports whether the machine's cores were nearly all busy, so
@@ -77,15 +96,17 @@ func (s stepResult) line() string {
 		sat = 1
 	}
 	return fmt.Sprintf("case=%s inflight=%d msgs/s=%.1f model=%.1f ratio=%.3f p50_ms=%.2f p99_ms=%.2f model_p99_ms=%.2f "+
-		"handler_p50_ms=%.2f handler_p99_ms=%.2f cosmos_late_ms=%.2f servicebus_late_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
+		"handler_p50_ms=%.2f handler_p99_ms=%.2f cosmos_late_ms=%.2f servicebus_late_ms=%.2f cosmos_service_ms=%.2f servicebus_service_ms=%.2f "+
+		"cosmos_excess_p99_ms=%.2f servicebus_excess_p99_ms=%.2f injected_ms=%.2f ratio_injected=%.3f handler_own_ms=%.2f "+
 		"cpu_us_per_msg=%.0f handler_cores=%.2f loadgen_cores=%.2f standin_cores=%.2f machine_busy=%.2f saturated=%d rss_mb=%.1f heap_mb=%.1f "+
 		"goroutines=%d alloc_kb_per_msg=%.1f conns_cosmos=%d conns_servicebus=%d new_conns_cosmos=%d new_conns_servicebus=%d new_conns_host=%d "+
-		"cosmos_req_per_msg=%.2f msgs=%d errors=%d load=%q",
+		"cosmos_req_per_msg=%.2f reruns_per_msg=%.3f outside_p50_ms=%.2f outside_p99_ms=%.2f hops_p50_ms=%.2f hops_p99_ms=%.2f msgs=%d errors=%d load=%q",
 		s.Case, s.Inflight, s.Rate, s.Model, s.Ratio, s.P50, s.P99, s.ModelMs,
-		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.InjectedMs, s.RatioInjected, s.OwnMs,
+		s.HandlerP50, s.HandlerP99, s.CosmosLateMs, s.ServiceBusLateMs, s.CosmosServiceMs, s.ServiceBusServiceMs,
+		s.CosmosP99Ms, s.ServiceBusP99Ms, s.InjectedMs, s.RatioInjected, s.OwnMs,
 		s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores, s.MachineBusy, sat, s.RSSPeakMB, s.HeapPeakMB,
 		s.GoroutinesPeak, s.AllocPerMsgKB, s.ConnsCosmos, s.ConnsServiceBus, s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost,
-		s.CosmosReqPerMsg, s.Msgs, s.Errors, s.Load)
+		s.CosmosReqPerMsg, s.RerunsPerMsg, s.OutsideP50, s.OutsideP99, s.HopsP50, s.HopsP99, s.Msgs, s.Errors, s.Load)
 }
 
 // window is the measured time of a step, as Unix nanoseconds (0 until
@@ -108,10 +129,13 @@ type slot struct {
 	seeds    []nimbusmsg.Message // the duplicate case's recorded messages, one per session
 	seq      int64
 	lat      []time.Duration
+	// spans are the same invocations, post to answer.
+	spans []span
 	// handlerLat are the same invocations' durations as the handler
 	// measured them.
 	handlerLat []time.Duration
 	cosmos     int64 // Cosmos DB requests of the invocations in lat, as the handler counted them
+	reruns     int64 // transactional re-runs after a conflict, as the handler reported them
 	// first and last are when the first and the last invocation of lat
 	// ended.
 	first, last time.Time
@@ -127,6 +151,8 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	if e.mem != nil {
 		e.mem.Reset()
 	}
+	e.cosmosLate().reset()
+	e.sbLate().reset()
 	nonce := fmt.Sprintf("%x", time.Now().UnixNano()&0xffffffffff)
 	var win window
 	slots := make([]*slot, n)
@@ -176,7 +202,7 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 		return stepResult{}, err
 	}
 	e.cosmosConns().resetPeak()
-	e.line.conns.resetPeak()
+	e.sbConns().resetPeak()
 	win.from.Store(time.Now().UnixNano())
 
 	var (
@@ -231,12 +257,13 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	}
 
 	var lat, handlerLat []time.Duration
-	var cosmos int64
+	var cosmos, reruns int64
 	r := stepResult{Case: c, Inflight: n, Cores: after.machine.cores, Load: loadAverage()}
 	for _, s := range slots {
 		lat = append(lat, s.lat...)
 		handlerLat = append(handlerLat, s.handlerLat...)
 		cosmos += s.cosmos
+		reruns += s.reruns
 		r.Errors += s.errors.Load()
 		if r.FirstError == "" {
 			if e, ok := s.firstErr.Load().(string); ok {
@@ -255,23 +282,36 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.P50, r.P99 = ms(percentile(lat, 50)), ms(percentile(lat, 99))
 	slices.Sort(handlerLat)
 	r.HandlerP50, r.HandlerP99 = ms(percentile(handlerLat, 50)), ms(percentile(handlerLat, 99))
-	r.CosmosLateMs = ms(after.cosmosLate.meanSince(before.cosmosLate))
-	r.ServiceBusLateMs = ms(after.sbLate.meanSince(before.sbLate))
-	injected := injectedLatency(c, cfg.Latency, after.cosmosLate.meanSince(before.cosmosLate), after.sbLate.meanSince(before.sbLate))
+	cx := e.cosmosLate().since(before.cosmosMark, after.cosmosMark)
+	sx := e.sbLate().since(before.sbMark, after.sbMark)
+	r.CosmosLateMs, r.ServiceBusLateMs = ms(cx.Late), ms(sx.Late)
+	r.CosmosServiceMs, r.ServiceBusServiceMs = ms(cx.Service), ms(sx.Service)
+	r.CosmosP99Ms, r.ServiceBusP99Ms = ms(cx.P99), ms(sx.P99)
+	injected := injectedLatency(c, cfg.Latency, cx.Late+cx.Service, sx.Late+sx.Service)
 	r.InjectedMs = ms(injected)
 	if injected > 0 {
 		r.RatioInjected = r.Rate / (float64(n) / injected.Seconds())
 	}
 	r.OwnMs = r.HandlerP50 - r.InjectedMs
+	if n == 1 {
+		var invs []span
+		for _, s := range slots {
+			invs = append(invs, s.spans...)
+		}
+		ex := append(e.cosmosLate().spansOf(before.cosmosMark, after.cosmosMark), e.sbLate().spansOf(before.sbMark, after.sbMark)...)
+		out := outside(invs, ex)
+		slices.Sort(out)
+		r.OutsideP50, r.OutsideP99 = ms(percentile(out, 50)), ms(percentile(out, 99))
+	}
 	r.ModelMs = ms(modelLatency(c, cfg.Latency))
 	if r.Msgs > 0 {
 		r.CPUPerMsg = float64((after.handlerCPU - before.handlerCPU).Microseconds()) / float64(r.Msgs)
 		r.AllocPerMsgKB = float64(after.rt.TotalAllocBytes-before.rt.TotalAllocBytes) / 1024 / float64(r.Msgs)
 		r.CosmosReqPerMsg = float64(cosmos) / float64(r.Msgs)
+		r.RerunsPerMsg = float64(reruns) / float64(r.Msgs)
 	}
 	r.BinaryCores = (after.handlerCPU - before.handlerCPU).Seconds() / secs
 	r.LoadgenCores = (after.selfCPU - before.selfCPU).Seconds() / secs
-	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
 	r.StandInCores = (after.standInCPU - before.standInCPU).Seconds() / secs
 	if dt := after.machine.total - before.machine.total; dt > 0 {
 		r.MachineBusy = float64(after.machine.busy-before.machine.busy) / float64(dt)
@@ -288,6 +328,54 @@ func (e *env) step(ctx context.Context, c string, n int) (stepResult, error) {
 	r.OpenedServiceBus = after.sbConns.Opened - e.base.sb
 	r.OpenedHost = after.hostConns - e.base.host
 	return r, nil
+}
+
+// outside returns, for each invocation of invs, how much of it no
+// exchange of ex covered: with one invocation in flight every exchange
+// within an invocation is its own, and the union of their spans is the time
+// it spent on the stand-ins (concurrent requests counted once).
+func outside(invs, ex []span) []time.Duration {
+	slices.SortFunc(ex, func(a, b span) int { return a.from.Compare(b.from) })
+	out := make([]time.Duration, 0, len(invs))
+	for _, inv := range invs {
+		var covered time.Duration
+		var cur span
+		open := false
+		for _, x := range ex {
+			if !x.to.After(inv.from) || !x.from.Before(inv.to) {
+				continue
+			}
+			x.from, x.to = later(x.from, inv.from), earlier(x.to, inv.to)
+			switch {
+			case !open:
+				cur, open = x, true
+			case x.from.After(cur.to):
+				covered += cur.to.Sub(cur.from)
+				cur = x
+			case x.to.After(cur.to):
+				cur.to = x.to
+			}
+		}
+		if open {
+			covered += cur.to.Sub(cur.from)
+		}
+		out = append(out, inv.to.Sub(inv.from)-covered)
+	}
+	return out
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func earlier(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
 }
 
 // rate is the messages per second the slots completed in the window of
@@ -319,7 +407,8 @@ type snapshot struct {
 	rt                   runtimeStats
 	cosmosConns, sbConns ConnStats
 	hostConns            int64
-	cosmosLate, sbLate   Lateness
+	// cosmosMark and sbMark are the injectors' exchanges recorded so far.
+	cosmosMark, sbMark int
 }
 
 func (e *env) snapshot() (snapshot, error) {
@@ -343,9 +432,9 @@ func (e *env) snapshot() (snapshot, error) {
 		return s, fmt.Errorf("reading the handler's runtime figures: %w", err)
 	}
 	s.cosmosConns = e.cosmosConns().stats()
-	s.sbConns = e.line.conns.stats()
+	s.sbConns = e.sbConns().stats()
 	s.hostConns = e.hostConns.Load()
-	s.cosmosLate, s.sbLate = e.cosmosLate().snapshot(), e.line.late.snapshot()
+	s.cosmosMark, s.sbMark = e.cosmosLate().mark(), e.sbLate().mark()
 	return s, nil
 }
 
@@ -421,7 +510,9 @@ func (s *slot) invoke(ctx context.Context, env []byte, want string, win *window)
 			}
 			s.last = end
 			s.lat = append(s.lat, end.Sub(start))
+			s.spans = append(s.spans, span{start, end})
 			s.cosmos += summaryInt(body, "cosmosRequests")
+			s.reruns += summaryInt(body, "txnReruns")
 			s.handlerLat = append(s.handlerLat, summaryMillis(body, "durationMs"))
 		}
 	}

@@ -4,36 +4,23 @@ import (
 	"encoding/xml"
 	"math"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }
 
-// standInsReady skips t (fails it under NIMBUS_REQUIRE_EMULATORS=1)
-// without Node and the stand-ins' packages.
-func standInsReady(t *testing.T) {
-	t.Helper()
-	if _, err := exec.LookPath("node"); err != nil {
-		testenv.Unavailable(t, "node is not on PATH")
-	}
-	if _, err := os.Stat(filepath.Join(testenv.Dir(), "node_modules")); err != nil {
-		testenv.Unavailable(t, "scripts/testenv/node_modules is missing")
-	}
-}
-
 // The short form of the load run: the real binary at 16 invocations in
-// flight, every Cosmos DB and Service Bus request 120 ms long (so the model,
-// 240 to 480 ms per delivery, dominates the CPU time and the noise of a
+// flight against the in-process stand-ins (no Node needed), every Cosmos
+// DB and Service Bus request 120 ms long (so the model,
+// 240 to 600 ms per delivery, dominates the CPU time and the noise of a
 // loaded 2-core machine). For each case the handler delivers at least 90%
-// of the model's throughput, makes the documented Cosmos requests per
+// of the model's throughput at the latency the stand-ins actually injected, makes the documented Cosmos requests per
 // message, and opens connections only as the concurrency needs them,
 // reusing each. A machine busy with other work can slow one
 // attempt; each case gets three, and a queue inside the handler (a lock
@@ -43,7 +30,6 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the load run's short form runs in the full suite")
 	}
-	standInsReady(t)
 	const inflight = 16
 	bin, err := handlerproc.TestBinary(testctx.Timeout(t, 5*time.Minute))
 	if err != nil {
@@ -54,7 +40,7 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 		Cases: []string{"fresh", "tx", "duplicate"}, Inflight: []int{inflight},
 		Duration: 5 * time.Second, Warmup: time.Second,
 		Latency:         Latency{Read: lat, Write: lat, Batch: lat, Send: lat},
-		SessionsPerSlot: 4, BodyBytes: 200, Cosmos: "memory", Binary: bin,
+		SessionsPerSlot: 4, BodyBytes: 200, Cosmos: "memory", ServiceBus: "go", Binary: bin,
 	}
 	ctx := testctx.Timeout(t, 4*time.Minute)
 	e, err := start(ctx, cfg)
@@ -66,6 +52,13 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 	for _, c := range cfg.Cases {
 		if err := e.startHandler(ctx); err != nil {
 			t.Fatal(err)
+		}
+		// The binary's collector waits for the heap floor: at its small
+		// heap the GC percent is well above GOGC's 100.
+		if rs, err := e.runtimeStats(); err != nil {
+			t.Fatal(err)
+		} else if rs.GCPercent <= 100 {
+			t.Errorf("%s: the handler's GC percent is %d: the heap floor is not applied", c, rs.GCPercent)
 		}
 		best := 0.0
 		for attempt := 1; attempt <= 3 && best < 0.9; attempt++ {
@@ -94,13 +87,19 @@ func TestLoadRunKeepsUpWithTheModel(t *testing.T) {
 			if s.OpenedHost > inflight+4 {
 				t.Errorf("%s: %d connections from the host side for %d invocations in flight: the handler does not keep them", c, s.OpenedHost, inflight)
 			}
+			if s.RerunsPerMsg != 0 {
+				t.Errorf("%s: %.3f transactional re-runs per message: the run's payments are one per customer at a time and never conflict", c, s.RerunsPerMsg)
+			}
 			if math.Abs(s.CosmosReqPerMsg-requests[c]) > 0.01 {
 				t.Errorf("%s: %.2f Cosmos DB requests per message, want %.0f", c, s.CosmosReqPerMsg, requests[c])
 			}
-			best = max(best, s.Ratio)
+			// Against the model as injected: each round trip as long as the
+			// stand-ins actually held it (a loaded machine fires their timers
+			// late), so what is measured is the binary's share.
+			best = max(best, s.RatioInjected)
 		}
 		if best < 0.9 {
-			t.Errorf("%s at %d in flight: at best %.0f%% of the model's throughput in three attempts; want at least 90%%", c, inflight, 100*best)
+			t.Errorf("%s at %d in flight: at best %.0f%% of the model's throughput (as injected) in three attempts; want at least 90%%", c, inflight, 100*best)
 		}
 	}
 	if n := e.mem.Counts().Unsupported; n != 0 {
@@ -176,10 +175,11 @@ func TestLineReadsBack(t *testing.T) {
 	t.Parallel()
 	in := stepResult{
 		Case: "tx", Inflight: 32, Msgs: 6400, Rate: 640.5, Model: 640, Ratio: 1.001, P50: 51.25, P99: 54.5, ModelMs: 50,
-		HandlerP50: 50.75, HandlerP99: 53.5, CosmosLateMs: 0.12, ServiceBusLateMs: 0.08, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
+		HandlerP50: 50.75, HandlerP99: 53.5, CosmosLateMs: 0.12, ServiceBusLateMs: 0.08, CosmosServiceMs: 0.01, ServiceBusServiceMs: 0.45,
+		CosmosP99Ms: 1.25, ServiceBusP99Ms: 2.5, InjectedMs: 50.44, RatioInjected: 1.009, OwnMs: 0.31,
 		CPUPerMsg: 612, BinaryCores: 0.39, LoadgenCores: 0.21, StandInCores: 0.15, MachineBusy: 0.52, RSSPeakMB: 31.5, HeapPeakMB: 6.2,
 		GoroutinesPeak: 312, AllocPerMsgKB: 185.5, ConnsCosmos: 96, ConnsServiceBus: 1, NewConnsCosmos: 2, NewConnsServiceBus: 0, NewConnsHost: 0,
-		CosmosReqPerMsg: 6, Errors: 0, Load: "0.52 0.60 0.71",
+		CosmosReqPerMsg: 6, RerunsPerMsg: 0.125, OutsideP50: 1.25, OutsideP99: 4.5, HopsP50: 0.75, HopsP99: 6.25, Errors: 0, Load: "0.52 0.60 0.71",
 	}
 	got, err := parseLine(in.line())
 	if err != nil {

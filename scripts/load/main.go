@@ -37,6 +37,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -71,20 +72,47 @@ var defaultLatency = Latency{
 }
 
 func main() {
+	if os.Getenv(echoEnv) != "" {
+		if err := serveEcho(os.Stdout); err != nil {
+			os.Exit(1)
+		}
+		return
+	}
 	cfg, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
 		os.Exit(2)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.CPUProfile != "" {
+		f, err := os.Create(cfg.CPUProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(2)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "load:", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+		defer pprof.StopCPUProfile()
+	}
 	res, err := run(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "load:", err)
-		os.Exit(1)
+		exit(cfg, 1)
 	}
 	if !res.ok() {
-		os.Exit(1)
+		exit(cfg, 1)
 	}
+}
+
+// exit stops the CPU profile, if one is being written, and exits.
+func exit(cfg config, code int) {
+	if cfg.CPUProfile != "" {
+		pprof.StopCPUProfile()
+	}
+	os.Exit(code)
 }
 
 // parseFlags reads the command line into a config.
@@ -102,10 +130,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.Latency.Send, "sb-send", defaultLatency.Send, "delay added to each Service Bus send")
 	fs.IntVar(&cfg.SessionsPerSlot, "sessions", 4, "sessions each in-flight slot cycles through (a session has one invocation at a time)")
 	fs.IntVar(&cfg.BodyBytes, "body", 200, "bytes of event JSON per message")
+	fs.StringVar(&cfg.ServiceBus, "servicebus", "go", "Service Bus stand-in: go (in process, an AMQP server that accepts each send after the delay) or node (scripts/testenv/sbfake.js behind a TCP delay line)")
 	fs.StringVar(&cfg.Cosmos, "cosmos", "memory", "Cosmos DB stand-in: memory (in process, answers from memory) or node (scripts/testenv/cosmos.js behind a delaying proxy)")
 	fs.StringVar(&cfg.Binary, "binary", "", "a built handler binary (default: build ./handler)")
 	fs.StringVar(&cfg.SVG, "svg", "", "write the plot to this SVG file")
 	fs.StringVar(&cfg.WriteDocs, "write-docs", "", "write the table and summary into docs/performance.md's part `NAME` (azure: the default latencies, also the capacity table of docs/concurrency.md; deep: the high-concurrency run) and the plot to docs/performance-load-NAME.svg")
+	fs.StringVar(&cfg.CPUProfile, "cpuprofile", "", "write the load program's own CPU profile (the host side and the in-process stand-ins) to `FILE`")
 	settings := fs.String("set", "", "extra app settings for the handler, KEY=value;KEY=value")
 	fs.StringVar(&cfg.Replay, "replay", "", "report the machine-readable lines of an earlier run's output `FILE` again (table, summary, -svg, -write-docs) instead of running; give the run's latency, duration and stand-in flags")
 	if err := fs.Parse(args); err != nil {
@@ -144,6 +174,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.Cosmos != "memory" && cfg.Cosmos != "node" {
 		return fail("-cosmos %q: memory or node", cfg.Cosmos)
+	}
+	if cfg.ServiceBus != "go" && cfg.ServiceBus != "node" {
+		return fail("-servicebus %q: go or node", cfg.ServiceBus)
 	}
 	for _, d := range []time.Duration{cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send} {
 		if d < 0 || d > 5*time.Second {

@@ -33,8 +33,8 @@ type config struct {
 	SessionsPerSlot int
 	// BodyBytes is the size of the event JSON.
 	BodyBytes int
-	// Cosmos is "memory" or "node".
-	Cosmos string
+	// Cosmos is "memory" or "node"; ServiceBus "go" or "node".
+	Cosmos, ServiceBus string
 	// Binary is a built handler; "" builds one.
 	Binary string
 	// Settings are extra app settings.
@@ -48,6 +48,9 @@ type config struct {
 	// Replay is an earlier run's output to report again instead of
 	// running.
 	Replay string
+	// CPUProfile is a file for the load program's CPU profile ("" for
+	// none).
+	CPUProfile string
 }
 
 // trip is one sequential round trip of a delivery.
@@ -96,9 +99,10 @@ func modelLatency(c string, l Latency) time.Duration {
 	return d
 }
 
-// injectedLatency is modelLatency with each round trip lengthened by the
-// injector's measured lateness for its kind: the latency the run actually
-// injected.
+// injectedLatency is modelLatency with each round trip lengthened by what
+// the stand-ins added to it beyond its delay, on average for its kind (the
+// injector's lateness and the time the server behind it took): the latency
+// the handler actually waited on.
 func injectedLatency(c string, l Latency, cosmosLate, sbLate time.Duration) time.Duration {
 	d := modelLatency(c, l)
 	for _, t := range caseTrips[c] {
@@ -120,6 +124,10 @@ func modelRate(c string, l Latency, n int) float64 {
 	return float64(n) / d.Seconds()
 }
 
+// hopRounds is how many deliveries' worth of hops hopFloor times after
+// each step at one in flight.
+const hopRounds = 100
+
 // endpoint is the sample handler's endpoint.
 const endpoint = "BillingEndpoint"
 
@@ -130,10 +138,11 @@ type env struct {
 	mem     *memCosmos  // -cosmos memory
 	node    *delayProxy // -cosmos node
 	nodeSrv *testenv.Process
-	sb      *testenv.Process
-	line    *delayLine
-	client  *http.Client // the host's invocations
-	probe   *http.Client // GET /_nimbus/runtime, on connections of its own
+	sb      *testenv.Process // -servicebus node
+	line    *delayLine       // -servicebus node
+	sbSrv   *sbServer        // -servicebus go
+	client  *http.Client     // the host's invocations
+	probe   *http.Client     // GET /_nimbus/runtime, on connections of its own
 	// standIns are the pids of the Node stand-ins, for their CPU time.
 	standIns []int
 	// hostConns counts the connections the host side opened to the handler.
@@ -153,12 +162,36 @@ func (e *env) cosmosConns() *connCounter {
 	return &e.node.conns
 }
 
-// cosmosLate is the Cosmos injector's lateness.
-func (e *env) cosmosLate() *lateness {
+// cosmosLate is the Cosmos injector's record of its exchanges.
+func (e *env) cosmosLate() *exchanges {
 	if e.mem != nil {
 		return &e.mem.late
 	}
 	return &e.node.late
+}
+
+// sbConns returns the connection counter of the Service Bus injector.
+func (e *env) sbConns() *connCounter {
+	if e.sbSrv != nil {
+		return &e.sbSrv.conns
+	}
+	return &e.line.conns
+}
+
+// sbLate is the Service Bus injector's record of its exchanges.
+func (e *env) sbLate() *exchanges {
+	if e.sbSrv != nil {
+		return &e.sbSrv.late
+	}
+	return &e.line.late
+}
+
+// serviceBusName says which Service Bus stand-in the run uses.
+func serviceBusName(cfg config) string {
+	if cfg.ServiceBus == "node" {
+		return "Node stand-in scripts/testenv/sbfake.js behind a TCP delay line"
+	}
+	return "in-process AMQP server (accepts each send after the delay)"
 }
 
 // cosmosName says which Cosmos DB stand-in the run uses.
@@ -177,6 +210,9 @@ func (e *env) close() {
 	}
 	if e.line != nil {
 		e.line.Close()
+	}
+	if e.sbSrv != nil {
+		e.sbSrv.Close()
 	}
 	if e.sb != nil {
 		e.sb.Stop()
@@ -246,21 +282,33 @@ func start(ctx context.Context, cfg config) (*env, error) {
 		e.node, cosmosURL = proxy, proxy.URL
 	}
 
-	// The endpoint's topic without subscriptions: the broker accepts each
-	// response and keeps nothing, so a long run does not fill memory.
-	topo, _ := json.Marshal(testenv.Topology{Topics: []testenv.Topic{{Name: endpoint}}})
-	sb, err := testenv.StartNode("sbfake.js", "PORT=0", "TOPOLOGY="+string(topo))
-	if err != nil {
-		return nil, fmt.Errorf("the Node Service Bus stand-in: %w (run `npm ci --prefix scripts/testenv`)", err)
+	var sbPort int
+	switch cfg.ServiceBus {
+	case "go":
+		srv, err := startSBServer(cfg.Latency.Send)
+		if err != nil {
+			return nil, err
+		}
+		e.sbSrv, sbPort = srv, srv.Port()
+	case "node":
+		// The endpoint's topic without subscriptions: the broker accepts
+		// each response and keeps nothing, so a long run does not fill
+		// memory.
+		topo, _ := json.Marshal(testenv.Topology{Topics: []testenv.Topic{{Name: endpoint}}})
+		sb, err := testenv.StartNode("sbfake.js", "PORT=0", "TOPOLOGY="+string(topo))
+		if err != nil {
+			return nil, fmt.Errorf("the Node Service Bus stand-in: %w (run `npm ci --prefix scripts/testenv`)", err)
+		}
+		e.sb = sb
+		if e.line, err = startDelayLine(fmt.Sprintf("127.0.0.1:%d", sb.Port), cfg.Latency.Send); err != nil {
+			return nil, err
+		}
+		sbPort = e.line.Port()
 	}
-	e.sb = sb
 	for _, script := range []string{"sbfake.js", "cosmos.js"} {
 		if pid := childPid(script); pid != 0 {
 			e.standIns = append(e.standIns, pid)
 		}
-	}
-	if e.line, err = startDelayLine(fmt.Sprintf("127.0.0.1:%d", sb.Port), cfg.Latency.Send); err != nil {
-		return nil, err
 	}
 
 	settings := map[string]string{
@@ -270,7 +318,7 @@ func start(ctx context.Context, cfg config) (*env, error) {
 		"NimBus__Inbox__Cosmos__ConnectionString": fmt.Sprintf("AccountEndpoint=%s;AccountKey=%s;", cosmosURL, testenv.CosmosEmulatorKey),
 		"NimBus__Inbox__Cosmos__DatabaseId":       "load",
 		"NimBus__Inbox__CleanupSchedule":          "0 0 0 1 1 *",
-		"ServiceBusConnection":                    testenv.ConnectionString(e.line.Port()),
+		"ServiceBusConnection":                    testenv.ConnectionString(sbPort),
 	}
 	for k, v := range cfg.Settings {
 		settings[k] = v
@@ -319,7 +367,7 @@ func (e *env) startHandler(ctx context.Context) error {
 	if err := e.proc.WaitReady(rctx); err != nil {
 		return err
 	}
-	e.base.cosmos, e.base.sb, e.base.host = e.cosmosConns().stats().Opened, e.line.conns.stats().Opened, e.hostConns.Load()
+	e.base.cosmos, e.base.sb, e.base.host = e.cosmosConns().stats().Opened, e.sbConns().stats().Opened, e.hostConns.Load()
 	return nil
 }
 
@@ -343,6 +391,7 @@ type runtimeStats struct {
 	HeapLiveBytes   uint64 `json:"heapLiveBytes"`
 	TotalAllocBytes uint64 `json:"totalAllocBytes"`
 	GCCycles        uint64 `json:"gcCycles"`
+	GCPercent       uint64 `json:"gcPercent"`
 }
 
 // results is a whole run.
@@ -366,7 +415,8 @@ func run(ctx context.Context, cfg config) (*results, error) {
 	}
 	defer e.close()
 	res := &results{}
-	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = Node stand-in scripts/testenv/sbfake.js behind a TCP delay line.\n", cosmosName(cfg))
+	var echo net.Conn // the echo peer of hopFloor, once a step at 1 in flight needs it
+	fmt.Fprintf(cfg.Out, "Load run: the handler binary, Cosmos DB = %s, Service Bus = %s.\n", cosmosName(cfg), serviceBusName(cfg))
 	fmt.Fprintf(cfg.Out, "Injected latency: Cosmos read %v, write %v, batch %v; Service Bus send %v. %d s per step after %v of warm-up; %d cores, load average %s.\n",
 		cfg.Latency.Read, cfg.Latency.Write, cfg.Latency.Batch, cfg.Latency.Send, int(cfg.Duration.Seconds()), cfg.Warmup, coreCount(), loadAverage())
 	for _, c := range cfg.Cases {
@@ -380,6 +430,22 @@ func run(ctx context.Context, cfg config) (*results, error) {
 			s, err := e.step(ctx, c, n)
 			if err != nil {
 				return res, fmt.Errorf("%s at %d in flight: %w", c, n, err)
+			}
+			if n == 1 {
+				// The machine's own cost of the same hops, measured now,
+				// with the handler idle.
+				if echo == nil {
+					var stop func()
+					if echo, stop, err = startEchoPeer(); err != nil {
+						return res, err
+					}
+					defer stop()
+				}
+				p50, p99, err := hopFloor(echo, hopGaps(c, cfg.Latency), hopRounds)
+				if err != nil {
+					return res, fmt.Errorf("the machine's hops: %w", err)
+				}
+				s.HopsP50, s.HopsP99 = ms(p50), ms(p99)
 			}
 			res.steps = append(res.steps, s)
 			if s.Errors > 0 {
@@ -406,7 +472,7 @@ func report(cfg config, res *results, load string) error {
 	fmt.Fprintln(cfg.Out)
 	writeTable(cfg.Out, cfg, res.steps)
 	fmt.Fprintln(cfg.Out)
-	writeSummary(cfg.Out, res.steps)
+	writeSummary(cfg.Out, res.steps, cfg.Settings["GOGC"] != "")
 	for _, f := range res.failed {
 		fmt.Fprintln(cfg.Out, "FAILED:", f)
 	}
@@ -486,6 +552,8 @@ func parseLine(line string) (stepResult, error) {
 	s.P50, s.P99, s.ModelMs = num("p50_ms"), num("p99_ms"), num("model_p99_ms")
 	s.HandlerP50, s.HandlerP99 = num("handler_p50_ms"), num("handler_p99_ms")
 	s.CosmosLateMs, s.ServiceBusLateMs = num("cosmos_late_ms"), num("servicebus_late_ms")
+	s.CosmosServiceMs, s.ServiceBusServiceMs = num("cosmos_service_ms"), num("servicebus_service_ms")
+	s.CosmosP99Ms, s.ServiceBusP99Ms = num("cosmos_excess_p99_ms"), num("servicebus_excess_p99_ms")
 	s.InjectedMs, s.RatioInjected, s.OwnMs = num("injected_ms"), num("ratio_injected"), num("handler_own_ms")
 	s.CPUPerMsg, s.BinaryCores, s.LoadgenCores, s.StandInCores = num("cpu_us_per_msg"), num("handler_cores"), num("loadgen_cores"), num("standin_cores")
 	s.MachineBusy, s.RSSPeakMB, s.HeapPeakMB = num("machine_busy"), num("rss_mb"), num("heap_mb")
@@ -493,6 +561,15 @@ func parseLine(line string) (stepResult, error) {
 	s.ConnsCosmos, s.ConnsServiceBus = int64(num("conns_cosmos")), int64(num("conns_servicebus"))
 	s.NewConnsCosmos, s.NewConnsServiceBus, s.NewConnsHost = int64(num("new_conns_cosmos")), int64(num("new_conns_servicebus")), int64(num("new_conns_host"))
 	s.CosmosReqPerMsg, s.Msgs, s.Errors = num("cosmos_req_per_msg"), int64(num("msgs")), int64(num("errors"))
+	if _, ok := fields["reruns_per_msg"]; ok {
+		s.RerunsPerMsg = num("reruns_per_msg")
+	}
+	if _, ok := fields["outside_p50_ms"]; ok {
+		s.OutsideP50, s.OutsideP99 = num("outside_p50_ms"), num("outside_p99_ms")
+	}
+	if _, ok := fields["hops_p50_ms"]; ok {
+		s.HopsP50, s.HopsP99 = num("hops_p50_ms"), num("hops_p99_ms")
+	}
 	if len(bad) > 0 || s.Case == "" {
 		return s, fmt.Errorf("line %q: missing or unreadable %s", line, strings.Join(bad, ", "))
 	}
