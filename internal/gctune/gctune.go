@@ -96,8 +96,10 @@ func (t *Tuner) apply() {
 		live = t.sample[0].Value.Uint64()
 	}
 	p := PercentFor(live, t.floor)
-	// Small changes of the live heap are not worth a new pacing.
-	if t.percent == 0 || p < t.percent*9/10 || p > t.percent*11/10 {
+	// Small changes of the live heap are not worth a new pacing, except
+	// the return to GOGC's own proportion once the live heap passes the
+	// floor.
+	if t.percent == 0 || p < t.percent*9/10 || p > t.percent*11/10 || (p == 100 && t.percent != 100) {
 		t.percent = p
 		debug.SetGCPercent(p)
 	}
