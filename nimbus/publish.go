@@ -64,7 +64,8 @@ type Publication struct {
 // value of the payload, for: an empty EventTypeID or MessageID, a
 // MessageID this delivery already published, a MessageID or SessionID
 // longer than Service Bus accepts, a payload encoding/json cannot encode,
-// a delivery without a MessageId or SessionId (NimBus's rule: there is
+// an event whose message could be larger than Service Bus accepts
+// (NimBus__Publish__MaxMessageBytes, 256 KB by default), a delivery without a MessageId or SessionId (NimBus's rule: there is
 // nothing to parent the event, or no session to send it in), a limit of a
 // transactional batch; and after the handler returned. A delivery without
 // a CorrelationId (a CloudEvent without the correlation extension) starts

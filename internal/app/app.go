@@ -226,6 +226,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 		Deferred:         deferred,
 		MaxDeliveryCount: cfg.Session.MaxDeliveryCount,
 		ReplayBudget:     cfg.Session.ReplayBudget,
+		MaxEventBytes:    cfg.Outbox.MaxMessageBytes,
 		Handlers:         d.Handlers,
 		Metrics:          a.metrics,
 		Tracer:           a.tracer,

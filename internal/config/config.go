@@ -30,6 +30,7 @@
 //     1 to 255 UTF-16 code units, not blank, not ending with a space, none
 //     of / \ ? #; SessionContainerId differs from ContainerId.
 //   - NimBus__Host__MaxBodyBytesInFlight: 1 MiB to 16 GiB.
+//   - NimBus__Publish__MaxMessageBytes: 16 KiB to 1 MiB.
 //   - NimBus__LogLevel: debug, info, warn (or warning), error.
 //
 // Durations are .NET TimeSpans ("7.00:00:00", or a bare whole number of

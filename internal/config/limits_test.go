@@ -497,7 +497,7 @@ func TestProblemsNameTheSettingAndBoundTheValue(t *testing.T) {
 	keys := []string{KeyPort, KeyEndpoint, KeyInboxEnabled, KeyInboxStore, KeyRetention, KeyCleanupSchedule, KeyPurgeBatchSize,
 		KeyCleanupBudget, KeyCleanupConcurrency, KeyCosmosDatabase, KeyCosmosContainer, KeyCosmosAutoCreate, KeyCosmosRelaxed,
 		KeyServiceBusNamespace, KeyResolverSink, KeyLogLevel, KeyRetryBaseDelay, KeyRetryMaxDelay, KeyMaxBodyBytesInFlight,
-		KeyOutboxSweepSchedule, KeyOutboxMinimumAge}
+		KeyOutboxSweepSchedule, KeyOutboxMinimumAge, KeyPublishMaxMessageBytes}
 	for _, k := range keys {
 		set := map[string]string{k: long + "/", KeyInboxEnabled: "true", KeyInboxStore: "InMemory"}
 		_, err := load(t, set)

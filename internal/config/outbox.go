@@ -3,6 +3,8 @@ package config
 import (
 	"fmt"
 	"time"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
 // The OutboxSweep timer's settings (endpoint app).
@@ -14,6 +16,16 @@ const (
 	// KeyOutboxMinimumAge is how long a marker's events stay undispatched
 	// (from the marker's createdAtUtc) before the sweep sends them.
 	KeyOutboxMinimumAge = "NimBus__Outbox__MinimumAge"
+	// KeyPublishMaxMessageBytes bounds the message of each event a handler
+	// publishes: the namespace's largest message (256 KB on Standard) or,
+	// on Premium, up to 1 MB, the largest batch.
+	KeyPublishMaxMessageBytes = "NimBus__Publish__MaxMessageBytes"
+)
+
+// Publish limits: a message of at least 16 KB, at most the largest batch.
+const (
+	MinPublishMaxMessageBytes = 16 << 10
+	MaxPublishMaxMessageBytes = message.MaxMessageBytesLimit
 )
 
 // Outbox defaults and limits.
@@ -33,6 +45,9 @@ const (
 type Outbox struct {
 	SweepSchedule string
 	MinimumAge    time.Duration
+	// MaxMessageBytes bounds each published event's message
+	// (NimBus__Publish__MaxMessageBytes; plain and transactional handlers).
+	MaxMessageBytes int
 }
 
 // outbox reads the OutboxSweep settings into c (after the inbox and retry
@@ -40,6 +55,7 @@ type Outbox struct {
 func (l *loader) outbox(c *Config) {
 	c.Outbox.SweepSchedule = l.schedule(KeyOutboxSweepSchedule, DefaultOutboxSweepSchedule, "OutboxSweep")
 	c.Outbox.MinimumAge = l.duration(KeyOutboxMinimumAge, DefaultOutboxMinimumAge, MinOutboxMinimumAge, MaxOutboxMinimumAge)
+	c.Outbox.MaxMessageBytes = l.int(KeyPublishMaxMessageBytes, message.DefaultMaxMessageBytes, MinPublishMaxMessageBytes, MaxPublishMaxMessageBytes)
 	if c.App != AppEndpoint || !c.Inbox.Enabled {
 		// Transactional handlers need the inbox: without it the sweep has
 		// nothing to do.

@@ -93,3 +93,23 @@ func with(m map[string]string, k, v string) map[string]string {
 	}
 	return out
 }
+
+func TestPublishMaxMessageBytes(t *testing.T) {
+	cfg, err := load(t, nil)
+	if err != nil || cfg.Outbox.MaxMessageBytes != 262144 {
+		t.Fatalf("default: %+v %v", cfg.Outbox, err)
+	}
+	for in, want := range map[string]int{"16384": 16 << 10, "1048576": 1 << 20, " 524288 ": 512 << 10} {
+		cfg, err := load(t, map[string]string{KeyPublishMaxMessageBytes: in})
+		if err != nil || cfg.Outbox.MaxMessageBytes != want {
+			t.Errorf("%s=%q: %+v %v", KeyPublishMaxMessageBytes, in, cfg.Outbox, err)
+		}
+	}
+	for _, in := range []string{"16383", "1048577", "0", "-1", "256KB", "1e6"} {
+		_, err := load(t, map[string]string{KeyPublishMaxMessageBytes: in})
+		ps := problems(t, err)
+		if len(ps) != 1 || !strings.Contains(ps[0], KeyPublishMaxMessageBytes) || !strings.Contains(ps[0], "16384 to 1048576") {
+			t.Errorf("%s=%q: problems %q", KeyPublishMaxMessageBytes, in, ps)
+		}
+	}
+}

@@ -2,6 +2,8 @@ package config
 
 import (
 	"strconv"
+
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
 // Setting is one app setting: its name and its default as written in the
@@ -33,6 +35,7 @@ var Settings = []Setting{
 	{Name: KeyCleanupConcurrency, Default: strconv.Itoa(DefaultCleanupConcurrency)},
 	{Name: KeyOutboxSweepSchedule, Default: DefaultOutboxSweepSchedule},
 	{Name: KeyOutboxMinimumAge, Default: formatTimeSpan(DefaultOutboxMinimumAge)},
+	{Name: KeyPublishMaxMessageBytes, Default: strconv.Itoa(message.DefaultMaxMessageBytes)},
 	{Name: KeyCosmosEndpoint},
 	{Name: KeyCosmosClientID},
 	{Name: KeyCosmosConnectionString},

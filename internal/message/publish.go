@@ -29,6 +29,18 @@ func idLength(s string) int {
 	return n
 }
 
+// Message sizes. Service Bus refuses a message larger than its namespace
+// allows (256 KB on Standard; on Premium the entity's maximum, at least 1
+// MB), and a batch larger than 256 KB (Standard) or 1 MB (Premium): an
+// event is sent in a batch, so the smaller of the two bounds it.
+const (
+	// DefaultMaxMessageBytes is a Standard namespace's largest message.
+	DefaultMaxMessageBytes = 256 << 10
+	// MaxMessageBytesLimit is the largest batch any namespace accepts, and
+	// so the largest event message this endpoint can send.
+	MaxMessageBytesLimit = 1 << 20
+)
+
 // ErrInvalidPublication matches every error NewPublishedEvent returns.
 var ErrInvalidPublication = errors.New("invalid publication")
 
@@ -56,6 +68,9 @@ type Publication struct {
 	// carries the same context.
 	TraceParent string
 	TraceState  string
+	// MaxBytes bounds the event's message (SizeBound); 0 means
+	// DefaultMaxMessageBytes.
+	MaxBytes int
 }
 
 // NewPublishedEvent builds the EventRequest a handler publishes onward
@@ -90,7 +105,8 @@ type Publication struct {
 // As PublishFromContext does, it refuses a blank message id and a delivery
 // without a MessageId or SessionId; it also refuses a blank event type, a
 // payload that is not JSON, a MessageId or SessionId longer than Service
-// Bus accepts, and a blank SessionID override. Every error wraps
+// Bus accepts, a blank SessionID override, and an event whose message
+// could be larger than p.MaxBytes (SizeBound). Every error wraps
 // ErrInvalidPublication and names the problem, never a value of the
 // payload.
 //
@@ -138,7 +154,56 @@ func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
 	if in.CorrelationID != nil && strings.TrimSpace(*in.CorrelationID) != "" {
 		corr = *in.CorrelationID
 	}
-	return &Outgoing{MessageID: p.MessageID, SessionID: sid, CorrelationID: &corr, ApplicationProperties: props, Body: body}, nil
+	out := &Outgoing{MessageID: p.MessageID, SessionID: sid, CorrelationID: &corr, ApplicationProperties: props, Body: body}
+	limit := p.MaxBytes
+	if limit <= 0 {
+		limit = DefaultMaxMessageBytes
+	}
+	if n := out.SizeBound(); n > limit {
+		return nil, fmt.Errorf("%w: the event's message takes up to %d bytes (a payload of %d bytes, carried as a JSON string); Service Bus accepts at most %d here", ErrInvalidPublication, n, len(p.EventJSON), limit)
+	}
+	return out, nil
+}
+
+// SizeBound is at least the bytes o takes in a Service Bus batch of its
+// own, as the SDK counts them against the batch's limit, and at most a few
+// hundred bytes more. The SDK counts the message's AMQP encoding and,
+// again, a copy of it without the body (the batch's envelope): every
+// property is counted twice, the body once.
+func (o *Outgoing) SizeBound() int {
+	meta := sizeOverhead + amqpString(o.MessageID) + amqpString(o.SessionID)
+	if o.CorrelationID != nil {
+		meta += amqpString(*o.CorrelationID)
+	}
+	for k, v := range o.ApplicationProperties {
+		meta += amqpString(k)
+		switch v := v.(type) {
+		case string:
+			meta += amqpString(v)
+		case []byte:
+			meta += amqpString(string(v))
+		default:
+			// null, a boolean, a number, a timestamp or a UUID: at most
+			// 17 bytes with its constructor.
+			meta += 17
+		}
+	}
+	return 2*meta + 8 + len(o.Body)
+}
+
+// sizeOverhead bounds the AMQP framing of one message besides its
+// strings: the header, properties and application properties sections,
+// their descriptors, list and map lengths, and the empty properties (about
+// 40 bytes as the SDK encodes an event, measured against its batch).
+const sizeOverhead = 64
+
+// amqpString is the size of s encoded as an AMQP string: a constructor and
+// a 1-byte length up to 255 bytes, a 4-byte length above.
+func amqpString(s string) int {
+	if len(s) < 256 {
+		return 2 + len(s)
+	}
+	return 5 + len(s)
 }
 
 func checkPublication(in *Inbound, p Publication) error {

@@ -216,6 +216,15 @@ func TestPublishedEventRefusesBadInput(t *testing.T) {
 		{"no inbound MessageId", func(in *message.Inbound, p *message.Publication) *message.Inbound { in.MessageID = nil; return in }, "no MessageId"},
 		{"no inbound SessionId", func(in *message.Inbound, p *message.Publication) *message.Inbound { in.SessionID = nil; return in }, "no SessionId"},
 		{"no delivery", func(in *message.Inbound, p *message.Publication) *message.Inbound { return nil }, "no inbound delivery"},
+		{"message too large", func(in *message.Inbound, p *message.Publication) *message.Inbound {
+			p.EventJSON = `"` + strings.Repeat("4111", 65536) + `"`
+			return in
+		}, "(a payload of 262146 bytes, carried as a JSON string); Service Bus accepts at most 262144 here"},
+		{"message over a set limit", func(in *message.Inbound, p *message.Publication) *message.Inbound {
+			p.EventJSON = `"` + strings.Repeat("4111", 8192) + `"`
+			p.MaxBytes = 32 << 10
+			return in
+		}, "Service Bus accepts at most 32768 here"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

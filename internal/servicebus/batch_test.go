@@ -323,3 +323,48 @@ func TestPublishBatchIsRefusedWhole(t *testing.T) {
 		t.Errorf("%d refusals, want 1", got)
 	}
 }
+
+// An event's SizeBound is at least what the SDK counts for it in a batch
+// of its own (so an event within the limit fits in a batch that size),
+// and at most a few hundred bytes more.
+func TestPublishedEventSizeBoundCoversTheSDKsCount(t *testing.T) {
+	t.Parallel()
+	sb := testenv.StartServiceBus(t, tapTopology())
+	c := newClient(t, testenv.ConnectionString(sb.Port))
+	ctx := testctx.Timeout(t, 20*time.Second)
+	s, err := c.sender(endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("é", 64) // 128 bytes, 64 characters
+	in := &message.Inbound{Broker: message.Broker{MessageID: message.Ptr("in-" + long), SessionID: message.Ptr("s-" + long), CorrelationID: message.Ptr("c-" + long)},
+		OriginatingMessageID: "o-" + long}
+	for _, p := range []message.Publication{
+		{EventTypeID: "A", MessageID: "a", EventJSON: `{}`},
+		{Endpoint: "Billing", EventTypeID: "PaymentRecorded", MessageID: "PaymentRecorded-" + long, SessionID: "other-" + long,
+			EventJSON: `{"PaymentId":"P-1","AmountCents":1200}`, TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", TraceState: "k=" + long},
+		{EventTypeID: "B", MessageID: "b", EventJSON: `"` + strings.Repeat(`\"`, 40<<10) + `"`},
+		{EventTypeID: "C", MessageID: "c", EventJSON: `"` + strings.Repeat("x", 900<<10) + `"`, MaxBytes: message.MaxMessageBytesLimit},
+	} {
+		m, err := message.NewPublishedEvent(in, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		am, err := fromOutgoing(m).toSDK()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := s.NewMessageBatch(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.AddMessage(am, nil); err != nil {
+			t.Fatalf("%d-byte body: %v", len(m.Body), err)
+		}
+		counted, bound := int(b.NumBytes()), m.SizeBound()
+		t.Logf("%d-byte body: the SDK counts %d bytes, the bound is %d", len(m.Body), counted, bound)
+		if bound < counted || bound > counted+512 {
+			t.Errorf("%d-byte body: bound %d for the SDK's %d bytes, want from %d to %d", len(m.Body), bound, counted, counted, counted+512)
+		}
+	}
+}

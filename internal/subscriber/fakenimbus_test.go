@@ -128,6 +128,8 @@ type fakeNimbusOptions struct {
 	noSessions bool
 	noInbox    bool
 	policy     *testPolicy
+	// maxEventBytes is Options.MaxEventBytes (0: the default).
+	maxEventBytes int
 }
 
 func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
@@ -149,6 +151,7 @@ func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
 		Handlers:      w.reg,
 		Now:           w.clock,
 		Version:       "test",
+		MaxEventBytes: o.maxEventBytes,
 		RecordBackoff: time.Microsecond,
 		// The re-runs after a batch conflict wait (almost) nothing.
 		TxnRerunBackoff: time.Microsecond,

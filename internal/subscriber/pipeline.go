@@ -86,6 +86,11 @@ type Options struct {
 	// handler, which run to the end even if the invocation is cancelled;
 	// default 60s.
 	SettleTimeout time.Duration
+	// MaxEventBytes bounds the message of each event a handler publishes
+	// (message.Outgoing.SizeBound): a larger one is refused when published,
+	// before anything is committed or sent. Default
+	// message.DefaultMaxMessageBytes (a Standard namespace's limit).
+	MaxEventBytes int
 	// Version is reported in heartbeat responses.
 	Version string
 	// RecordAttempts is how often a failed inbox record is tried within the

@@ -74,7 +74,8 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // above). It returns a Permanent *PublishError for a publication that is
 // refused: an empty event type or message id, a message id already
 // published by this delivery, a payload that is not JSON, an id longer
-// than Service Bus accepts, a delivery without a MessageId or SessionId,
+// than Service Bus accepts, an event whose message could exceed
+// Options.MaxEventBytes, a delivery without a MessageId or SessionId,
 // or a limit of the transactional batch; and a Permanent
 // error after the handler returned. A refused publication fails the
 // delivery permanently even when the handler ignores the error, as a
@@ -89,8 +90,9 @@ func (e *Event) Publish(p Publication) error {
 
 // DetachedOutbox keeps the publications of an event the pipeline did not
 // deliver (one a test of a handler builds): it checks each as Publish
-// does, apart from what depends on a delivery (its MessageId and
-// SessionId, and a transactional batch's limits), and sends
+// does (the message size against message.DefaultMaxMessageBytes), apart
+// from what depends on a delivery (its MessageId and SessionId, and a
+// transactional batch's limits), and sends
 // nothing. The zero value is ready; it is safe for concurrent use.
 type DetachedOutbox struct {
 	mu  sync.Mutex
@@ -179,7 +181,7 @@ func (o *outbox) publish(p Publication) error {
 func (o *outbox) add(p Publication) error {
 	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
 		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,
-		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate,
+		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate, MaxBytes: o.j.p.o.MaxEventBytes,
 	})
 	if err != nil {
 		return err

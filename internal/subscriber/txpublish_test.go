@@ -256,20 +256,72 @@ func TestTxRetryOutboxGoesOutBeforeTheUnblock(t *testing.T) {
 // marker over Cosmos DB's item size is refused by the call with a
 // Permanent error naming the limit, and nothing is committed.
 func TestTxPublishOverTheLimit(t *testing.T) {
-	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
-	var perr error
-	big := `"` + strings.Repeat("x", 3<<20) + `"`
+	// Each event fits in a 1 MB message; the third takes the marker over
+	// Cosmos DB's 2 MB.
+	w := newFakeNimbus(t, fakeNimbusOptions{tx: true, maxEventBytes: message.MaxMessageBytesLimit})
+	var errs []error
+	big := `"` + strings.Repeat("x", 800<<10) + `"`
 	w.handle = func(ev *Event) (Result, error) {
-		perr = ev.Publish(Publication{EventTypeID: "A", MessageID: "a-1", JSON: big})
+		for i := range 3 {
+			errs = append(errs, ev.Publish(Publication{EventTypeID: "A", MessageID: fmt.Sprintf("a-%d", i), JSON: big}))
+		}
 		return Completed(), nil
 	}
 	w.txOps = func(*Event, *txn.Unit) error { return nil }
 	r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+	if errs[0] != nil || errs[1] != nil {
+		t.Fatalf("publish 1 and 2: %v", errs)
+	}
+	perr := errs[2]
 	if !IsPermanent(perr) || !errors.Is(perr, txn.ErrLimit) || !strings.Contains(perr.Error(), "2097152") || strings.Contains(perr.Error(), "xxx") {
-		t.Fatalf("publish: %v", perr)
+		t.Fatalf("publish 3: %v", perr)
 	}
 	if r.Outcome.Completes() || w.marked("msg-1") || len(w.effects()) != 0 || len(w.events()) != 0 {
 		t.Fatalf("%s, marked %v, effects %v", r.Outcome, w.marked("msg-1"), w.effects())
+	}
+}
+
+// An event whose message Service Bus would refuse is refused when it is
+// published, against Options.MaxEventBytes: for a transactional handler
+// before it reaches the outbox (nothing committed), for a plain one before
+// anything is sent or recorded.
+func TestPublishOverTheMessageLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit int
+		ok    int // the largest payload accepted
+	}{{0, 200 << 10}, {message.MaxMessageBytesLimit, 900 << 10}} {
+		for _, tx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("limit=%d/tx=%v", c.limit, tx), func(t *testing.T) {
+				w := newFakeNimbus(t, fakeNimbusOptions{tx: tx, maxEventBytes: c.limit})
+				limit := c.limit
+				if limit == 0 {
+					limit = message.DefaultMaxMessageBytes
+				}
+				// Three quarters of the limit, but its escaped quotes are
+				// escaped again in EventJson (x\" becomes x\\\"): five
+				// quarters on the wire.
+				over := `"` + strings.Repeat(`x\"`, limit/4) + `"`
+				fits := `"` + strings.Repeat("y", c.ok) + `"`
+				var errs []error
+				w.handle = func(ev *Event) (Result, error) {
+					errs = append(errs, ev.Publish(Publication{EventTypeID: "A", MessageID: "a-1", JSON: fits}))
+					errs = append(errs, ev.Publish(Publication{EventTypeID: "A", MessageID: "a-2", JSON: over}))
+					return Completed(), nil
+				}
+				w.txOps = func(*Event, *txn.Unit) error { return nil }
+				r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+				if errs[0] != nil {
+					t.Fatalf("a %d-byte payload refused: %v", len(fits), errs[0])
+				}
+				perr := errs[1]
+				if !IsPermanent(perr) || !errors.Is(perr, message.ErrInvalidPublication) || !strings.Contains(perr.Error(), fmt.Sprintf("at most %d", limit)) || strings.Contains(perr.Error(), `x\"x`) {
+					t.Fatalf("publish 2: %v", perr)
+				}
+				if r.Outcome != OutcomePermanentFailure || w.recorded("msg-1") || (tx && w.marked("msg-1")) || len(w.effects()) != 0 || len(w.events()) != 0 {
+					t.Fatalf("%s, recorded %v, effects %v, events %d", r.Outcome, w.recorded("msg-1"), w.effects(), len(w.events()))
+				}
+			})
+		}
 	}
 }
 
