@@ -11,6 +11,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/outbox"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
@@ -58,6 +59,8 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 	ctx, span, charge, end := t.start(ctx, a.sweepSpanName)
 	defer end()
 	rep, err := s.Run(ctx, a.now())
+	a.metrics.Add(telemetry.OutboxSwept, "", "", int64(rep.Events))
+	a.metrics.Add(telemetry.OutboxLeft, "", "", int64(rep.Left))
 	if span.IsRecording() {
 		span.SetAttributes(attribute.Int("nimbus.outbox.dispatched", rep.Dispatched), attribute.Int("nimbus.outbox.events", rep.Events),
 			attribute.Int("nimbus.outbox.left", rep.Left), attribute.Float64("nimbus.cosmos.request_charge", charge.RequestUnits()))

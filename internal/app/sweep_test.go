@@ -15,6 +15,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
@@ -145,6 +146,9 @@ func TestOutboxSweepRoute(t *testing.T) {
 			t.Errorf("log %s = %v, want %v", k, l[k], v)
 		}
 	}
+	if m := s.Metrics(); m.Get(telemetry.OutboxSwept, "") != 3 || m.Get(telemetry.OutboxLeft, "") != 0 {
+		t.Errorf("metrics %v, want 3 events swept", m.Snapshot())
+	}
 	if raw := s.logs.String() + body; strings.Contains(raw, secretPayload) || strings.Contains(raw, "PaymentRecorded-1") {
 		t.Errorf("the log or the answer holds a payload or an event id: %s", raw)
 	}
@@ -162,6 +166,9 @@ func TestOutboxSweepSendFailure(t *testing.T) {
 	}
 	if !s.pending(t, "c-1", "m-1") {
 		t.Fatal("the marker whose send failed is not pending")
+	}
+	if m := s.Metrics(); m.Get(telemetry.OutboxSwept, "") != 0 || m.Get(telemetry.OutboxLeft, "") != 1 {
+		t.Errorf("metrics %v, want 1 marker left", m.Snapshot())
 	}
 	l := s.logs.Lines(t)
 	if len(l) != 1 || l[0]["outcome"] != "sweep_failed" || l[0]["sendFailed"] != float64(1) || l[0]["left"] != float64(1) || l[0]["oldestLeftSeconds"] != float64(3600) {

@@ -63,6 +63,14 @@ const (
 	// batch conflicted, within the invocation, tagged TagOutcome (the
 	// outcome the delivery then had).
 	TxnReruns = "nimbus.txn.reruns"
+	// OutboxSwept counts the events of transactional deliveries that the
+	// OutboxSweep timer sent, because no delivery of their message finished
+	// sending them.
+	OutboxSwept = "nimbus.outbox.swept"
+	// OutboxLeft counts, per OutboxSweep run, the markers it found and left
+	// with their events unsent (a failed send or mark, an unreadable
+	// marker, a failed query, the time budget); the next run retries them.
+	OutboxLeft = "nimbus.outbox.left"
 )
 
 // Tag keys.
@@ -100,7 +108,9 @@ var instrumentSpecs = map[string]instrumentSpec{
 	Purged:        {StoreMeter, "{records}", "Inbox records deleted by cleanup.", counter, nil},
 	RequestCharge: {StoreMeter, "{RU}", "Cosmos DB request units charged for one delivery.", histogram,
 		[]float64{0, 1, 2, 5, 10, 15, 20, 30, 50, 100, 200, 500}},
-	TxnReruns: {ConsumerMeter, "{runs}", "Runs of a transactional handler after its batch conflicted, within the invocation.", counter, nil},
+	TxnReruns:   {ConsumerMeter, "{runs}", "Runs of a transactional handler after its batch conflicted, within the invocation.", counter, nil},
+	OutboxSwept: {StoreMeter, "{events}", "Events of committed transactional deliveries sent by the OutboxSweep timer.", counter, nil},
+	OutboxLeft:  {StoreMeter, "{markers}", "Markers an OutboxSweep run left with their events unsent, counted per run.", counter, nil},
 }
 
 // Names returns every instrument name, sorted.
