@@ -54,6 +54,11 @@ param outboxSweepSchedule string = '0 */5 * * * *'
 @description('NimBus__Outbox__MinimumAge: how long a delivery\'s stored events stay with its redeliveries before the OutboxSweep sends them (.NET TimeSpan d.hh:mm:ss).')
 param outboxMinimumAge string = '00:05:00'
 
+@description('NimBus__Publish__MaxMessageBytes: the largest message an event a handler publishes may make; 262144 is a Standard namespace\'s limit, up to 1048576 on Premium.')
+@minValue(16384)
+@maxValue(1048576)
+param publishMaxMessageBytes int = 262144
+
 @description('Cosmos DB database id of the inbox (NimBus__Inbox__Cosmos__DatabaseId).')
 param cosmosDatabaseId string = 'MessageDatabase'
 
@@ -590,6 +595,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
         {
           name: 'NimBus__Outbox__MinimumAge'
           value: outboxMinimumAge
+        }
+        {
+          name: 'NimBus__Publish__MaxMessageBytes'
+          value: string(publishMaxMessageBytes)
         }
         {
           name: 'NimBus__Inbox__Cosmos__AccountEndpoint'
