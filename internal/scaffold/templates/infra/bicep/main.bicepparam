@@ -21,6 +21,9 @@ param endpointName = '{{endpoint}}'
 param endpointTopicDuplicateDetection = true
 param duplicateDetectionWindow = 'PT10M'
 
+// On a Premium namespace, let handlers publish events of up to 1 MB (Standard: 256 KB):
+// param publishMaxMessageBytes = 1048576
+
 // Let external CloudEvents producers send to an ingress topic:
 // param cloudEventsIngressTopic = 'PartnerInbound'
 // param cloudEventsDeduplication = 'SourceAndId'
