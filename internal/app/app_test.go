@@ -391,3 +391,51 @@ func TestShutdownEndsAPauseAndAnswers503(t *testing.T) {
 		t.Fatal("shutdown did not end the pause")
 	}
 }
+
+// NimBus__Publish__MaxMessageBytes reaches the pipeline: the same event is
+// refused under a 16 KB limit (the delivery fails permanently and nothing
+// is published) and sent under a 32 KB one.
+func TestPublishMaxMessageBytesSetting(t *testing.T) {
+	payload := `{"Note":"` + strings.Repeat("n", 20<<10) + `"}`
+	for _, c := range []struct {
+		limit   string
+		outcome string
+		sent    bool
+	}{{"16384", "permanent_failure", false}, {"32768", "completed", true}} {
+		cfg, err := config.Load(config.FromMap(map[string]string{
+			config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
+			config.KeyResolverSink: "InMemory", config.KeyRetryBaseDelay: "0", config.KeyPublishMaxMessageBytes: c.limit,
+		}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		reg := subscriber.NewRegistry()
+		reg.Handle("OrderPlaced", func(ctx context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+			if err := ev.Publish(subscriber.Publication{EventTypeID: "OrderNoted", MessageID: "OrderNoted-1", JSON: payload}); err != nil {
+				return subscriber.Result{}, err
+			}
+			return subscriber.Completed(), nil
+		})
+		logs := &testlog.Buffer{}
+		a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Version: "test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ta := &testApp{App: a, logs: logs, pub: a.endpoint.memory}
+		ta.post(t, FuncSubscriber, envelope(msg{id: "m-1"}))
+		lines := logs.Lines(t)
+		if len(lines) != 1 || lines[0]["outcome"] != c.outcome {
+			t.Fatalf("limit %s: log lines %v, want one with outcome %s", c.limit, lines, c.outcome)
+		}
+		sent := false
+		for _, m := range ta.pub.Sent() {
+			if m.MessageID == "OrderNoted-1" {
+				sent = true
+			}
+		}
+		if sent != c.sent {
+			t.Errorf("limit %s: event sent %v, want %v", c.limit, sent, c.sent)
+		}
+		_ = a.Close(context.Background())
+	}
+}
