@@ -3,6 +3,7 @@ package nimbus
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
@@ -13,6 +14,10 @@ type App struct {
 	mu       sync.Mutex
 	handlers map[string]registration
 	started  bool
+	// frontDoors are the registered front doors, in order; live is set
+	// once the app has started.
+	frontDoors []*FrontDoor
+	live       atomic.Pointer[live]
 }
 
 // registration is one event type's handler: plain (h) or transactional
@@ -99,6 +104,9 @@ func (a *App) settingNames() []string {
 			out = append(out, reg.tx.settings()...)
 		}
 	}
+	for _, f := range a.frontDoors {
+		out = append(out, (&txRegistration{c: f.c}).settings()...)
+	}
 	return out
 }
 
@@ -117,6 +125,9 @@ func (a *App) registry(setting func(string) string) *subscriber.Registry {
 			continue
 		}
 		r.Handle(id, adapt(reg.h))
+	}
+	for _, t := range a.bindFrontDoors(setting) {
+		r.AddFrontDoor(t)
 	}
 	return r
 }

@@ -36,8 +36,16 @@ type Publication struct {
 	Payload any
 	// SessionID, when not empty, is the session the event goes out in;
 	// by default it goes out in the delivery's session, so the events of a
-	// workflow stay in order behind each other.
+	// workflow stay in order behind each other. An event that starts a
+	// workflow (App.Publish, Service.Publish, a FrontDoor's Tx) without
+	// one goes out in a new session, a random UUID.
 	SessionID string
+	// CorrelationID is the CorrelationId of an event that starts a
+	// workflow: every event of the workflow carries it; empty means a new
+	// random UUID, fixed when the event is published (a front door stores
+	// it, so every re-send carries the same). A handler's events carry the
+	// delivery's CorrelationId: Event.Publish refuses one set here.
+	CorrelationID string
 }
 
 // Publish queues p, an event to publish onward when the handler has
@@ -77,6 +85,9 @@ type Publication struct {
 // checks p as far as it can without a delivery and keeps it; nothing is
 // ever sent, and Published returns what was kept.
 func (e *Event) Publish(p Publication) error {
+	if p.CorrelationID != "" {
+		return Permanent(errors.New("nimbus: an event published while handling a delivery carries the delivery's CorrelationId; leave Publication.CorrelationID empty"))
+	}
 	if e.in != nil {
 		return e.state().publish(p, e.in.Publish)
 	}
@@ -151,7 +162,19 @@ func (st *publications) publish(p Publication, queue func(subscriber.Publication
 // error naming the limit. Publish and Event.Publish queue into the same
 // unit, in one order.
 func (tx *Tx) Publish(p Publication) error {
-	if tx.ev == nil {
+	switch {
+	case tx.err != nil:
+		return tx.err
+	case tx.req != nil:
+		mp, err := startedPublication(p)
+		if err != nil {
+			return err
+		}
+		if err := tx.req.Publish(mp); err != nil {
+			return Permanent(err)
+		}
+		return nil
+	case tx.ev == nil:
 		return Permanent(subscriber.ErrNotDelivered)
 	}
 	return tx.ev.Publish(p)

@@ -226,6 +226,9 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 		fmt.Fprintln(opts.Stderr, err)
 		return &SettingsError{Problems: []string{err.Error()}}
 	}
+	if d := svc.FrontDoor(); d != nil {
+		a.live.Store(&live{door: d, app: svc})
+	}
 
 	ln := opts.Listener
 	if ln == nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosid"
+	"github.com/nimbus-go/functions-subscriber/internal/frontdoor"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
@@ -188,8 +189,14 @@ func (a *App) registrationProblems(cfg *config.Config, setting func(string) stri
 	for i, id := range ids {
 		regs[i] = a.handlers[id].tx
 	}
+	doors := len(a.frontDoors)
 	a.mu.Unlock()
 	if len(ids) == 0 {
+		if endpoint, enabled, known := inboxState(cfg, setting); doors > 0 && endpoint && known && !enabled {
+			return []string{fmt.Sprintf("%s is not true, but the app's front doors commit their requests with outbox records, which need the inbox's store; "+
+				"set %s=true with %s=%s (or %s for local runs and tests)",
+				config.KeyInboxEnabled, config.KeyInboxEnabled, config.KeyInboxStore, config.StoreCosmos, config.StoreInMemory)}
+		}
 		return nil
 	}
 
@@ -305,8 +312,12 @@ func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 // (9007199254740992) lose precision there, so keep amounts within it.
 type Tx struct {
 	u *txn.Unit
-	// ev is the delivered event, through which Publish queues.
-	ev *Event
+	// ev is the delivered event, through which Publish queues; req, for a
+	// front door's unit, the request that Publish queues into; err why a
+	// front door's unit could not begin.
+	ev  *Event
+	req *frontdoor.Request
+	err error
 }
 
 // ETag is the version of a document as Read returned it, for the IfMatch

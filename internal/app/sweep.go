@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 
+	"github.com/nimbus-go/functions-subscriber/internal/frontdoor"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/outbox"
@@ -47,15 +48,7 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + err.Error())
 		return err
 	}
-	s := outbox.Sweeper{
-		Store:      finder,
-		Targets:    a.txnTargets,
-		EndpointID: a.cfg.Endpoint,
-		Publisher:  a.publisher,
-		MinimumAge: a.cfg.Outbox.MinimumAge,
-		Retention:  a.cfg.Inbox.Retention,
-		Clock:      a.now,
-	}
+	s := a.sweeper(finder)
 	ctx, span, charge, end := t.start(ctx, a.sweepSpanName)
 	defer end()
 	rep, err := s.Run(ctx, a.now())
@@ -108,4 +101,46 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 		a.stderrLine("error: " + logsafe.Bound(inv.Function) + " invocation failed: " + summary + " error=" + strconv.Quote(newSafeError(opOutboxSweep, err)))
 	}
 	return err
+}
+
+// sweeper is the OutboxSweep's run over every container of a
+// transactional handler or a front door.
+func (a *endpointApp) sweeper(finder txn.PendingFinder) outbox.Sweeper {
+	return outbox.Sweeper{
+		Store:      finder,
+		Targets:    a.txnTargets,
+		EndpointID: a.cfg.Endpoint,
+		Publisher:  a.publisher,
+		MinimumAge: a.cfg.Outbox.MinimumAge,
+		Retention:  a.cfg.Inbox.Retention,
+		Clock:      a.now,
+	}
+}
+
+// Sweep runs the OutboxSweep's pass once, as the timer does, without an
+// invocation: for a process that is not run by the Functions host, which
+// calls it on a ticker. The Resolver app, and an endpoint without
+// transactional containers, sweep nothing.
+func (a *App) Sweep(ctx context.Context) (outbox.Report, error) {
+	e := a.endpoint
+	if e == nil || len(e.txnTargets) == 0 {
+		return outbox.Report{}, nil
+	}
+	finder, ok := e.txnStore.(txn.PendingFinder)
+	if !ok {
+		return outbox.Report{}, errors.New("the transactional store cannot find pending markers")
+	}
+	s := e.sweeper(finder)
+	return s.Run(ctx, e.now())
+}
+
+// FrontDoor returns the endpoint's front door: its publisher, outside any
+// delivery, and the store of its containers; nil in the Resolver app.
+func (a *App) FrontDoor() *frontdoor.Door {
+	e := a.endpoint
+	if e == nil {
+		return nil
+	}
+	return &frontdoor.Door{EndpointID: e.cfg.Endpoint, Store: e.txnStore, Publisher: e.publisher,
+		Retention: e.cfg.Inbox.Retention, MaxEventBytes: e.cfg.Outbox.MaxMessageBytes, Now: e.now}
 }

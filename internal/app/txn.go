@@ -23,7 +23,7 @@ func (a *endpointApp) buildTxn(handlers *subscriber.Registry) (txn.Store, error)
 	}
 	switch {
 	case !a.cfg.Inbox.Enabled:
-		return nil, fmt.Errorf("app: transactional handlers need the inbox (%s=true)", config.KeyInboxEnabled)
+		return nil, fmt.Errorf("app: transactional handlers and front doors need the inbox (%s=true)", config.KeyInboxEnabled)
 	case a.cfg.Inbox.Store == config.StoreInMemory:
 		a.txnMemory = txn.NewMemory(a.now)
 		return a.txnMemory, nil

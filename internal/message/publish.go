@@ -60,8 +60,12 @@ type Publication struct {
 	// duplicate detection and every downstream inbox recognise it.
 	MessageID string
 	// SessionID, when not "", is the session the event goes out in instead
-	// of the inbound delivery's.
+	// of the inbound delivery's (NewStartedEvent: required).
 	SessionID string
+	// CorrelationID is the CorrelationId of an event that starts a
+	// workflow (NewStartedEvent, required); a published event takes the
+	// delivery's.
+	CorrelationID string
 	// TraceParent and TraceState are the W3C trace context of the publish,
 	// written as the traceparent and tracestate properties when not "".
 	// They are fixed when the event is published, so every re-send of it
@@ -128,11 +132,51 @@ func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
 	if strings.TrimSpace(origin) == "" || strings.EqualFold(origin, Self) {
 		origin = parent
 	}
+	corr := parent
+	if in.CorrelationID != nil && strings.TrimSpace(*in.CorrelationID) != "" {
+		corr = *in.CorrelationID
+	}
+	return buildEvent(p, sid, corr, parent, origin)
+}
+
+// NewStartedEvent builds the EventRequest that starts a workflow outside
+// any delivery, exactly as NimBus's PublisherClient.Publish(event,
+// sessionId, correlationId, messageId) sends it to the publishing
+// endpoint's own topic: as NewPublishedEvent's, except that there is no
+// inbound message to descend from, so ParentMessageId and
+// OriginatingMessageId are "self", and SessionId and CorrelationId are
+// p.SessionID and p.CorrelationID, both required here (the caller chooses
+// them, or new ones, before the event is stored, so every re-send carries
+// the same).
+//
+// It refuses what NewPublishedEvent refuses besides the delivery, and a
+// blank SessionID or CorrelationID, a CorrelationID longer than Service
+// Bus accepts; every error wraps ErrInvalidPublication.
+func NewStartedEvent(p Publication) (*Outgoing, error) {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPublication, fmt.Sprintf(format, a...))
+	}
+	switch {
+	case strings.TrimSpace(p.SessionID) == "":
+		return nil, bad("the session key is empty")
+	case strings.TrimSpace(p.CorrelationID) == "":
+		return nil, bad("the correlation id is empty")
+	case idLength(p.CorrelationID) > MaxIDLength:
+		return nil, bad("the correlation id has %d characters; Service Bus accepts at most %d", idLength(p.CorrelationID), MaxIDLength)
+	}
+	if err := checkEvent(p); err != nil {
+		return nil, err
+	}
+	return buildEvent(p, p.SessionID, p.CorrelationID, Self, Self)
+}
+
+// buildEvent builds an EventRequest of p with the given session,
+// correlation and lineage; p is checked.
+func buildEvent(p Publication, sid, corr, parent, origin string) (*Outgoing, error) {
 	from := p.Endpoint
 	if from == "" {
 		from = Self
 	}
-
 	props := make(map[string]any, 10)
 	props[PropTo] = p.EventTypeID
 	props[PropMessageType] = EventRequest.String()
@@ -150,10 +194,6 @@ func NewPublishedEvent(in *Inbound, p Publication) (*Outgoing, error) {
 	}
 	c := Content{EventContent: &EventContent{EventTypeID: &p.EventTypeID, EventJSON: &p.EventJSON}}
 	body := c.AppendJSON(make([]byte, 0, len(p.EventJSON)+len(p.EventTypeID)+96))
-	corr := parent
-	if in.CorrelationID != nil && strings.TrimSpace(*in.CorrelationID) != "" {
-		corr = *in.CorrelationID
-	}
 	out := &Outgoing{MessageID: p.MessageID, SessionID: sid, CorrelationID: &corr, ApplicationProperties: props, Body: body}
 	limit := p.MaxBytes
 	if limit <= 0 {
@@ -213,6 +253,21 @@ func checkPublication(in *Inbound, p Publication) error {
 	switch {
 	case in == nil:
 		return bad("there is no inbound delivery")
+	case in.MessageID == nil || strings.TrimSpace(*in.MessageID) == "":
+		return bad("the inbound delivery has no MessageId")
+	case p.SessionID == "" && (in.SessionID == nil || strings.TrimSpace(*in.SessionID) == ""):
+		return bad("the inbound delivery has no SessionId")
+	}
+	return checkEvent(p)
+}
+
+// checkEvent checks what every published event needs: a message id and
+// an event type, ids Service Bus accepts, a JSON payload.
+func checkEvent(p Publication) error {
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%w: %s", ErrInvalidPublication, fmt.Sprintf(format, a...))
+	}
+	switch {
 	case strings.TrimSpace(p.MessageID) == "":
 		return bad("the message id is empty; a deterministic message id is required")
 	case idLength(p.MessageID) > MaxIDLength:
@@ -223,10 +278,6 @@ func checkPublication(in *Inbound, p Publication) error {
 		return bad("the session key is blank")
 	case idLength(p.SessionID) > MaxIDLength:
 		return bad("the session key has %d characters; Service Bus accepts at most %d", idLength(p.SessionID), MaxIDLength)
-	case in.MessageID == nil || strings.TrimSpace(*in.MessageID) == "":
-		return bad("the inbound delivery has no MessageId")
-	case p.SessionID == "" && (in.SessionID == nil || strings.TrimSpace(*in.SessionID) == ""):
-		return bad("the inbound delivery has no SessionId")
 	case !json.Valid([]byte(p.EventJSON)):
 		return bad("the event payload is not valid JSON (%d bytes)", len(p.EventJSON))
 	}

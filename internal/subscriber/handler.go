@@ -163,6 +163,19 @@ type registered struct {
 // first delivery; lookups are then safe for concurrent use.
 type Registry struct {
 	handlers map[string]registered
+	// frontDoors are the containers requests commit to outside any
+	// delivery (AddFrontDoor), in registration order.
+	frontDoors []txn.Target
+}
+
+// AddFrontDoor adds t, a container the endpoint's front doors commit
+// requests to, so that Targets (the containers the transactional store
+// and the OutboxSweep cover) includes it. It panics on an unusable target.
+func (r *Registry) AddFrontDoor(t txn.Target) {
+	if err := t.Validate(); err != nil {
+		panic("subscriber: front door: " + err.Error())
+	}
+	r.frontDoors = append(r.frontDoors, t)
 }
 
 // NewRegistry returns an empty registry.
@@ -204,7 +217,8 @@ func (r *Registry) add(eventTypeID string, e registered) {
 	r.handlers[eventTypeID] = e
 }
 
-// Targets returns the containers of the transactional handlers, once each.
+// Targets returns the containers of the transactional handlers and of
+// the front doors, once each.
 func (r *Registry) Targets() []txn.Target {
 	seen := map[txn.Target]bool{}
 	var out []txn.Target
@@ -212,6 +226,12 @@ func (r *Registry) Targets() []txn.Target {
 		if e.tx != nil && !seen[e.tx.Target] {
 			seen[e.tx.Target] = true
 			out = append(out, e.tx.Target)
+		}
+	}
+	for _, t := range r.frontDoors {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, t)
 		}
 	}
 	return out

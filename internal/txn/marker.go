@@ -19,7 +19,7 @@ const MarkerType = "nimbus.inbox"
 // markerFields are the properties a marker document sets itself.
 var markerFields = map[string]bool{
 	"id": true, "type": true, "endpointId": true, "messageId": true, "createdAtUtc": true, "ttl": true,
-	fieldOutbox: true, fieldDispatchedAt: true, fieldResponse: true,
+	fieldOutbox: true, fieldDispatchedAt: true, fieldResponse: true, fieldRequest: true,
 }
 
 // createdAtLayout is the inbox document's createdAtUtc format: UTC with a
@@ -54,6 +54,42 @@ type Marker struct {
 	// byte for byte. nil keeps none. It is stored only on the marker with
 	// Outbox set, and only when the unit published events.
 	Response *message.Stored
+	// Request, when set, makes this marker a request record: the record of
+	// a request that started a workflow outside any delivery, keyed by
+	// (EndpointID, idempotency key) with the key as MessageID. Its id is
+	// RequestID's, apart from every inbox marker's, and it keeps the
+	// request's fingerprint and answer (see Request).
+	Request *Request
+}
+
+// Request is what a request record keeps besides a marker's fields.
+type Request struct {
+	// Fingerprint identifies the request's content (a hash the caller
+	// computed): a later request with the same key and another fingerprint
+	// is another request that reuses the key.
+	Fingerprint string `json:"fingerprint"`
+	// Answer is what the caller answered the request with, kept so that a
+	// retry is answered the same (a small JSON value; nil keeps none).
+	Answer json.RawMessage `json:"answer,omitempty"`
+}
+
+// fieldRequest is the request record's property holding its Request.
+const fieldRequest = "request"
+
+// RequestID returns the document id of the request record of
+// (endpointID, key): "request-" and the inbox identity hash of the pair,
+// so no request record shares an id with an inbox marker.
+func RequestID(endpointID, key string) string {
+	return "request-" + inbox.IdentityHash(endpointID, key)
+}
+
+// markerDocID is the id of the marker of (endpointID, messageID), or of
+// the request record of (endpointID, key) when request is set.
+func markerDocID(endpointID, messageID string, request bool) string {
+	if request {
+		return RequestID(endpointID, messageID)
+	}
+	return MarkerID(endpointID, messageID)
 }
 
 // MarkerID returns the marker document id of (endpointID, messageID): the
@@ -96,7 +132,7 @@ func markerDoc(t Target, pk string, m Marker, now time.Time, out *outboxDoc) (Op
 		return Op{}, err
 	}
 	doc := map[string]any{
-		"id":           MarkerID(m.EndpointID, m.MessageID),
+		"id":           markerDocID(m.EndpointID, m.MessageID, m.Request != nil),
 		"type":         MarkerType,
 		"endpointId":   m.EndpointID,
 		"messageId":    m.MessageID,
@@ -110,6 +146,9 @@ func markerDoc(t Target, pk string, m Marker, now time.Time, out *outboxDoc) (Op
 		if out.response != nil {
 			doc[fieldResponse] = out.response
 		}
+	}
+	if m.Request != nil {
+		doc[fieldRequest] = m.Request
 	}
 	setPath(doc, t.segments(), pk)
 	body, err := json.Marshal(doc)

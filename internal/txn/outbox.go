@@ -76,6 +76,9 @@ type Pending struct {
 	// Response is the delivery's ResolutionResponse, nil when the commit
 	// gave none.
 	Response *message.Stored
+	// Request: the marker is a request record (Marker.Request), whose
+	// MessageID is the request's idempotency key.
+	Request bool
 }
 
 // Messages returns what to send, in order: the events, then the response.
@@ -117,6 +120,9 @@ type MarkerState struct {
 	// Pending is set when the marker holds events not yet dispatched:
 	// send Pending.Messages(), then MarkDispatched.
 	Pending *Pending
+	// Request is what a request record keeps (ReadRequest); nil for an
+	// inbox marker.
+	Request *Request
 }
 
 // markerJSON is a marker document as read.
@@ -128,6 +134,7 @@ type markerJSON struct {
 	Outbox       []outboxEntry   `json:"outbox"`
 	DispatchedAt *string         `json:"dispatchedAtUtc"`
 	Response     *message.Stored `json:"response"`
+	Request      *Request        `json:"request"`
 	ETag         string          `json:"_etag"`
 }
 
@@ -144,6 +151,19 @@ type markerJSON struct {
 // pending outbox does not decode is an operator error wrapping
 // ErrUnreadableOutbox. Errors never quote a document's content.
 func ReadMarker(ctx context.Context, s Store, target Target, pk, endpointID, messageID string) (MarkerState, error) {
+	return readMarker(ctx, s, target, pk, endpointID, messageID, false)
+}
+
+// ReadRequest reads the request record of (endpointID, key) in partition
+// pk of target, as ReadMarker reads a marker: Found false when there is
+// none, its Request (fingerprint and answer) and, when its events were
+// not all dispatched, Pending. A document with the record's id that is not
+// that record is an operator error wrapping ErrNotMarker.
+func ReadRequest(ctx context.Context, s Store, target Target, pk, endpointID, key string) (MarkerState, error) {
+	return readMarker(ctx, s, target, pk, endpointID, key, true)
+}
+
+func readMarker(ctx context.Context, s Store, target Target, pk, endpointID, messageID string, request bool) (MarkerState, error) {
 	if err := target.Validate(); err != nil {
 		return MarkerState{}, err
 	}
@@ -153,7 +173,7 @@ func ReadMarker(ctx context.Context, s Store, target Target, pk, endpointID, mes
 	if err := checkMarkerKey(endpointID, messageID); err != nil {
 		return MarkerState{}, err
 	}
-	id := MarkerID(endpointID, messageID)
+	id := markerDocID(endpointID, messageID, request)
 	body, etag, found, err := s.Read(ctx, target, pk, id)
 	if err != nil {
 		return MarkerState{}, fmt.Errorf("txn: reading the inbox marker: %w", err)
@@ -172,7 +192,7 @@ func ReadMarker(ctx context.Context, s Store, target Target, pk, endpointID, mes
 			MessageID  *string `json:"messageId"`
 		}{&m.Type, &m.EndpointID, &m.MessageID})
 	}
-	if m.Type != MarkerType || m.EndpointID != endpointID || m.MessageID != messageID {
+	if m.Type != MarkerType || m.EndpointID != endpointID || m.MessageID != messageID || (m.Request != nil) != request {
 		return MarkerState{}, &operatorError{err: fmt.Errorf("%w: document %q in container %s, in the delivery's partition, has the id of the delivery's inbox marker but is not that marker (type %s with this endpoint and MessageId); move or delete it so the delivery can be processed",
 			ErrNotMarker, id, target, MarkerType)}
 	}
@@ -191,8 +211,8 @@ func ReadMarker(ctx context.Context, s Store, target Target, pk, endpointID, mes
 
 // decodeMarker reads a decoded marker document of partition pk.
 func decodeMarker(target Target, pk string, m *markerJSON) (MarkerState, error) {
-	id := MarkerID(m.EndpointID, m.MessageID)
-	st := MarkerState{Found: true}
+	id := markerDocID(m.EndpointID, m.MessageID, m.Request != nil)
+	st := MarkerState{Found: true, Request: m.Request}
 	if t, err := time.Parse(time.RFC3339Nano, m.CreatedAt); err == nil {
 		st.CreatedAt = t.UTC()
 	}
@@ -216,6 +236,7 @@ func decodeMarker(target Target, pk string, m *markerJSON) (MarkerState, error) 
 	p := &Pending{
 		Target: target, PartitionKey: pk, EndpointID: m.EndpointID, MessageID: m.MessageID,
 		CreatedAt: st.CreatedAt, ETag: m.ETag, Events: make([]message.Stored, len(m.Outbox)), Response: m.Response,
+		Request: m.Request != nil,
 	}
 	for i, e := range m.Outbox {
 		if e.Message == nil || e.MessageID == "" || e.Message.MessageID != e.MessageID {
@@ -301,7 +322,7 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 		return false, err
 	}
 	if p.ETag == "" {
-		st, err := ReadMarker(ctx, s, p.Target, p.PartitionKey, p.EndpointID, p.MessageID)
+		st, err := readMarker(ctx, s, p.Target, p.PartitionKey, p.EndpointID, p.MessageID, p.Request)
 		if err != nil || st.Pending == nil || st.Pending.ETag == "" {
 			return false, err
 		}
@@ -325,7 +346,7 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 	if p.Response != nil {
 		patch = append(patch, PatchOp{Op: PatchRemove, Path: "/" + fieldResponse})
 	}
-	ops := []Op{{Kind: OpPatch, ID: MarkerID(p.EndpointID, p.MessageID), Patch: patch, IfMatch: p.ETag}}
+	ops := []Op{{Kind: OpPatch, ID: markerDocID(p.EndpointID, p.MessageID, p.Request), Patch: patch, IfMatch: p.ETag}}
 	if n := EstimateRequestBytes(ops); n > MaxRequestBytes {
 		return false, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("marking %d events dispatched takes about %d bytes, over %d", len(ids), n, MaxRequestBytes)}
 	}

@@ -44,6 +44,14 @@ func Begin(store Store, target Target, pk string, now func() time.Time) *Txn {
 	return t
 }
 
+// Failed returns a transaction whose every call fails with err and does
+// no I/O: the unit of a request that cannot be begun.
+func Failed(err error) *Txn {
+	t := &Txn{now: time.Now}
+	t.unit.tx, t.unit.err = t, err
+	return t
+}
+
 // Unit returns the handler's view of the transaction.
 func (t *Txn) Unit() *Unit { return &t.unit }
 
@@ -151,7 +159,7 @@ func (t *Txn) Commit(ctx context.Context, markers ...Marker) (Receipt, error) {
 	p := &Pending{
 		Target: t.target, PartitionKey: t.pk, EndpointID: m.EndpointID, MessageID: m.MessageID,
 		CreatedAt: now.UTC().Truncate(100 * time.Nanosecond), ETag: res.Ops[holder].ETag,
-		Events: make([]message.Stored, len(u.events)),
+		Events: make([]message.Stored, len(u.events)), Request: m.Request != nil,
 	}
 	for i := range u.events {
 		p.Events[i] = cloneStored(&u.events[i])
