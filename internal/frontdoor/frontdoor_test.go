@@ -114,6 +114,8 @@ func TestRetryWritesNothingAndAnswersTheFirstAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.sink.Reset()
+	f.store.reads.Store(0)
+	f.store.batches.Store(0)
 	// The retry carries another order document id: were it written, the
 	// container would have two orders.
 	r := f.door.Begin(context.Background(), orders, "C-1", "O-1", "fp")
@@ -124,6 +126,9 @@ func TestRetryWritesNothingAndAnswersTheFirstAnswer(t *testing.T) {
 	}
 	if n := len(f.sink.Sent()); n != 0 {
 		t.Fatalf("the retry sent %d messages", n)
+	}
+	if r, b := f.store.reads.Load(), f.store.batches.Load(); r != 1 || b != 1 {
+		t.Fatalf("the retry took %d reads and %d batches; want 1 and 1", r, b)
 	}
 	if found, _, err := f.door.Begin(context.Background(), orders, "C-1", "x", "x").Unit().Read(context.Background(), "order-other", nil); found || err != nil {
 		t.Fatalf("the retry's write was applied (%v, %v)", found, err)
