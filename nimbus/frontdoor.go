@@ -158,7 +158,7 @@ type Request struct {
 	// and where the request's record is kept. Required.
 	PartitionKey string
 	// Key is the idempotency key: the HTTP Idempotency-Key header, or a
-	// business key such as the order id. Required; at most 1024
+	// business key such as the order id. Required; at most 512
 	// characters. A key is unique within the unit's partition: the record
 	// lives there, beside the writes it guards, so the same key in another
 	// partition is another request (its writes and events commit on their
