@@ -47,6 +47,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosconn"
 	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
 )
 
@@ -542,17 +543,15 @@ func (l *loader) checkCosmosAccount(c *Cosmos, k cosmosKeys) {
 	case c.ConnectionString != "" && c.AccountEndpoint != "":
 		l.problem("set only one of %s and %s", k.Endpoint, k.ConnectionString)
 	case c.AccountEndpoint != "":
-		if why := checkHTTPURL(c.AccountEndpoint); why != "" {
-			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %s", k.Endpoint, show(c.AccountEndpoint), why)
-		} else if u := mustParseURL(c.AccountEndpoint); u.Scheme == "http" && !isLoopback(u.Hostname()) {
-			// Entra tokens must not cross a network in the clear; plain
-			// HTTP is for local stand-ins on this machine.
+		if err := cosmosconn.CheckEndpoint(c.AccountEndpoint); err != nil {
+			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %v", k.Endpoint, show(c.AccountEndpoint), err)
+		} else if cosmosconn.PlainHTTPToAnotherMachine(c.AccountEndpoint) {
 			l.problem("%s=%s uses http: Entra ID authentication needs https except on this machine (localhost)", k.Endpoint, show(c.AccountEndpoint))
 		}
 	case c.ConnectionString != "":
-		var why string
-		if c.Connection, why = parseCosmosConnection(c.ConnectionString); why != "" {
-			l.problem("%s is not a usable Cosmos DB connection string: %s (the form is AccountEndpoint=https://<account>.documents.azure.com:443/;AccountKey=<base64 key>;)", k.ConnectionString, why)
+		var err error
+		if c.Connection, err = cosmosconn.Parse(c.ConnectionString); err != nil {
+			l.problem("%s is not a usable Cosmos DB connection string: %v (the form is %s)", k.ConnectionString, err, cosmosconn.Form)
 		}
 		if c.ClientID != "" {
 			l.problem("%s selects a managed identity, which a connection string (%s, key auth) excludes: set one of them", k.ClientID, k.ConnectionString)
