@@ -9,8 +9,9 @@
 // detection), unless an existing namespace is named, and the forwarding subscriptions of the
 // events it publishes (publishedEvents). Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
-// (modules/resolver-app.bicep). With deploySampleLedger, also the ledger container of the
-// sample endpoint's transactional handler (modules/sample-ledger.bicep).
+// (modules/resolver-app.bicep).
+// With deploySampleLedger, also the ledger container of the sample endpoint's
+// transactional handler (modules/sample-ledger.bicep).
 
 targetScope = 'resourceGroup'
 
