@@ -64,15 +64,20 @@ func (c *checker) addf(file, format string, args ...any) {
 	c.problems = append(c.problems, file+": "+fmt.Sprintf(format, args...))
 }
 
-// readJSON decodes the file at the slash path rel strictly into v. It
-// reports a problem and returns false when the file is missing or invalid.
-func (c *checker) readJSON(rel string, v any) bool {
+// readJSON decodes the file at the slash path rel strictly into v (with
+// the comments and trailing commas the host accepts when host is set: see
+// hostJSONText). It reports a problem and returns false when the file is
+// missing or invalid.
+func (c *checker) readJSON(rel string, v any, host bool) bool {
 	b, err := os.ReadFile(filepath.Join(c.dir, filepath.FromSlash(rel)))
 	if errors.Is(err, fs.ErrNotExist) {
 		c.addf(rel, "is missing")
 		return false
 	}
-	if err == nil {
+	switch {
+	case err == nil && host:
+		err = decodeHostJSON(b, v)
+	case err == nil:
 		err = decodeStrict(b, v)
 	}
 	if err != nil {
@@ -116,7 +121,7 @@ var requiredFunctions = map[string]string{
 // it names none).
 func (c *checker) hostJSON(rel string) string {
 	var h map[string]any
-	if !c.readJSON(rel, &h) {
+	if !c.readJSON(rel, &h, true) {
 		return ""
 	}
 	c.caseDuplicates(rel, "", h)
@@ -364,7 +369,7 @@ func (c *checker) functions(root, exe string) []usedBinding {
 			continue
 		}
 		var doc map[string]any
-		if !c.readJSON(rel, &doc) {
+		if !c.readJSON(rel, &doc, true) {
 			continue
 		}
 		c.caseDuplicates(rel, "", doc)
@@ -515,7 +520,7 @@ func (c *checker) settings(root string, need bool, bindings []usedBinding) {
 		var s struct {
 			Values map[string]any `json:"Values"`
 		}
-		if !c.readJSON(rel, &s) {
+		if !c.readJSON(rel, &s, false) {
 			continue
 		}
 		if s.Values == nil {
