@@ -8,7 +8,10 @@
 //
 // Limits, chosen so that no value silently means something else:
 //
-//   - NimBus__Endpoint: required, at most 260 UTF-16 code units.
+//   - NimBus__Endpoint: required in an endpoint app, a name the deployment
+//     takes (CheckEndpointName: a letter, then up to 44 letters, digits,
+//     '.', '_' or '-', none of ReservedEndpointNames); in the Resolver app,
+//     which does not read it, at most 260 UTF-16 code units.
 //   - NimBus__Inbox__RetentionPeriod: 1 second to 3650 days.
 //   - NimBus__Inbox__CleanupTimeBudget: 1 second to 1 hour; a warning when it
 //     is not below the 10-minute functionTimeout of host.json, which would
@@ -310,6 +313,11 @@ func Load(lookup Lookup) (*Config, error) {
 		// A topic name never holds one, and the endpoint goes into every
 		// inbox key, log line and Resolver message.
 		l.problem("%s=%s holds a control character (such as a line break) or invalid UTF-8", KeyEndpoint, show(c.Endpoint))
+	case c.App == AppEndpoint:
+		// The endpoint's topology is named after it.
+		if why := endpointNameProblem(c.Endpoint); why != "" {
+			l.problem("%s=%s %s", KeyEndpoint, show(c.Endpoint), why)
+		}
 	}
 	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
 	// the Resolver app's tracking settings carry its value.

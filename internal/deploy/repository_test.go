@@ -6,8 +6,11 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
 // trackedFiles runs .ci/tracked-files on the checkout dir and returns its
@@ -125,6 +128,31 @@ func TestReadmeNamesWhereTheExamplesAre(t *testing.T) {
 		}
 		if !regexp.MustCompile(`(?m)^func Example\w*\(\) \{`).Match(src) || !bytes.Contains(src, []byte("// Output:")) {
 			t.Errorf("%s holds no runnable example (a func Example… with an // Output: comment)", l[1])
+		}
+	}
+}
+
+// The Bicep's endpointName takes what the app takes at start-up and
+// nimbus-func init writes: the same longest name, and it names every name
+// NimBus reserves.
+func TestBicepEndpointNameIsTheAppsRule(t *testing.T) {
+	for _, rel := range []string{"main.bicep", "modules/servicebus-topology.bicep"} {
+		src := bicepText(t, rel)
+		m := regexp.MustCompile(`(?s)@description\('([^\n]*)'\)\n@minLength\(1\)\n@maxLength\((\d+)\)\nparam endpointName string`).FindStringSubmatch(src)
+		if m == nil {
+			t.Errorf("%s: no endpointName parameter with @minLength(1) and @maxLength", rel)
+			continue
+		}
+		if m[2] != strconv.Itoa(config.MaxDeployedEndpointLen) {
+			t.Errorf("%s: endpointName @maxLength(%s), the app takes %d characters", rel, m[2], config.MaxDeployedEndpointLen)
+		}
+		if rel != "main.bicep" {
+			continue
+		}
+		for _, r := range config.ReservedEndpointNames {
+			if !regexp.MustCompile(`\b` + r + `\b`).MatchString(m[1]) {
+				t.Errorf("%s: endpointName's description does not name the reserved %s", rel, r)
+			}
 		}
 	}
 }

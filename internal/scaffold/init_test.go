@@ -196,6 +196,12 @@ func TestInitRefuses(t *testing.T) {
 		{"no endpoint", []string{"init", "--dir", outside}, 2, "--endpoint is required", outside},
 		{"bad endpoint", []string{"init", "--endpoint", "Orders/Topic", "--dir", newModule(t)}, 1, `endpoint name "Orders/Topic"`, ""},
 		{"endpoint too long", []string{"init", "--endpoint", strings.Repeat("a", 51), "--dir", newModule(t)}, 1, "endpoint name", ""},
+		// The Bicep's endpointName takes at most 45 characters (the rule
+		// from-<endpoint> has at most 50), and NimBus's own names are not
+		// an endpoint's.
+		{"endpoint over the Bicep's 45 characters", []string{"init", "--endpoint", strings.Repeat("a", 46), "--dir", newModule(t)}, 1, "not a name the deployment takes: want a letter, then up to 44", ""},
+		{"the Resolver's name", []string{"init", "--endpoint", "Resolver", "--dir", newModule(t)}, 1, `endpoint name "Resolver" is reserved`, ""},
+		{"the Deferred subscription's name", []string{"init", "--endpoint", "deferred", "--dir", newModule(t)}, 1, `endpoint name "deferred" is reserved`, ""},
 		{"stray argument", []string{"init", "--endpoint", "Orders", "--dir", outside, "extra"}, 2, `unexpected argument "extra"`, outside},
 		{"unknown command", []string{"bootstrap"}, 2, `unknown command "bootstrap"`, ""},
 	} {

@@ -21,9 +21,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
 //go:embed all:templates
@@ -61,11 +62,6 @@ const (
 	teamEnd     = "{{end team}}"
 )
 
-// endpointRE is what init accepts as an endpoint name: it names the endpoint's
-// topic and its subscription (at most 50 characters in Service Bus) and is
-// written into JSON and Bicep strings as it is.
-var endpointRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,49}$`)
-
 // File is one rendered template: its slash-separated path relative to the
 // module directory, and its content.
 type File struct {
@@ -73,12 +69,11 @@ type File struct {
 	Data []byte
 }
 
-// CheckEndpointName reports whether name can be an endpoint name.
+// CheckEndpointName reports whether name can be an endpoint name: the rule
+// the app applies at start-up (config.CheckEndpointName), which also keeps
+// it safe to write into JSON and Bicep strings as it is.
 func CheckEndpointName(name string) error {
-	if !endpointRE.MatchString(name) {
-		return fmt.Errorf("endpoint name %q: want a letter, then up to 49 letters, digits, '.', '_' or '-'", truncate(name, 60))
-	}
-	return nil
+	return config.CheckEndpointName(name)
 }
 
 // Render returns every file init writes for the endpoint, sorted by path:

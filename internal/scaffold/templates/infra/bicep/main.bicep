@@ -20,7 +20,7 @@ targetScope = 'resourceGroup'
 @description('Azure region for all resources. Defaults to the resource group\'s region.')
 param location string = resourceGroup().location
 
-@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, Continuation or Retry.')
+@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, DeferredProcessor, Continuation or Retry, in any case.')
 @minLength(1)
 @maxLength(45)
 param endpointName string
