@@ -11,18 +11,21 @@ import (
 // object on stdout and return at once, reading no setting and opening no
 // port:
 //
-//	{"settings":["NimBus__Ledger__DatabaseId"],"eventTypes":["OrderPlaced","PaymentReceived"]}
+//	{"settings":["NimBus__Ledger__DatabaseId"],"eventTypes":["OrderPlaced","PaymentReceived"],"transactionalEventTypes":["PaymentReceived"]}
 //
 // settings are the app setting names the registrations read besides the
 // library's own (a Container's DatabaseSetting and ContainerSetting);
-// eventTypes are the registered event types. `nimbus-func check` builds
-// the app and runs it with this variable to learn the settings it accepts.
+// eventTypes are the registered event types, and transactionalEventTypes
+// those registered with HandleTx or HandleEventTx. `nimbus-func check`
+// builds the app and runs it with this variable to learn the settings it
+// accepts and whether it needs the inbox.
 const describeEnv = "NIMBUS_DESCRIBE"
 
 // description is what describeEnv prints.
 type description struct {
-	Settings   []string `json:"settings"`
-	EventTypes []string `json:"eventTypes"`
+	Settings      []string `json:"settings"`
+	EventTypes    []string `json:"eventTypes"`
+	Transactional []string `json:"transactionalEventTypes"`
 }
 
 // describe writes the app's description on opts.Stdout and closes
@@ -32,10 +35,13 @@ func (a *App) describe(opts Options) error {
 	if opts.Listener != nil {
 		_ = opts.Listener.Close()
 	}
-	d := description{Settings: a.settingNames(), EventTypes: []string{}}
+	d := description{Settings: a.settingNames(), EventTypes: []string{}, Transactional: []string{}}
 	a.mu.Lock()
-	for id := range a.handlers {
+	for id, reg := range a.handlers {
 		d.EventTypes = append(d.EventTypes, id)
+		if reg.tx != nil {
+			d.Transactional = append(d.Transactional, id)
+		}
 	}
 	a.mu.Unlock()
 	if d.Settings == nil {
@@ -44,6 +50,7 @@ func (a *App) describe(opts Options) error {
 	slices.Sort(d.Settings)
 	d.Settings = slices.Compact(d.Settings)
 	slices.Sort(d.EventTypes)
+	slices.Sort(d.Transactional)
 	if err := json.NewEncoder(opts.Stdout).Encode(d); err != nil {
 		err = fmt.Errorf("describing the app: %w", err)
 		fmt.Fprintln(opts.Stderr, err)

@@ -39,7 +39,10 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 	if err != nil || ctx.Err() != nil {
 		t.Fatalf("Run: %v (context: %v), stderr: %s", err, ctx.Err(), stderr.String())
 	}
-	var d struct{ Settings, EventTypes []string }
+	var d struct {
+		Settings, EventTypes []string
+		Transactional        []string `json:"transactionalEventTypes"`
+	}
 	if err := json.Unmarshal([]byte(stdout.String()), &d); err != nil {
 		t.Fatalf("stdout is not the description: %v\n%s", err, stdout.String())
 	}
@@ -48,6 +51,9 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 	}
 	if got, want := d.EventTypes, []string{"OrderPlaced", "PaymentReceived", "RefundIssued"}; !slices.Equal(got, want) {
 		t.Errorf("event types %q, want %q", got, want)
+	}
+	if got, want := d.Transactional, []string{"PaymentReceived", "RefundIssued"}; !slices.Equal(got, want) {
+		t.Errorf("transactional event types %q, want %q", got, want)
 	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("the listener is still open: %v", err)

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"reflect"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,6 +23,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/gctune"
+	"github.com/nimbus-go/functions-subscriber/internal/libversion"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry/export"
@@ -365,43 +364,10 @@ func environLookup(environ []string) func(string) string {
 }
 
 // buildVersion returns v, else this library's version from the build
-// information (see libraryVersion).
+// information (see libversion.Of).
 func buildVersion(v string) string {
 	if v != "" {
 		return v
 	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	return libraryVersion(bi)
-}
-
-// modulePath is this library's module path: the path of package nimbus
-// without its last element.
-var modulePath = strings.TrimSuffix(reflect.TypeFor[App]().PkgPath(), "/nimbus")
-
-// libraryVersion is the version of this library in bi: the main module's
-// when the library is the main module (a binary built from its own
-// checkout, or installed with go install …@version), else the version of
-// the dependency (in a team's app, whose main module is the team's). A
-// module replaced by another version reports that version. "dev" when
-// there is none: a build from a directory (a replace by a local path, or
-// the main module's "(devel)"), or a binary without the library.
-func libraryVersion(bi *debug.BuildInfo) string {
-	m := &bi.Main
-	if m.Path != modulePath {
-		i := slices.IndexFunc(bi.Deps, func(d *debug.Module) bool { return d.Path == modulePath })
-		if i < 0 {
-			return "dev"
-		}
-		m = bi.Deps[i]
-	}
-	if m.Replace != nil {
-		m = m.Replace
-	}
-	if m.Version == "" || m.Version == "(devel)" {
-		return "dev"
-	}
-	return m.Version
+	return libversion.Get()
 }

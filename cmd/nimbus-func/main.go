@@ -10,7 +10,9 @@
 //	go tool nimbus-func package
 //	go tool nimbus-func publish my-function-app
 //
-// Run it without arguments for the options of each command.
+// 'nimbus-func help <command>' (or 'nimbus-func <command> -h') prints a
+// command's usage and options; 'nimbus-func version' the version of the
+// library it belongs to.
 package main
 
 import (

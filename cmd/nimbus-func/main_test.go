@@ -54,6 +54,8 @@ func TestCommand(t *testing.T) {
 		out  string
 	}{
 		{mod, nil, 2, "usage: nimbus-func <command>"},
+		{mod, []string{"init", "-h"}, 0, "usage: nimbus-func init --endpoint NAME"},
+		{mod, []string{"version"}, 0, "nimbus-func "},
 		{sub, []string{"check"}, 1, "host.json: is missing"},
 		{sub, []string{"init", "--endpoint", "Orders", "--resolver"}, 0, "20 files written, 0 skipped"},
 		{sub, []string{"check", "--resolver"}, 0, "the host files are fine"},

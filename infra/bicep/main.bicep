@@ -9,15 +9,16 @@
 // detection), unless an existing namespace is named, and the forwarding subscriptions of the
 // events it publishes (publishedEvents). Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
-// (modules/resolver-app.bicep). With deploySampleLedger, also the ledger container of the
-// sample endpoint's transactional handler (modules/sample-ledger.bicep).
+// (modules/resolver-app.bicep).
+// With deploySampleLedger, also the ledger container of the sample endpoint's
+// transactional handler (modules/sample-ledger.bicep).
 
 targetScope = 'resourceGroup'
 
 @description('Azure region for all resources. Defaults to the resource group\'s region.')
 param location string = resourceGroup().location
 
-@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, Continuation or Retry.')
+@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, DeferredProcessor, Continuation or Retry, in any case.')
 @minLength(1)
 @maxLength(45)
 param endpointName string

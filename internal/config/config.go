@@ -8,7 +8,10 @@
 //
 // Limits, chosen so that no value silently means something else:
 //
-//   - NimBus__Endpoint: required, at most 260 UTF-16 code units.
+//   - NimBus__Endpoint: required in an endpoint app, a name the deployment
+//     takes (CheckEndpointName: a letter, then up to 44 letters, digits,
+//     '.', '_' or '-', none of ReservedEndpointNames); in the Resolver app,
+//     which does not read it, at most 260 UTF-16 code units.
 //   - NimBus__Inbox__RetentionPeriod: 1 second to 3650 days.
 //   - NimBus__Inbox__CleanupTimeBudget: 1 second to 1 hour; a warning when it
 //     is not below the 10-minute functionTimeout of host.json, which would
@@ -47,6 +50,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosconn"
 	"github.com/nimbus-go/functions-subscriber/internal/retrypolicy"
 )
 
@@ -309,6 +313,11 @@ func Load(lookup Lookup) (*Config, error) {
 		// A topic name never holds one, and the endpoint goes into every
 		// inbox key, log line and Resolver message.
 		l.problem("%s=%s holds a control character (such as a line break) or invalid UTF-8", KeyEndpoint, show(c.Endpoint))
+	case c.App == AppEndpoint:
+		// The endpoint's topology is named after it.
+		if why := endpointNameProblem(c.Endpoint); why != "" {
+			l.problem("%s=%s %s", KeyEndpoint, show(c.Endpoint), why)
+		}
 	}
 	// NimBus__Cosmos__UnresolvedRetentionDays fails start-up when invalid;
 	// the Resolver app's tracking settings carry its value.
@@ -542,17 +551,15 @@ func (l *loader) checkCosmosAccount(c *Cosmos, k cosmosKeys) {
 	case c.ConnectionString != "" && c.AccountEndpoint != "":
 		l.problem("set only one of %s and %s", k.Endpoint, k.ConnectionString)
 	case c.AccountEndpoint != "":
-		if why := checkHTTPURL(c.AccountEndpoint); why != "" {
-			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %s", k.Endpoint, show(c.AccountEndpoint), why)
-		} else if u := mustParseURL(c.AccountEndpoint); u.Scheme == "http" && !isLoopback(u.Hostname()) {
-			// Entra tokens must not cross a network in the clear; plain
-			// HTTP is for local stand-ins on this machine.
+		if err := cosmosconn.CheckEndpoint(c.AccountEndpoint); err != nil {
+			l.problem("%s=%s is not an account URL such as https://<account>.documents.azure.com:443/: %v", k.Endpoint, show(c.AccountEndpoint), err)
+		} else if cosmosconn.PlainHTTPToAnotherMachine(c.AccountEndpoint) {
 			l.problem("%s=%s uses http: Entra ID authentication needs https except on this machine (localhost)", k.Endpoint, show(c.AccountEndpoint))
 		}
 	case c.ConnectionString != "":
-		var why string
-		if c.Connection, why = parseCosmosConnection(c.ConnectionString); why != "" {
-			l.problem("%s is not a usable Cosmos DB connection string: %s (the form is AccountEndpoint=https://<account>.documents.azure.com:443/;AccountKey=<base64 key>;)", k.ConnectionString, why)
+		var err error
+		if c.Connection, err = cosmosconn.Parse(c.ConnectionString); err != nil {
+			l.problem("%s is not a usable Cosmos DB connection string: %v (the form is %s)", k.ConnectionString, err, cosmosconn.Form)
 		}
 		if c.ClientID != "" {
 			l.problem("%s selects a managed identity, which a connection string (%s, key auth) excludes: set one of them", k.ClientID, k.ConnectionString)

@@ -1,11 +1,12 @@
 package config
 
 import (
-	"encoding/base64"
 	"net"
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosconn"
 )
 
 // The reasons below never contain any part of a connection string: it holds
@@ -120,79 +121,7 @@ func canonicalEntry(name string) string {
 }
 
 // CosmosConnection is a parsed Cosmos DB connection string.
-type CosmosConnection struct {
-	AccountEndpoint string
-	AccountKey      string
-}
-
-// parseCosmosConnection reads AccountEndpoint=<http(s) URL>;AccountKey=<base64>
-// as the inbox's Cosmos client does (entries separated by ';' and trimmed,
-// names matched without regard to case, other entries ignored), refusing a
-// known entry given twice. The reason is "" when s is usable.
-func parseCosmosConnection(s string) (CosmosConnection, string) {
-	var c CosmosConnection
-	seen := map[string]bool{}
-	for _, part := range strings.Split(s, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, value, ok := strings.Cut(part, "=")
-		if !ok {
-			return c, "an entry has no '=' (entries are Name=value, separated by ';')"
-		}
-		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
-		var dst *string
-		switch {
-		case strings.EqualFold(name, "AccountEndpoint"):
-			dst = &c.AccountEndpoint
-		case strings.EqualFold(name, "AccountKey"):
-			dst = &c.AccountKey
-		default:
-			continue
-		}
-		if seen[strings.ToLower(name)] {
-			return c, "it sets " + canonicalEntry(name) + " more than once"
-		}
-		seen[strings.ToLower(name)] = true
-		*dst = value
-	}
-	switch {
-	case c.AccountEndpoint == "":
-		return c, "it has no AccountEndpoint"
-	case checkHTTPURL(c.AccountEndpoint) != "":
-		return c, "its AccountEndpoint is not an http(s) URL with a host"
-	case c.AccountKey == "":
-		return c, "it has no AccountKey, or an empty one"
-	}
-	if _, err := base64.StdEncoding.DecodeString(c.AccountKey); err != nil {
-		return c, "its AccountKey is not valid base64"
-	}
-	return c, ""
-}
-
-// checkHTTPURL reports why s is not an http(s) URL with a host.
-func checkHTTPURL(s string) string {
-	u, err := url.Parse(s)
-	switch {
-	case err != nil:
-		return "it is not a URL"
-	case u.Scheme != "https" && u.Scheme != "http":
-		return "its scheme is not https (or http)"
-	case u.Hostname() == "":
-		return "it has no host"
-	}
-	return ""
-}
-
-// isLoopback reports whether host names this machine.
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
+type CosmosConnection = cosmosconn.Connection
 
 // checkNamespace reports why ns is not a host name, such as
 // <ns>.servicebus.windows.net, with an optional port. It takes no scheme,
@@ -228,13 +157,4 @@ func checkNamespace(ns string) string {
 		}
 	}
 	return ""
-}
-
-// mustParseURL parses s, which checkHTTPURL has accepted.
-func mustParseURL(s string) *url.URL {
-	u, err := url.Parse(s)
-	if err != nil {
-		return &url.URL{}
-	}
-	return u
 }

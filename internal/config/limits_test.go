@@ -272,31 +272,6 @@ func TestCleanupSchedule(t *testing.T) {
 }
 
 func TestLengthsCountUTF16Units(t *testing.T) {
-	endpoint := []struct {
-		v  string
-		ok bool
-	}{
-		{strings.Repeat("é", 131), true}, // 131 units, 262 bytes
-		{strings.Repeat("é", 260), true},
-		{strings.Repeat("a", 260), true},
-		{strings.Repeat("a", 261), false},
-		{strings.Repeat("😀", 130), true},  // 260 units
-		{strings.Repeat("😀", 131), false}, // 131 runes but 262 units
-	}
-	for _, c := range endpoint {
-		cfg, err := load(t, map[string]string{KeyEndpoint: c.v})
-		if c.ok {
-			if err != nil || cfg.Endpoint != c.v {
-				t.Errorf("endpoint of %d runes refused: %v", len([]rune(c.v)), err)
-			}
-			continue
-		}
-		ps := problems(t, err)
-		if len(ps) != 1 || !strings.Contains(ps[0], KeyEndpoint) || !strings.Contains(ps[0], "UTF-16") {
-			t.Errorf("endpoint of %d units: problems %q", utf16Len(c.v), ps)
-		}
-	}
-
 	ids := []struct {
 		v  string
 		ok bool

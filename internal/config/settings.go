@@ -18,6 +18,17 @@ type Setting struct {
 	// IndexPlaceholder where the index 0, 1, 2, … goes (IndexedKey). The
 	// sample settings leave these out.
 	Indexed bool
+	// Sample, when set, is the value the sample settings show instead of
+	// Default: the one an app deployed with the Bicep runs with.
+	Sample string
+}
+
+// SampleValue is the value the sample settings show for s.
+func (s Setting) SampleValue() string {
+	if s.Sample != "" {
+		return s.Sample
+	}
+	return s.Default
 }
 
 // Settings lists every app setting this package reads, plus
@@ -26,7 +37,7 @@ type Setting struct {
 var Settings = []Setting{
 	{Name: KeyApp, Default: string(AppEndpoint)},
 	{Name: KeyEndpoint},
-	{Name: KeyInboxEnabled, Default: "false"},
+	{Name: KeyInboxEnabled, Default: "false", Sample: "true"}, // transactional handlers need it, and the Bicep turns it on
 	{Name: KeyInboxStore},
 	{Name: KeyRetention, Default: formatTimeSpan(DefaultRetention)},
 	{Name: KeyCleanupSchedule, Default: DefaultCleanupSchedule},

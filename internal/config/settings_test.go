@@ -117,8 +117,8 @@ func TestSampleSettingsShowDefaults(t *testing.T) {
 			}
 		case !ok:
 			t.Errorf("the sample does not list %s", s.Name)
-		case s.Default != "" && v != s.Default:
-			t.Errorf("the sample sets %s=%q, want its default %q", s.Name, v, s.Default)
+		case s.SampleValue() != "" && v != s.SampleValue():
+			t.Errorf("the sample sets %s=%q, want %q", s.Name, v, s.SampleValue())
 		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -20,6 +19,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/runtime"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
+
+	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosconn"
 )
 
 // Config says how to reach and authenticate to a Cosmos DB account, and how
@@ -205,10 +206,11 @@ func resolveAuth(cfg Config) (endpoint, key string, err error) {
 		if cfg.Endpoint != "" || cfg.Key != "" || entra {
 			return "", "", fmt.Errorf("%w: a connection string excludes an endpoint, key, managed identity or credential", ErrConfig)
 		}
-		endpoint, key, err = parseConnectionString(cfg.ConnectionString)
-		if err != nil {
-			return "", "", err
+		c, perr := cosmosconn.Parse(cfg.ConnectionString)
+		if perr != nil {
+			return "", "", fmt.Errorf("%w: the connection string is not usable: %v (the form is %s)", ErrConfig, perr, cosmosconn.Form)
 		}
+		endpoint, key = c.AccountEndpoint, c.AccountKey
 	case cfg.Endpoint == "":
 		return "", "", fmt.Errorf("%w: an account endpoint or a connection string is required", ErrConfig)
 	case cfg.Key != "" && entra:
@@ -218,47 +220,13 @@ func resolveAuth(cfg Config) (endpoint, key string, err error) {
 	default:
 		endpoint, key = cfg.Endpoint, cfg.Key
 	}
-	u, perr := url.Parse(endpoint)
-	if perr != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL", ErrConfig, endpoint)
+	if err := cosmosconn.CheckEndpoint(endpoint); err != nil {
+		return "", "", fmt.Errorf("%w: account endpoint %q is not an http(s) URL: %v", ErrConfig, endpoint, err)
 	}
 	// azcosmos sends Entra tokens over plain HTTP too; allow that only to
 	// this machine (local stand-ins), never across a network.
-	if key == "" && u.Scheme == "http" && !isLoopback(u.Hostname()) {
+	if key == "" && cosmosconn.PlainHTTPToAnotherMachine(endpoint) {
 		return "", "", fmt.Errorf("%w: Entra ID authentication needs an https endpoint (got %q)", ErrConfig, endpoint)
-	}
-	return endpoint, key, nil
-}
-
-func isLoopback(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
-// parseConnectionString reads AccountEndpoint and AccountKey (names are
-// case-insensitive; other entries are ignored).
-func parseConnectionString(cs string) (endpoint, key string, err error) {
-	for part := range strings.SplitSeq(cs, ";") {
-		part = strings.TrimSpace(part)
-		if part == "" {
-			continue
-		}
-		name, value, ok := strings.Cut(part, "=")
-		if !ok {
-			return "", "", fmt.Errorf("%w: connection string entry without '='", ErrConfig)
-		}
-		switch {
-		case strings.EqualFold(strings.TrimSpace(name), "AccountEndpoint"):
-			endpoint = strings.TrimSpace(value)
-		case strings.EqualFold(strings.TrimSpace(name), "AccountKey"):
-			key = strings.TrimSpace(value)
-		}
-	}
-	if endpoint == "" || key == "" {
-		return "", "", fmt.Errorf("%w: connection string needs AccountEndpoint and AccountKey", ErrConfig)
 	}
 	return endpoint, key, nil
 }

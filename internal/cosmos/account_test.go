@@ -249,11 +249,15 @@ func TestClientConfigValidation(t *testing.T) {
 		})
 	}
 	bad := map[string]cosmos.Config{
-		"empty":                                  {},
-		"connection string without key":          {ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;"},
-		"connection string without endpoint":     {ConnectionString: "AccountKey=" + key},
-		"connection string entry without =":      {ConnectionString: "AccountEndpoint=https://a/;" + key},
-		"connection string plus endpoint":        {ConnectionString: "AccountEndpoint=https://a/;AccountKey=" + key, Endpoint: "https://a/"},
+		"empty":                              {},
+		"connection string without key":      {ConnectionString: "AccountEndpoint=https://acct.documents.azure.com:443/;"},
+		"connection string without endpoint": {ConnectionString: "AccountKey=" + key},
+		"connection string entry without =":  {ConnectionString: "AccountEndpoint=https://a/;" + key},
+		"connection string plus endpoint":    {ConnectionString: "AccountEndpoint=https://a/;AccountKey=" + key, Endpoint: "https://a/"},
+		// The settings refuse these strings too: one parser reads them.
+		"connection string with AccountEndpoint twice": {ConnectionString: "AccountEndpoint=https://a/;accountendpoint=https://b/;AccountKey=" + key},
+		"connection string with AccountKey twice":      {ConnectionString: "AccountEndpoint=https://a/;AccountKey=" + key + ";AccountKey=" + key},
+		"connection string endpoint without a host":    {ConnectionString: "AccountEndpoint=https://:443/;AccountKey=" + key},
 		"key not base64":                         {Endpoint: "https://a/", Key: "not*base64" + key[:10]},
 		"key and credential":                     {Endpoint: "https://a/", Key: key, Credential: cred},
 		"key and managed identity":               {Endpoint: "https://a/", Key: key, ManagedIdentityClientID: "id"},

@@ -249,8 +249,8 @@ func TestLocalSettingsSample(t *testing.T) {
 			t.Errorf("%s is missing", s.Name)
 			continue
 		}
-		if s.Default != "" && v != s.Default {
-			t.Errorf("%s = %q, want its default %q", s.Name, v, s.Default)
+		if s.SampleValue() != "" && v != s.SampleValue() {
+			t.Errorf("%s = %q, want %q", s.Name, v, s.SampleValue())
 		}
 	}
 	for _, k := range []string{"NimBus__Inbox__CleanupSchedule", "NimBus__Outbox__SweepSchedule"} {

@@ -23,11 +23,12 @@ import (
 type CheckOptions struct {
 	// Resolver checks the Resolver app in dir/apps/resolver too.
 	Resolver bool
-	// AppSettings returns the app setting names the app itself reads
-	// besides the library's (the settings its registrations declare). It
-	// is called at most once, and only when a local settings file holds a
-	// NimBus__ name the library does not read; nil declares none.
-	AppSettings func() ([]string, error)
+	// App describes what the app registers: the setting names it reads
+	// besides the library's, and its transactional handlers. It is called
+	// at most once, and only when a local settings file holds a NimBus__
+	// name the library does not read or turns the inbox off; nil declares
+	// nothing.
+	App func() (AppDescription, error)
 }
 
 // Check validates the host files of the endpoint app in dir (and, with
@@ -40,7 +41,7 @@ func Check(dir string, opts CheckOptions) []string {
 	if err != nil {
 		return []string{err.Error()}
 	}
-	c := &checker{dir: dir, templates: files, appSettings: opts.AppSettings}
+	c := &checker{dir: dir, templates: files, describe: opts.App}
 	c.app("", true)
 	if opts.Resolver {
 		c.app(resolverDir, false)
@@ -49,28 +50,34 @@ func Check(dir string, opts CheckOptions) []string {
 }
 
 type checker struct {
-	dir         string
-	templates   []File
-	problems    []string
-	appSettings func() ([]string, error)
-	// declared are the app's own setting names once asked (nil before).
-	declared    map[string]bool
-	declaredErr error
+	dir       string
+	templates []File
+	problems  []string
+	describe  func() (AppDescription, error)
+	// desc is the app's description once asked (asked tells).
+	asked   bool
+	desc    AppDescription
+	descErr error
 }
 
 func (c *checker) addf(file, format string, args ...any) {
 	c.problems = append(c.problems, file+": "+fmt.Sprintf(format, args...))
 }
 
-// readJSON decodes the file at the slash path rel strictly into v. It
-// reports a problem and returns false when the file is missing or invalid.
-func (c *checker) readJSON(rel string, v any) bool {
+// readJSON decodes the file at the slash path rel strictly into v (with
+// the comments and trailing commas the host accepts when host is set: see
+// hostJSONText). It reports a problem and returns false when the file is
+// missing or invalid.
+func (c *checker) readJSON(rel string, v any, host bool) bool {
 	b, err := os.ReadFile(filepath.Join(c.dir, filepath.FromSlash(rel)))
 	if errors.Is(err, fs.ErrNotExist) {
 		c.addf(rel, "is missing")
 		return false
 	}
-	if err == nil {
+	switch {
+	case err == nil && host:
+		err = decodeHostJSON(b, v)
+	case err == nil:
 		err = decodeStrict(b, v)
 	}
 	if err != nil {
@@ -114,7 +121,7 @@ var requiredFunctions = map[string]string{
 // it names none).
 func (c *checker) hostJSON(rel string) string {
 	var h map[string]any
-	if !c.readJSON(rel, &h) {
+	if !c.readJSON(rel, &h, true) {
 		return ""
 	}
 	c.caseDuplicates(rel, "", h)
@@ -362,7 +369,7 @@ func (c *checker) functions(root, exe string) []usedBinding {
 			continue
 		}
 		var doc map[string]any
-		if !c.readJSON(rel, &doc) {
+		if !c.readJSON(rel, &doc, true) {
 			continue
 		}
 		c.caseDuplicates(rel, "", doc)
@@ -513,7 +520,7 @@ func (c *checker) settings(root string, need bool, bindings []usedBinding) {
 		var s struct {
 			Values map[string]any `json:"Values"`
 		}
-		if !c.readJSON(rel, &s) {
+		if !c.readJSON(rel, &s, false) {
 			continue
 		}
 		if s.Values == nil {
@@ -551,10 +558,13 @@ func (c *checker) settingValues(rel, root string, values map[string]any, binding
 			hint = " (app setting names are case-sensitive: " + s + ")"
 		}
 		declare := ""
-		if c.appSettings != nil {
+		if c.describe != nil {
 			declare = ", nor one the app's registrations declare"
 		}
 		c.addf(rel, "Values.%s is not a setting this version of the library reads%s%s", truncate(k, 80), declare, hint)
+	}
+	if root == "" {
+		c.inboxNeeded(rel, values)
 	}
 	c.disabledFunctions(rel, root, values)
 	c.hostOverrides(rel, values)
@@ -645,20 +655,52 @@ func cutPrefixFold(s, prefix string) (string, bool) {
 // may be disabled while CloudEvents are.
 const cloudEventsFunction = "CloudEventsIngress"
 
+// described returns the app's description, asking the app once.
+func (c *checker) described() (AppDescription, error) {
+	if !c.asked {
+		c.asked = true
+		c.desc, c.descErr = c.describe()
+	}
+	return c.desc, c.descErr
+}
+
 // declaredSetting reports whether the app's registrations declare the
-// setting name, asking the app once.
+// setting name.
 func (c *checker) declaredSetting(name string) (bool, error) {
-	if c.appSettings == nil {
+	if c.describe == nil {
 		return false, nil
 	}
-	if c.declared == nil && c.declaredErr == nil {
-		names, err := c.appSettings()
-		c.declared, c.declaredErr = map[string]bool{}, err
-		for _, n := range names {
-			c.declared[n] = true
-		}
+	d, err := c.described()
+	return slices.Contains(d.Settings, name), err
+}
+
+// inboxNeeded reports the inbox turned off (NimBus__Inbox__Enabled not
+// true, its default false) in the settings of an endpoint app whose
+// registrations include transactional handlers: their writes commit with
+// the inbox's markers, and the app refuses to start without it.
+func (c *checker) inboxNeeded(rel string, values map[string]any) {
+	if c.describe == nil {
+		return
 	}
-	return c.declared[name], c.declaredErr
+	if app, _ := values[config.KeyApp].(string); strings.EqualFold(strings.TrimSpace(app), string(config.AppResolver)) {
+		return
+	}
+	raw, set := values[config.KeyInboxEnabled].(string)
+	if on, err := strconv.ParseBool(strings.TrimSpace(raw)); (err == nil && on) || (err != nil && strings.TrimSpace(raw) != "") {
+		return // on, or not a boolean (start-up names that)
+	}
+	d, err := c.described()
+	state := fmt.Sprintf("is %s", show(raw))
+	if !set {
+		state = "is missing (the default is false)"
+	}
+	switch {
+	case err != nil:
+		c.addf(rel, "Values.%s %s, and whether the app's registrations need the inbox could not be learned: %s", config.KeyInboxEnabled, state, truncate(err.Error(), 300))
+	case len(d.Transactional) > 0:
+		c.addf(rel, "Values.%s %s, but the app's transactional handlers (%s) commit with inbox markers and the app refuses to start without the inbox: set it to \"true\", with %s %s (or %s for local runs)",
+			config.KeyInboxEnabled, state, truncate(strings.Join(d.Transactional, ", "), 200), config.KeyInboxStore, config.StoreCosmos, config.StoreInMemory)
+	}
 }
 
 // hasConnection reports whether the settings define the Service Bus

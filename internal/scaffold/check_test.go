@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -39,18 +40,19 @@ func editJSON(t *testing.T, dir, rel string, edit func(m map[string]any)) {
 	}
 }
 
-// appSettingsOf returns an AppSettings that declares names.
-func appSettingsOf(names []string) func() ([]string, error) {
-	return func() ([]string, error) { return names, nil }
+// appSettingsOf returns an app description that declares names and no
+// transactional handler.
+func appSettingsOf(names []string) func() (AppDescription, error) {
+	return func() (AppDescription, error) { return AppDescription{Settings: names}, nil }
 }
 
 // declaresNone makes the command learn, for the rest of the test, that
 // the app declares no setting of its own (the test modules have no app to
 // build).
 func declaresNone(t *testing.T) {
-	prev := appSettings
-	appSettings = func(context.Context, string, string) ([]string, error) { return nil, nil }
-	t.Cleanup(func() { appSettings = prev })
+	prev := describeApp
+	describeApp = func(context.Context, string, string) (AppDescription, error) { return AppDescription{}, nil }
+	t.Cleanup(func() { describeApp = prev })
 }
 
 // binding0 edits the first binding of a function.json.
@@ -112,11 +114,11 @@ func TestCheckAcceptsWhatTheHostReadsTheSame(t *testing.T) {
 		v["NimBus__Ledger__ContainerId"] = "ledger"
 	}))
 	asked := 0
-	declared := func() ([]string, error) {
+	declared := func() (AppDescription, error) {
 		asked++
-		return []string{"NimBus__Ledger__DatabaseId", "NimBus__Ledger__ContainerId", "LEDGER_ACCOUNT"}, nil
+		return AppDescription{Settings: []string{"NimBus__Ledger__DatabaseId", "NimBus__Ledger__ContainerId", "LEDGER_ACCOUNT"}}, nil
 	}
-	if problems := Check(dir, CheckOptions{AppSettings: declared}); len(problems) != 0 {
+	if problems := Check(dir, CheckOptions{App: declared}); len(problems) != 0 {
 		t.Errorf("problems: %q", problems)
 	}
 	if asked != 1 {
@@ -128,13 +130,13 @@ func TestCheckAcceptsWhatTheHostReadsTheSame(t *testing.T) {
 // library's; when it cannot answer, the line says why.
 func TestCheckAsksTheAppOnlyForUnknownSettings(t *testing.T) {
 	dir := initModule(t)
-	failing := func() ([]string, error) { return nil, errors.New("go build .: exit status 1") }
-	if problems := Check(dir, CheckOptions{AppSettings: failing}); len(problems) != 0 {
+	failing := func() (AppDescription, error) { return AppDescription{}, errors.New("go build .: exit status 1") }
+	if problems := Check(dir, CheckOptions{App: failing}); len(problems) != 0 {
 		t.Errorf("the library's settings alone: %q", problems)
 	}
 	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { v["NimBus__Ledger__DatabaseId"] = "Payments" }))
 	want := `local.settings.sample.json: Values.NimBus__Ledger__DatabaseId is not a setting this version of the library reads, and the app's own settings could not be learned: go build .: exit status 1`
-	if problems := Check(dir, CheckOptions{AppSettings: failing}); strings.Join(problems, "\n") != want {
+	if problems := Check(dir, CheckOptions{App: failing}); strings.Join(problems, "\n") != want {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), want)
 	}
 }
@@ -343,7 +345,7 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			dir := initModule(t)
 			c.break_(t, dir)
 			declaresNone(t)
-			got := Check(dir, CheckOptions{Resolver: c.resolver, AppSettings: appSettingsOf(nil)})
+			got := Check(dir, CheckOptions{Resolver: c.resolver, App: appSettingsOf(nil)})
 			if strings.Join(got, "\n") != strings.Join(c.want, "\n") {
 				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.want, "\n"))
 			}
@@ -352,9 +354,41 @@ func TestCheckNamesEachProblem(t *testing.T) {
 				args = append(args, "--resolver")
 			}
 			code, out, errOut := run(t, args...)
-			if code != 1 || out != strings.Join(c.want, "\n")+"\n" || !strings.Contains(errOut, "problems") {
-				t.Errorf("nimbus-func check: exit %d, stdout %q, stderr %q; want exit 1 and one line per problem", code, out, errOut)
+			count := fmt.Sprintf("nimbus-func check: %d problems\n", len(c.want))
+			if len(c.want) == 1 {
+				count = "nimbus-func check: 1 problem\n"
+			}
+			if code != 1 || out != strings.Join(c.want, "\n")+"\n" || errOut != count {
+				t.Errorf("nimbus-func check: exit %d, stdout %q, stderr %q; want exit 1, one line per problem and %q", code, out, errOut, count)
 			}
 		})
+	}
+}
+
+// check reports the inbox turned off in the settings of an app whose
+// registrations include a transactional handler, which refuses to start
+// without it; an app without one may run with the inbox off.
+func TestCheckReportsAnInboxTheAppNeeds(t *testing.T) {
+	dir := initModule(t)
+	tx := func() (AppDescription, error) { return AppDescription{Transactional: []string{"InvoicePaid"}}, nil }
+	if problems := Check(dir, CheckOptions{App: tx}); len(problems) != 0 {
+		t.Errorf("the inbox as init writes it: %q", problems)
+	}
+	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { v["NimBus__Inbox__Enabled"] = "False" }))
+	want := `local.settings.sample.json: Values.NimBus__Inbox__Enabled is "False", but the app's transactional handlers (InvoicePaid) commit with inbox markers and the app refuses to start without the inbox: set it to "true", with NimBus__Inbox__Store Cosmos (or InMemory for local runs)`
+	if problems := Check(dir, CheckOptions{App: tx}); strings.Join(problems, "\n") != want {
+		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(problems, "\n"), want)
+	}
+	if problems := Check(dir, CheckOptions{App: appSettingsOf(nil)}); len(problems) != 0 {
+		t.Errorf("no transactional handler: %q", problems)
+	}
+	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { delete(v, "NimBus__Inbox__Enabled") }))
+	if problems := Check(dir, CheckOptions{App: tx}); len(problems) != 1 || !strings.Contains(problems[0], "Values.NimBus__Inbox__Enabled is missing (the default is false), but the app's transactional handlers (InvoicePaid)") {
+		t.Errorf("the setting left out: %q", problems)
+	}
+	// The Resolver app has no inbox.
+	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { v["NimBus__App"] = "Resolver" }))
+	if problems := Check(dir, CheckOptions{App: tx}); len(problems) != 0 {
+		t.Errorf("the Resolver app: %q", problems)
 	}
 }

@@ -18,28 +18,37 @@ import (
 // (package nimbus documents it).
 const describeEnv = "NIMBUS_DESCRIBE"
 
-// appSettings learns the settings an app declares; tests replace it.
-var appSettings = AppSettings
+// describeApp learns what an app registers; tests replace it.
+var describeApp = DescribeApp
 
-// describeTimeout bounds building and running the app to learn its
-// settings.
+// describeTimeout bounds building and running the app to describe it.
 const describeTimeout = 5 * time.Minute
 
-// AppSettings builds the main package pkg of the module in dir for this
+// AppDescription is what an app built on package nimbus registers, as it
+// describes itself.
+type AppDescription struct {
+	// Settings are the app setting names its registrations read besides
+	// the library's (a Container's DatabaseSetting and ContainerSetting).
+	Settings []string
+	// Transactional are the event types of its transactional handlers,
+	// which need the inbox.
+	Transactional []string
+}
+
+// DescribeApp builds the main package pkg of the module in dir for this
 // machine and runs it with NIMBUS_DESCRIBE set, which makes an app built on
-// package nimbus print the app setting names its registrations declare
-// (a Container's DatabaseSetting and ContainerSetting) and exit. The app
+// package nimbus print what its registrations declare and exit. The app
 // runs without the machine's NimBus, Service Bus and Functions settings,
 // so an app that does not describe itself stops at once.
-func AppSettings(ctx context.Context, dir, pkg string) ([]string, error) {
+func DescribeApp(ctx context.Context, dir, pkg string) (AppDescription, error) {
 	ctx, cancel := context.WithTimeout(ctx, describeTimeout)
 	defer cancel()
 	if _, err := exec.LookPath("go"); err != nil {
-		return nil, errors.New("'go' not found on PATH; install Go 1.26 or newer")
+		return AppDescription{}, errors.New("'go' not found on PATH; install Go 1.26 or newer")
 	}
 	tmp, err := os.MkdirTemp("", "nimbus-func-check-")
 	if err != nil {
-		return nil, err
+		return AppDescription{}, err
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "app")
@@ -47,7 +56,7 @@ func AppSettings(ctx context.Context, dir, pkg string) ([]string, error) {
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	build.Dir, build.Stdout, build.Stderr = dir, &out, &out
 	if err := build.Run(); err != nil {
-		return nil, fmt.Errorf("go build %s: %v: %s", pkg, err, firstLines(out.String(), 3))
+		return AppDescription{}, fmt.Errorf("go build %s: %v: %s", pkg, err, firstLines(out.String(), 3))
 	}
 	var stdout, stderr bytes.Buffer
 	run := exec.CommandContext(ctx, bin)
@@ -55,15 +64,16 @@ func AppSettings(ctx context.Context, dir, pkg string) ([]string, error) {
 	run.Env = append(withoutAppSettings(os.Environ()), describeEnv+"=1")
 	run.WaitDelay = time.Second
 	if err := run.Run(); err != nil {
-		return nil, fmt.Errorf("the app did not describe itself (%v; it needs package nimbus of this version and must call Main or Run): %s", err, firstLines(stderr.String(), 2))
+		return AppDescription{}, fmt.Errorf("the app did not describe itself (%v; it needs package nimbus of this version and must call Main or Run): %s", err, firstLines(stderr.String(), 2))
 	}
 	var d struct {
-		Settings *[]string `json:"settings"`
+		Settings      *[]string `json:"settings"`
+		Transactional []string  `json:"transactionalEventTypes"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil || d.Settings == nil {
-		return nil, fmt.Errorf("the app did not describe itself (it printed %q; it needs package nimbus of this version and must call Main or Run)", truncate(strings.TrimSpace(stdout.String()), 120))
+		return AppDescription{}, fmt.Errorf("the app did not describe itself (it printed %q; it needs package nimbus of this version and must call Main or Run)", truncate(strings.TrimSpace(stdout.String()), 120))
 	}
-	return *d.Settings, nil
+	return AppDescription{Settings: *d.Settings, Transactional: d.Transactional}, nil
 }
 
 // withoutAppSettings drops the settings the app or the Functions host read

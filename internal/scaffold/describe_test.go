@@ -28,7 +28,7 @@ func writeModule(t *testing.T, files map[string]string) string {
 
 // An app that does not build, or does not describe itself, is no answer:
 // the error says why.
-func TestAppSettingsOfAnAppThatCannotAnswer(t *testing.T) {
+func TestDescribeAppThatCannotAnswer(t *testing.T) {
 	for _, c := range []struct {
 		name, main, want string
 	}{
@@ -39,9 +39,9 @@ func TestAppSettingsOfAnAppThatCannotAnswer(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := writeModule(t, map[string]string{"go.mod": "module example.com/app\n\ngo 1.26\n", "main.go": c.main})
-			names, err := AppSettings(t.Context(), dir, ".")
+			d, err := DescribeApp(t.Context(), dir, ".")
 			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("names %q, error %v; want an error with %q", names, err, c.want)
+				t.Errorf("description %+v, error %v; want an error with %q", d, err, c.want)
 			}
 		})
 	}
@@ -49,7 +49,7 @@ func TestAppSettingsOfAnAppThatCannotAnswer(t *testing.T) {
 
 // The app is run without the machine's app settings, with only
 // NIMBUS_DESCRIBE added.
-func TestAppSettingsRunsTheAppWithoutTheMachinesSettings(t *testing.T) {
+func TestDescribeAppRunsTheAppWithoutTheMachinesSettings(t *testing.T) {
 	t.Setenv("NimBus__Endpoint", "FromTheMachine")
 	t.Setenv("FUNCTIONS_CUSTOMHANDLER_PORT", "8080")
 	dir := writeModule(t, map[string]string{"go.mod": "module example.com/app\n\ngo 1.26\n", "main.go": `package main
@@ -70,9 +70,9 @@ func main() {
 	_ = json.NewEncoder(os.Stdout).Encode(map[string][]string{"settings": names})
 }
 `})
-	names, err := AppSettings(t.Context(), dir, ".")
-	if err != nil || strings.Join(names, ",") != "NIMBUS_DESCRIBE" {
-		t.Errorf("the app saw %q (%v), want only NIMBUS_DESCRIBE", names, err)
+	d, err := DescribeApp(t.Context(), dir, ".")
+	if err != nil || strings.Join(d.Settings, ",") != "NIMBUS_DESCRIBE" {
+		t.Errorf("the app saw %q (%v), want only NIMBUS_DESCRIBE", d.Settings, err)
 	}
 }
 

@@ -15,8 +15,9 @@ import (
 var update = flag.Bool("update", false, "rewrite the repository's host files from the templates")
 
 // goldenFiles and goldenDirs are the repository's renderings of the
-// templates (main.go and .funcignore are not: the repository's main package
-// is handler/, and package stages .funcignore).
+// templates for the sample endpoint (main.go, .funcignore and .gitignore are
+// not: the repository's main package is handler/, package stages
+// .funcignore, and the repository's .gitignore is its own).
 var (
 	goldenFiles = []string{"host.json", "local.settings.sample.json"}
 	goldenDirs  = []string{"functions", "apps/resolver", "infra/bicep"}
@@ -53,13 +54,13 @@ func sampleEndpoint(t *testing.T, root string) string {
 func TestRepositoryFilesAreTheTemplates(t *testing.T) {
 	root := repoRoot(t)
 	endpoint := sampleEndpoint(t, root)
-	files, err := Render(endpoint, true)
+	files, err := render(endpoint, true, true)
 	if err != nil {
 		t.Fatalf("the sample endpoint %q: %v", endpoint, err)
 	}
 	want := map[string][]byte{}
 	for _, f := range files {
-		if f.Path == mainFile || f.Path == funcIgnore {
+		if f.Path == mainFile || f.Path == funcIgnore || f.Path == gitIgnore {
 			continue
 		}
 		if !inGolden(f.Path) {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -52,11 +53,11 @@ func TestInitWritesTheApp(t *testing.T) {
 		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
 	}
 	want := []string{
-		".funcignore", "functions/CloudEventsIngress/function.json", "functions/DeferredProcessor/function.json",
+		".funcignore", ".gitignore", "functions/CloudEventsIngress/function.json", "functions/DeferredProcessor/function.json",
 		"functions/InboxCleanup/function.json", "functions/OutboxSweep/function.json", "functions/Subscriber/function.json", "host.json",
 		"infra/bicep/README.md", "infra/bicep/main.bicep", "infra/bicep/main.bicepparam",
 		"infra/bicep/modules/cloudevents-ingress.bicep", "infra/bicep/modules/event-forwarding.bicep", "infra/bicep/modules/resolver-app.bicep",
-		"infra/bicep/modules/sample-ledger.bicep", "infra/bicep/modules/servicebus-access.bicep", "infra/bicep/modules/servicebus-topology.bicep",
+		"infra/bicep/modules/servicebus-access.bicep", "infra/bicep/modules/servicebus-topology.bicep",
 		"local.settings.sample.json", "main.go",
 	}
 	for _, p := range want {
@@ -195,6 +196,12 @@ func TestInitRefuses(t *testing.T) {
 		{"no endpoint", []string{"init", "--dir", outside}, 2, "--endpoint is required", outside},
 		{"bad endpoint", []string{"init", "--endpoint", "Orders/Topic", "--dir", newModule(t)}, 1, `endpoint name "Orders/Topic"`, ""},
 		{"endpoint too long", []string{"init", "--endpoint", strings.Repeat("a", 51), "--dir", newModule(t)}, 1, "endpoint name", ""},
+		// The Bicep's endpointName takes at most 45 characters (the rule
+		// from-<endpoint> has at most 50), and NimBus's own names are not
+		// an endpoint's.
+		{"endpoint over the Bicep's 45 characters", []string{"init", "--endpoint", strings.Repeat("a", 46), "--dir", newModule(t)}, 1, "not a name the deployment takes: want a letter, then up to 44", ""},
+		{"the Resolver's name", []string{"init", "--endpoint", "Resolver", "--dir", newModule(t)}, 1, `endpoint name "Resolver" is reserved`, ""},
+		{"the Deferred subscription's name", []string{"init", "--endpoint", "deferred", "--dir", newModule(t)}, 1, `endpoint name "deferred" is reserved`, ""},
 		{"stray argument", []string{"init", "--endpoint", "Orders", "--dir", outside, "extra"}, 2, `unexpected argument "extra"`, outside},
 		{"unknown command", []string{"bootstrap"}, 2, `unknown command "bootstrap"`, ""},
 	} {
@@ -310,5 +317,78 @@ func TestInitFollowsLinksInsideTheModule(t *testing.T) {
 	}
 	if b := readFile(t, filepath.Join(outside, "host.json")); string(b) != "theirs" {
 		t.Errorf("the linked host.json was overwritten: %q", b)
+	}
+}
+
+// A team's module gets the team's app: none of the sample endpoint's ledger
+// (settings, Bicep module, parameters), the inbox on (as the Bicep deploys
+// it, and as a transactional handler needs it), and a .gitignore keeping the
+// local settings and the staged package out of the team's repository. The
+// repository's rendering keeps the sample's ledger.
+func TestInitWritesTheTeamsAppNotTheSample(t *testing.T) {
+	dir := newModule(t)
+	if code, out, errOut := run(t, "init", "--endpoint", "Orders", "--dir", dir, "--resolver"); code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b := readFile(t, p)
+		for _, s := range []string{"Sample__Ledger", "sample-ledger", "SampleLedger", "sampleLedger", "{{"} {
+			if bytes.Contains(b, []byte(s)) {
+				t.Errorf("%s holds %q", p, s)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ls struct{ Values map[string]string }
+	if err := json.Unmarshal(readFile(t, filepath.Join(dir, "local.settings.sample.json")), &ls); err != nil {
+		t.Fatal(err)
+	}
+	if v := ls.Values["NimBus__Inbox__Enabled"]; v != "true" {
+		t.Errorf("local.settings.sample.json NimBus__Inbox__Enabled = %q, want true", v)
+	}
+	gi := string(readFile(t, filepath.Join(dir, ".gitignore")))
+	for _, line := range []string{"local.settings.json", "/dist/"} {
+		if !slices.Contains(strings.Split(gi, "\n"), line) {
+			t.Errorf(".gitignore has no line %q:\n%s", line, gi)
+		}
+	}
+	// The app settings array of a team's main.bicep closes the concat it opens.
+	main := string(readFile(t, filepath.Join(dir, "infra", "bicep", "main.bicep")))
+	if _, rest, ok := strings.Cut(main, "appSettings: concat(["); !ok || !strings.Contains(rest, "\n      ])\n") {
+		t.Errorf("main.bicep's appSettings: concat([ is not closed by ])")
+	}
+
+	repo, err := render("BillingEndpoint", true, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"infra/bicep/modules/sample-ledger.bicep", "infra/bicep/main.bicep", "local.settings.sample.json", "infra/bicep/main.bicepparam"} {
+		if b, ok := renderedFile(repo, p); !ok || !bytes.Contains(b, []byte("edger")) {
+			t.Errorf("the sample's rendering of %s lacks the ledger", p)
+		}
+	}
+}
+
+// A template's sample and team blocks must be well formed.
+func TestTemplateVariants(t *testing.T) {
+	const tmpl = "a\n{{sample}}\nsample\n{{end sample}}\n{{team}}\nteam\n{{end team}}\nz\n"
+	for sample, want := range map[bool]string{true: "a\nsample\nz\n", false: "a\nteam\nz\n"} {
+		if got, err := variant(tmpl, sample); err != nil || got != want {
+			t.Errorf("variant(sample %t) = %q, %v; want %q", sample, got, err, want)
+		}
+	}
+	for _, bad := range []string{"{{sample}}\n", "{{end sample}}\n", "{{sample}}\n{{team}}\n", "{{team}}\n{{end sample}}\n"} {
+		if _, err := variant(bad, true); err == nil {
+			t.Errorf("variant(%q) accepted", bad)
+		}
+	}
+	if got, _ := variant("{{sample}}\nonly the sample\n{{end sample}}\n", false); got != "" {
+		t.Errorf("an all-sample template renders %q for a team", got)
 	}
 }

@@ -96,7 +96,7 @@ func TestInvokeRefusesBadArgumentsAndNamesAMissingApp(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"OrderPlaced"}, exitUsage, "usage: nimbus-func invoke [options] EVENT-TYPE JSON"},
+		{[]string{"OrderPlaced"}, exitUsage, "want EVENT-TYPE and JSON, got 1 arguments\nusage: nimbus-func invoke [--port N]"},
 		{[]string{"OrderPlaced", `{"OrderId":`}, exitUsage, "the event is not valid JSON"},
 		{[]string{"--delivery-count", "0", "OrderPlaced", `{}`}, exitUsage, "--delivery-count must be at least 1"},
 		{[]string{"--port", closed, "OrderPlaced", `{}`}, exitFailed, "no app answers on 127.0.0.1:" + closed},

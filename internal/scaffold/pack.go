@@ -171,7 +171,7 @@ func executableName(hostJSON string) (string, error) {
 			} `json:"description"`
 		} `json:"customHandler"`
 	}
-	if err := decodeStrict(b, &h); err != nil {
+	if err := decodeHostJSON(b, &h); err != nil {
 		return "", fmt.Errorf("%s: %w", hostJSON, err)
 	}
 	exe := h.CustomHandler.Description.DefaultExecutablePath

@@ -276,7 +276,7 @@ func TestPublishPreconditions(t *testing.T) {
 	t.Setenv("PATH", t.TempDir()) // no func
 
 	code, _, errOut := run(t, "publish", "--dir", dir, "--dist", dist)
-	if code != 2 || !strings.Contains(errOut, "usage: nimbus-func publish <function-app-name>") {
+	if code != 2 || !strings.Contains(errOut, "the function app's name is required\nusage: nimbus-func publish APP ") {
 		t.Errorf("without an app name: exit %d, stderr %q; want exit 2 and usage", code, errOut)
 	}
 	code, _, errOut = run(t, "publish", "orders-func", "--dir", dir, "--dist", dist)

@@ -21,9 +21,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 )
 
 //go:embed all:templates
@@ -44,12 +45,22 @@ const (
 	mainFile = "main.go"
 	// funcIgnore keeps local files out of the published package.
 	funcIgnore = ".funcignore"
+	// gitIgnore keeps local settings and build output out of the team's
+	// repository (the repository's own .gitignore is its own).
+	gitIgnore = ".gitignore"
 )
 
-// endpointRE is what init accepts as an endpoint name: it names the endpoint's
-// topic and its subscription (at most 50 characters in Service Bus) and is
-// written into JSON and Bicep strings as it is.
-var endpointRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9._-]{0,49}$`)
+// The lines of a template between a line {{sample}} and a line
+// {{end sample}} are the repository's sample endpoint's alone (its ledger:
+// settings, Bicep); those between {{team}} and {{end team}} are what a
+// team's module gets instead. A template that is all sample is not written
+// into a team's module.
+const (
+	sampleBegin = "{{sample}}"
+	sampleEnd   = "{{end sample}}"
+	teamBegin   = "{{team}}"
+	teamEnd     = "{{end team}}"
+)
 
 // File is one rendered template: its slash-separated path relative to the
 // module directory, and its content.
@@ -58,17 +69,22 @@ type File struct {
 	Data []byte
 }
 
-// CheckEndpointName reports whether name can be an endpoint name.
+// CheckEndpointName reports whether name can be an endpoint name: the rule
+// the app applies at start-up (config.CheckEndpointName), which also keeps
+// it safe to write into JSON and Bicep strings as it is.
 func CheckEndpointName(name string) error {
-	if !endpointRE.MatchString(name) {
-		return fmt.Errorf("endpoint name %q: want a letter, then up to 49 letters, digits, '.', '_' or '-'", truncate(name, 60))
-	}
-	return nil
+	return config.CheckEndpointName(name)
 }
 
 // Render returns every file init writes for the endpoint, sorted by path:
 // the Resolver app's files only with resolver.
 func Render(endpoint string, resolver bool) ([]File, error) {
+	return render(endpoint, resolver, false)
+}
+
+// render renders the templates for a team's module, or with sample for
+// the repository's sample endpoint.
+func render(endpoint string, resolver, sample bool) ([]File, error) {
 	if err := CheckEndpointName(endpoint); err != nil {
 		return nil, err
 	}
@@ -85,9 +101,16 @@ func Render(endpoint string, resolver bool) ([]File, error) {
 		if err != nil {
 			return err
 		}
+		text, err := variant(string(b), sample)
+		if err != nil {
+			return fmt.Errorf("template %s: %w", rel, err)
+		}
+		if text == "" {
+			return nil
+		}
 		files = append(files, File{
 			Path: strings.TrimSuffix(rel, tmplSuffix),
-			Data: []byte(strings.ReplaceAll(string(b), endpointPlaceholder, endpoint)),
+			Data: []byte(strings.ReplaceAll(text, endpointPlaceholder, endpoint)),
 		})
 		return nil
 	})
@@ -96,6 +119,33 @@ func Render(endpoint string, resolver bool) ([]File, error) {
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
 	return files, nil
+}
+
+// variant keeps the sample's blocks of a template (with sample) or the
+// team's (without), dropping the marker lines.
+func variant(text string, sample bool) (string, error) {
+	var b strings.Builder
+	block := ""
+	for line := range strings.SplitAfterSeq(text, "\n") {
+		switch m := strings.TrimSpace(line); {
+		case m == sampleBegin || m == teamBegin:
+			if block != "" {
+				return "", fmt.Errorf("%s inside %s", m, block)
+			}
+			block = m
+		case m == sampleEnd || m == teamEnd:
+			if (m == sampleEnd) != (block == sampleBegin) || block == "" {
+				return "", fmt.Errorf("%s without its beginning", m)
+			}
+			block = ""
+		case block == "" || (block == sampleBegin) == sample:
+			b.WriteString(line)
+		}
+	}
+	if block != "" {
+		return "", fmt.Errorf("%s is not closed", block)
+	}
+	return b.String(), nil
 }
 
 // renderedFile returns the rendering of one file for the endpoint.

@@ -9,15 +9,18 @@
 // detection), unless an existing namespace is named, and the forwarding subscriptions of the
 // events it publishes (publishedEvents). Every connection is identity based. With
 // deployResolver, also the NimBus Resolver as a second function app
-// (modules/resolver-app.bicep). With deploySampleLedger, also the ledger container of the
-// sample endpoint's transactional handler (modules/sample-ledger.bicep).
+// (modules/resolver-app.bicep).
+{{sample}}
+// With deploySampleLedger, also the ledger container of the sample endpoint's
+// transactional handler (modules/sample-ledger.bicep).
+{{end sample}}
 
 targetScope = 'resourceGroup'
 
 @description('Azure region for all resources. Defaults to the resource group\'s region.')
 param location string = resourceGroup().location
 
-@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, Continuation or Retry.')
+@description('NimBus endpoint id. Becomes NimBus__Endpoint and the name of the endpoint topic and its session subscription. Up to 45 characters (the rule from-{endpoint} must fit in 50); must not be Resolver, Deferred, DeferredProcessor, Continuation or Retry, in any case.')
 @minLength(1)
 @maxLength(45)
 param endpointName string
@@ -138,6 +141,7 @@ param unresolvedRetentionDays int = -1
 @maxValue(200)
 param resolverMaxConcurrentSessions int = 16
 
+{{sample}}
 @description('Also create the Cosmos DB container of the sample endpoint\'s transactional PaymentReceived handler (modules/sample-ledger.bicep): partition key /customerId, time to live on with no default (-1), in the inbox\'s account; and set NimBus__Sample__Ledger__DatabaseId and NimBus__Sample__Ledger__ContainerId.')
 param deploySampleLedger bool = false
 
@@ -150,6 +154,7 @@ param sampleLedgerDatabaseId string = 'Billing'
 @minLength(1)
 @maxLength(255)
 param sampleLedgerContainerId string = 'ledger'
+{{end sample}}
 
 var token = uniqueString(subscription().id, resourceGroup().id, endpointName)
 var createServiceBus = empty(existingServiceBusNamespaceName)
@@ -422,6 +427,7 @@ resource sessionStateContainer 'Microsoft.DocumentDB/databaseAccounts/sqlDatabas
   }
 }
 
+{{sample}}
 // The sample endpoint's ledger, when asked: a business container whose documents
 // and inbox markers commit in one transactional batch per customer.
 module sampleLedger 'modules/sample-ledger.bicep' = if (deploySampleLedger) {
@@ -438,6 +444,7 @@ module sampleLedger 'modules/sample-ledger.bicep' = if (deploySampleLedger) {
     cosmosDatabase
   ]
 }
+{{end sample}}
 
 // Account scope: it covers the inbox and the session-state containers, the
 // sample ledger when deployed (any database of the account), and the account
@@ -652,6 +659,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           name: 'AzureWebJobs.CloudEventsIngress.Disabled'
           value: cloudEventsIngress ? 'false' : 'true'
         }
+{{sample}}
       ], deploySampleLedger ? [
         // The sample's ledger, in the inbox's account with the inbox's identity.
         {
@@ -663,6 +671,10 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           value: sampleLedgerContainerId
         }
       ] : [])
+{{end sample}}
+{{team}}
+      ])
+{{end team}}
     }
   }
   // Start the host only once its identity can reach storage, telemetry and the inbox, and
@@ -673,7 +685,9 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     deploymentContainer
     inboxContainer
     sessionStateContainer
+{{sample}}
     sampleLedger
+{{end sample}}
     cosmosDataAccess
     cloudEventsIngressTopology
     eventForwarding
@@ -736,8 +750,10 @@ output cosmosAccountName string = cosmos.name
 @description('Cosmos DB account endpoint (NimBus__Inbox__Cosmos__AccountEndpoint).')
 output cosmosAccountEndpoint string = cosmos.properties.documentEndpoint
 
+{{sample}}
 @description('Cosmos DB database and container ids of the sample ledger; empty unless deploySampleLedger.')
 output sampleLedger string = deploySampleLedger ? '${sampleLedgerDatabaseId}/${sampleLedgerContainerId}' : ''
+{{end sample}}
 
 @description('Host storage account name.')
 output storageAccountName string = storage.name

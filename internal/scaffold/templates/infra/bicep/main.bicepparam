@@ -28,10 +28,12 @@ param duplicateDetectionWindow = 'PT10M'
 // param cloudEventsIngressTopic = 'PartnerInbound'
 // param cloudEventsDeduplication = 'SourceAndId'
 
+{{sample}}
 // Provision the sample endpoint's ledger (its transactional PaymentReceived handler):
 // param deploySampleLedger = true
 // param sampleLedgerDatabaseId = 'Billing'
 // param sampleLedgerContainerId = 'ledger'
+{{end sample}}
 
 param inboxRetentionPeriod = '7.00:00:00'
 param inboxCleanupSchedule = '0 0 * * * *'

@@ -1,3 +1,4 @@
+{{sample}}
 // The sample endpoint's ledger: the Cosmos DB container its transactional PaymentReceived
 // handler writes, in the inbox's account. Deployed by main.bicep when deploySampleLedger is
 // true. Entra data-plane RBAC cannot create containers, so it is provisioned here:
@@ -82,3 +83,4 @@ output databaseId string = databaseId
 
 @description('Container id of the ledger.')
 output containerId string = ledger.name
+{{end sample}}
