@@ -40,7 +40,7 @@ func ExampleFrontDoor() {
 			_, _ = w.Write(c.Answer)
 		}
 	}
-	_ = placeOrder // served as the app's HTTP function
+	_ = placeOrder // served by the code that serves the API
 }
 
 // A Go service off Functions publishes and commits as the app does, and

@@ -50,7 +50,7 @@ func (a *App) door() (*frontdoor.Door, error) {
 }
 
 // Publish sends one event now, outside any delivery: the way a workflow
-// starts, from an HTTP function of the app or a job. It is NimBus's
+// starts, from an API or a job. It is NimBus's
 // PublisherClient.Publish(event, sessionId, correlationId, messageId):
 // the event goes to the endpoint's own topic (the topology forwards it to
 // every endpoint that consumes its type) as an EventRequest with
@@ -134,7 +134,7 @@ type FrontDoor struct {
 }
 
 // FrontDoor registers the container c as a front door of the app and
-// returns the handle its HTTP functions commit requests with. It panics
+// returns the handle the app's code commits requests with. It panics
 // on a Container without ids or with an unusable partition key path, and
 // after the app started.
 func (a *App) FrontDoor(c Container) *FrontDoor {

@@ -19,7 +19,7 @@ import (
 // Service Bus connection or identity, the inbox's Cosmos DB settings;
 // see docs/configuration.md), publishes events with NimBus's Publish wire
 // (Publish) and commits requests through its front doors (FrontDoor), as
-// the app's HTTP functions do. It handles no deliveries and serves no
+// the app does. It handles no deliveries and serves no
 // HTTP.
 //
 // Without the Functions host there is no OutboxSweep timer: the service
