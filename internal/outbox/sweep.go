@@ -43,6 +43,8 @@ const (
 	// DefaultBudget bounds one run. It leaves a minute of the Functions
 	// host's default five-minute timeout.
 	DefaultBudget = 4 * time.Minute
+	// DefaultCallTimeout bounds each send, mark and query page of a run.
+	DefaultCallTimeout = 30 * time.Second
 )
 
 // ErrInvalidSweeper reports a Sweeper that cannot run.
@@ -78,8 +80,13 @@ type Sweeper struct {
 	PageSize int
 	// Budget bounds a run; 0 means DefaultBudget. It is checked before
 	// each query page and each marker, so a send started in time runs to
-	// its end.
+	// its end, bounded by CallTimeout: a run ends within Budget plus one
+	// bounded call, whatever the caller's context.
 	Budget time.Duration
+	// CallTimeout bounds each call of a run to the store or the
+	// publisher (a query page, a send, a mark): one that takes longer
+	// fails and leaves its markers pending. 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
 	// Clock measures the budget and stamps dispatchedAtUtc; nil means
 	// time.Now.
 	Clock func() time.Time
@@ -143,7 +150,7 @@ type Report struct {
 // inside) sends with ctx's error.
 func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{EndpointID: s.EndpointID}
-	minAge, pageSize, budget := s.MinimumAge, s.PageSize, s.Budget
+	minAge, pageSize, budget, callTimeout := s.MinimumAge, s.PageSize, s.Budget, s.CallTimeout
 	if minAge == 0 {
 		minAge = DefaultMinimumAge
 	}
@@ -152,6 +159,9 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	}
 	if budget == 0 {
 		budget = DefaultBudget
+	}
+	if callTimeout == 0 {
+		callTimeout = DefaultCallTimeout
 	}
 	switch {
 	case s.Store == nil:
@@ -168,6 +178,8 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 		return rep, fmt.Errorf("%w: page size %d is not 1 to %d", ErrInvalidSweeper, pageSize, txn.MaxPendingPageSize)
 	case budget < 0:
 		return rep, fmt.Errorf("%w: negative budget %v", ErrInvalidSweeper, budget)
+	case callTimeout < 0:
+		return rep, fmt.Errorf("%w: negative call timeout %v", ErrInvalidSweeper, callTimeout)
 	}
 	clock := s.Clock
 	if clock == nil {
@@ -175,7 +187,7 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	}
 	start := clock()
 	rep.Cutoff = now.Add(-minAge)
-	r := run{s: s, rep: &rep, clock: clock, start: start, budget: budget, pageSize: pageSize}
+	r := run{s: s, rep: &rep, clock: clock, start: start, budget: budget, callTimeout: callTimeout, pageSize: pageSize}
 	drained := true
 	for _, t := range s.Targets {
 		done, err := r.container(ctx, t)
@@ -201,12 +213,14 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 
 // run is the state of one Run.
 type run struct {
-	s        *Sweeper
-	rep      *Report
-	clock    func() time.Time
-	start    time.Time
-	budget   time.Duration
-	pageSize int
+	s      *Sweeper
+	rep    *Report
+	clock  func() time.Time
+	start  time.Time
+	budget time.Duration
+	// callTimeout bounds each store or publisher call.
+	callTimeout time.Duration
+	pageSize    int
 	// first is the first failure that left markers pending.
 	first error
 }
@@ -216,6 +230,14 @@ func (r *run) fail(err error) {
 	if r.first == nil {
 		r.first = err
 	}
+}
+
+// call bounds one store or publisher call by the run's call timeout,
+// under ctx (whose own end is still told apart by ctx.Err()).
+func (r *run) call(ctx context.Context, f func(context.Context) error) error {
+	cctx, cancel := context.WithTimeout(ctx, r.callTimeout)
+	defer cancel()
+	return f(cctx)
 }
 
 // spent reports (and records) that the budget ran out.
@@ -238,7 +260,11 @@ func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error
 		if r.spent() {
 			return false, nil
 		}
-		page, err := r.s.Store.FindPending(ctx, t, q)
+		var page txn.PendingPage
+		err := r.call(ctx, func(ctx context.Context) (err error) {
+			page, err = r.s.Store.FindPending(ctx, t, q)
+			return err
+		})
 		if err != nil {
 			if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 				return false, err
@@ -274,7 +300,9 @@ func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error
 // and leaves p pending; only ctx's error is returned.
 func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 	r.rep.Found++
-	if err := resolver.PublishAll(ctx, r.s.Publisher, p.Messages()); err != nil {
+	if err := r.call(ctx, func(ctx context.Context) error {
+		return resolver.PublishAll(ctx, r.s.Publisher, p.Messages())
+	}); err != nil {
 		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 			return err
 		}
@@ -287,7 +315,11 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 	if p.Response != nil {
 		r.rep.Responses++
 	}
-	marked, err := txn.MarkDispatched(ctx, r.s.Store, p, r.s.Retention, r.clock())
+	var marked bool
+	err := r.call(ctx, func(ctx context.Context) (err error) {
+		marked, err = txn.MarkDispatched(ctx, r.s.Store, p, r.s.Retention, r.clock())
+		return err
+	})
 	switch {
 	case err != nil && ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return err

@@ -459,3 +459,69 @@ func TestSweepRejectsInvalidConfiguration(t *testing.T) {
 		}
 	}
 }
+
+// silentPublisher accepts a send and never answers it: a Service Bus
+// connection that is open and stalled.
+type silentPublisher struct {
+	resolver.Memory
+	mu    sync.Mutex
+	calls int
+}
+
+func (p *silentPublisher) PublishBatch(ctx context.Context, _ []*message.Outgoing) error {
+	p.mu.Lock()
+	p.calls++
+	p.mu.Unlock()
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestSweepBoundsEachSend: against a publisher that never answers, and
+// under a context without a deadline (as the timer's is), each send of a
+// run fails at the call timeout and the run ends on its budget with every
+// marker left pending.
+func TestSweepBoundsEachSend(t *testing.T) {
+	w := memWorld(ledger)
+	for i := range 5 {
+		w.commit(t, ledger, fmt.Sprintf("c%d", i), endpoint, fmt.Sprintf("m%d", i), base.Add(-time.Hour), fmt.Sprintf("m%d-a", i))
+	}
+	pub := &silentPublisher{}
+	s := w.sweeper()
+	s.Publisher = pub
+	s.CallTimeout = 20 * time.Millisecond
+	s.Budget = 50 * time.Millisecond
+	s.Clock = nil
+	type result struct {
+		rep outbox.Report
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		rep, err := s.Run(context.Background(), base)
+		done <- result{rep, err}
+	}()
+	var got result
+	select {
+	case got = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the run did not end: a send that is never answered holds it")
+	}
+	if !errors.Is(got.err, outbox.ErrIncomplete) || !errors.Is(got.err, context.DeadlineExceeded) {
+		t.Fatalf("Run error %v, want ErrIncomplete wrapping the send's deadline", got.err)
+	}
+	rep := got.rep
+	if rep.SendFailed < 1 || rep.Dispatched != 0 || rep.Left != rep.SendFailed || !rep.StoppedOnBudget || rep.Found >= 5 {
+		t.Errorf("report %+v: want sends failed at the call timeout and the run stopped on its budget before the fifth marker", rep)
+	}
+	pub.mu.Lock()
+	calls := pub.calls
+	pub.mu.Unlock()
+	if calls != rep.SendFailed {
+		t.Errorf("%d sends started, %d counted as failed", calls, rep.SendFailed)
+	}
+	for i := range 5 {
+		if w.state(t, ledger, fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i)).Pending == nil {
+			t.Errorf("marker m%d is not pending", i)
+		}
+	}
+}
