@@ -216,6 +216,8 @@ func TestCleanupSchedule(t *testing.T) {
 		"00:05:00",     // TimeSpan interval (App Service plans)
 		"1.00:00:00",   // one day
 		"6:12:14:45.5", // d:hh:mm:ss
+		"0 0 0 29 2 *", // leap days only
+		"00:00:01",
 	}
 	for _, s := range valid {
 		cfg, err := load(t, map[string]string{KeyCleanupSchedule: s})
@@ -252,6 +254,10 @@ func TestCleanupSchedule(t *testing.T) {
 		"00:00:00":              "positive",
 		"-00:05:00":             "positive",
 		"25:00:00":              "above 23",
+		"0 0 0 30 2 *":          "never fires",
+		"0 0 0 31 Apr,Jun *":    "never fires",
+		"00:00:00.0000001":      "under one second",
+		"00:00:00.5":            "under one second",
 	}
 	for s, why := range invalid {
 		_, err := load(t, map[string]string{KeyCleanupSchedule: s})

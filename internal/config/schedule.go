@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 )
@@ -43,6 +44,8 @@ func checkSchedule(raw, function string) string {
 			return "it is neither an NCRONTAB expression nor a TimeSpan interval: " + why
 		case d <= 0:
 			return "a TimeSpan interval must be positive"
+		case d < time.Second:
+			return "a TimeSpan interval under one second would run the " + function + " timer without pause; use one second or more"
 		}
 		return ""
 	}
@@ -67,11 +70,21 @@ func checkSchedule(raw, function string) string {
 	}
 	fields[4] = replaceNames(fields[4], monthNames, 1)
 	fields[5] = replaceNames(fields[5], dayNames, 0)
-	if _, err := cronParser.Parse(strings.Join(fields, " ")); err != nil {
+	sched, err := cronParser.Parse(strings.Join(fields, " "))
+	if err != nil {
 		return "it is not a valid NCRONTAB expression: " + clip(err.Error(), 120)
+	}
+	// A date that no month has (the 30th of February, the 31st of April)
+	// parses but never fires: the timer would never run. The parser looks
+	// up to five years ahead, which covers every leap year.
+	if sched.Next(neverFiresFrom).IsZero() {
+		return "it never fires (no date matches its day and month fields), so the " + function + " timer would never run"
 	}
 	return ""
 }
+
+// neverFiresFrom is the instant a schedule's next firing is searched from.
+var neverFiresFrom = time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
 
 var fieldNames = []string{"second", "minute", "hour", "day", "month", "day-of-week"}
 
