@@ -276,7 +276,11 @@ func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error
 		r.rep.Pages++
 		r.rep.Unreadable += page.Unreadable
 		if page.Unreadable > 0 {
-			r.fail(fmt.Errorf("%d markers of %s: %w", page.Unreadable, t, txn.ErrUnreadableOutbox))
+			first := page.FirstUnreadable
+			if first == nil {
+				first = txn.ErrUnreadableOutbox
+			}
+			r.fail(fmt.Errorf("%d unreadable markers of %s, the first: %w", page.Unreadable, t, first))
 		}
 		for i := range page.Pending {
 			if err := ctx.Err(); err != nil {

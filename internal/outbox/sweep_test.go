@@ -2,6 +2,7 @@ package outbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -523,5 +524,46 @@ func TestSweepBoundsEachSend(t *testing.T) {
 		if w.state(t, ledger, fmt.Sprintf("c%d", i), fmt.Sprintf("m%d", i)).Pending == nil {
 			t.Errorf("marker m%d is not pending", i)
 		}
+	}
+}
+
+// TestSweepRefusesAMarkerItCannotMark: a pending marker stored under an id
+// other than the one its endpoint and message id give (copied, restored,
+// or a business document shaped like one) is never sent, since no mark
+// could ever find it: it is counted unreadable, named by its document id,
+// and a second run sends nothing either. The original is swept as usual.
+func TestSweepRefusesAMarkerItCannotMark(t *testing.T) {
+	mem := txn.NewMemory(func() time.Time { return base })
+	w := newWorld(mem, ledger)
+	w.commit(t, ledger, "c1", endpoint, "m1", base.Add(-time.Hour), "m1-a")
+	body, _, found, err := mem.Read(context.Background(), ledger, "c1", txn.MarkerID(endpoint, "m1"))
+	if err != nil || !found {
+		t.Fatalf("reading the marker: %v %v", found, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for k := range doc {
+		if strings.HasPrefix(k, "_") {
+			delete(doc, k)
+		}
+	}
+	doc["id"] = "restored-copy"
+	copyBody, _ := json.Marshal(doc)
+	if _, err := mem.Execute(context.Background(), ledger, "c1", []txn.Op{{Kind: txn.OpCreate, ID: "restored-copy", Body: copyBody}}); err != nil {
+		t.Fatalf("storing the copy: %v", err)
+	}
+	rep, err := w.sweeper().Run(context.Background(), base)
+	if !errors.Is(err, outbox.ErrIncomplete) || !errors.Is(err, txn.ErrUnreadableOutbox) || !strings.Contains(err.Error(), "restored-copy") {
+		t.Fatalf("Run error %v, want ErrIncomplete naming the unmarkable marker", err)
+	}
+	if rep.Dispatched != 1 || rep.Unreadable != 1 || rep.Events != 1 {
+		t.Errorf("report %+v: want the original dispatched and the copy unreadable", rep)
+	}
+	w.pub.Reset()
+	rep, _ = w.sweeper().Run(context.Background(), base)
+	if n := len(w.pub.ids()); n != 0 || rep.Unreadable != 1 {
+		t.Errorf("second run sent %d messages (%v), unreadable %d: want nothing sent and the copy still counted", n, w.pub.ids(), rep.Unreadable)
 	}
 }

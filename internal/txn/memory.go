@@ -340,6 +340,9 @@ func (m *Memory) FindPending(ctx context.Context, target Target, q PendingQuery)
 		switch {
 		case err != nil:
 			page.Unreadable++
+			if page.FirstUnreadable == nil {
+				page.FirstUnreadable = err
+			}
 		case ok:
 			page.Pending = append(page.Pending, p)
 		}

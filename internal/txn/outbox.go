@@ -280,7 +280,19 @@ func DecodePending(target Target, body []byte) (p Pending, ok bool, err error) {
 	if err != nil || st.Pending == nil {
 		return Pending{}, false, err
 	}
-	return *st.Pending, true, nil
+	// A marker is marked dispatched by the id its endpoint and message id
+	// give. One stored under another id (copied or restored, or a business
+	// document shaped like a marker), or whose message id no marker can
+	// have, could be sent but never marked: every run would send it
+	// again. It is left for an operator instead.
+	p = *st.Pending
+	if err := checkMarkerKey(p.EndpointID, p.MessageID); err != nil {
+		return Pending{}, false, unreadable(target, id, "its endpointId or messageId is blank or too long for a marker, so it could not be marked dispatched")
+	}
+	if want := markerDocID(p.EndpointID, p.MessageID, p.Request); id != want {
+		return Pending{}, false, unreadable(target, id, "its document id is not the one its endpointId and messageId give, so it could not be marked dispatched")
+	}
+	return p, true, nil
 }
 
 // MarkDispatched records that p's events (and its response) were sent,
@@ -424,6 +436,10 @@ type PendingPage struct {
 	// Unreadable counts the page's markers whose outbox does not decode
 	// (ErrUnreadableOutbox): left as they are, for an operator.
 	Unreadable int
+	// FirstUnreadable is the error of the page's first unreadable marker
+	// (nil when none): it names the marker's document id and the reason,
+	// never its content.
+	FirstUnreadable error
 	// Next is the Cursor of the following page; "" after the last page.
 	Next string
 }

@@ -293,6 +293,9 @@ func (s *Store) FindPending(ctx context.Context, t txn.Target, q txn.PendingQuer
 			switch {
 			case err != nil:
 				page.Unreadable++
+				if page.FirstUnreadable == nil {
+					page.FirstUnreadable = err
+				}
 			case ok:
 				page.Pending = append(page.Pending, p)
 			}
