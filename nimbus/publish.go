@@ -183,6 +183,13 @@ func (tx *Tx) Publish(p Publication) error {
 // encodePayload encodes v as the event's JSON, without escaping HTML
 // characters.
 func encodePayload(v any) (string, error) {
+	if raw, ok := v.(json.RawMessage); ok && raw != nil {
+		// Taken as it is, byte for byte (encoding/json would compact it).
+		if !json.Valid(raw) {
+			return "", &payloadError{Type: "json.RawMessage", cause: errInvalidRaw}
+		}
+		return string(raw), nil
+	}
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
@@ -191,6 +198,10 @@ func encodePayload(v any) (string, error) {
 	}
 	return string(bytes.TrimSuffix(b.Bytes(), []byte("\n"))), nil
 }
+
+// errInvalidRaw is the cause of a json.RawMessage payload that is not
+// valid JSON.
+var errInvalidRaw = errors.New("the json.RawMessage is not valid JSON")
 
 // payloadError is a publication whose payload encoding/json cannot
 // encode. Its text names the Go types involved and never a value.
@@ -208,6 +219,8 @@ func (e *payloadError) Error() string {
 		me *json.MarshalerError
 	)
 	switch {
+	case errors.Is(e.cause, errInvalidRaw):
+		why = "it is not valid JSON"
 	case errors.As(e.cause, &me):
 		why = fmt.Sprintf("the MarshalJSON or MarshalText method of %s failed or wrote invalid JSON", me.Type)
 	case errors.As(e.cause, &ut):

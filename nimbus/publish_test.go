@@ -116,6 +116,9 @@ func TestPublishEncodesThePayload(t *testing.T) {
 			N    int    `json:"N"`
 		}{"a<b>&c", 2}, `{"Name":"a<b>&c","N":2}`},
 		{json.RawMessage(`{"OrderId":"O-1"}`), `{"OrderId":"O-1"}`},
+		{json.RawMessage(`{ "OrderId" : "O-1",
+  "Amount": 1.50 }`), `{ "OrderId" : "O-1",
+  "Amount": 1.50 }`},
 		{nil, `null`},
 		{map[string]int{"b": 2, "a": 1}, `{"a":1,"b":2}`},
 	}
