@@ -117,13 +117,10 @@ func (e *Event) state() *publications {
 // publish encodes p's payload and hands it to queue; an accepted
 // publication is kept for Published.
 func (st *publications) publish(p Publication, queue func(subscriber.Publication) error) error {
-	raw, err := encodePayload(p.Payload)
-	if err != nil {
-		return Permanent(err)
-	}
+	raw, encErr := encodePayload(p.Payload)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID}); err != nil {
+	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID, Refused: encErr}); err != nil {
 		return err
 	}
 	st.list = append(st.list, p)

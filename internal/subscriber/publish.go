@@ -46,6 +46,11 @@ type Publication struct {
 	// SessionID, when not "", is the session the event goes out in
 	// instead of the delivery's.
 	SessionID string
+	// Refused, when not nil, is why the caller could not make the
+	// publication (its payload could not be encoded as JSON): Publish
+	// refuses it with this problem, and the delivery fails as it does for
+	// any other refusal.
+	Refused error
 }
 
 // ErrNotDelivered is the error of Event.Publish on an event the pipeline
@@ -109,6 +114,9 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n++
+	if p.Refused != nil {
+		return Permanent(&PublishError{N: d.n, cause: p.Refused})
+	}
 	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
 	if err == nil && d.ids[p.MessageID] {
 		err = errRepeatedID
@@ -179,6 +187,9 @@ func (o *outbox) publish(p Publication) error {
 
 // add builds p's message and keeps or queues it.
 func (o *outbox) add(p Publication) error {
+	if p.Refused != nil {
+		return p.Refused
+	}
 	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
 		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,
 		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate, MaxBytes: o.j.p.o.MaxEventBytes,
