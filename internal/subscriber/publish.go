@@ -212,7 +212,8 @@ func (o *outbox) add(p Publication) error {
 }
 
 // seal ends the handler's use of the outbox: every later publish fails.
-// It returns how many events were accepted and the first refusal.
+// It returns how many events were accepted and the first refusal; sealing
+// again returns the same.
 func (o *outbox) seal() (queued int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

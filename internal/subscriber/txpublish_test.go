@@ -384,3 +384,36 @@ func TestTxRerunPublishesOnlyTheLastRunsEvents(t *testing.T) {
 		t.Fatalf("marker %+v", st)
 	}
 }
+
+// A goroutine of the handler that publishes while the handler returns
+// changes nothing for the delivery, plain or transactional: its publish is
+// either accepted (before the handler returned) or refused to the
+// goroutine as published too late, and the delivery completes.
+func TestLatePublishDoesNotFailTheDelivery(t *testing.T) {
+	for _, tx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transactional=%v", tx), func(t *testing.T) {
+			w := newFakeNimbus(t, fakeNimbusOptions{tx: tx})
+			late := make(chan error, 1)
+			w.handle = func(ev *Event) (Result, error) {
+				returning := make(chan struct{})
+				go func() {
+					<-returning
+					late <- ev.Publish(Publication{EventTypeID: "Late", MessageID: "late-" + ev.EventID, JSON: `{}`})
+				}()
+				close(returning)
+				return Completed(), nil
+			}
+			const n = 300
+			for i := range n {
+				r := w.p.Process(context.Background(), w.event(fmt.Sprintf("msg-%d", i), fmt.Sprintf("event-%d", i)))
+				err := <-late
+				if r.Outcome != OutcomeCompleted {
+					t.Fatalf("delivery %d of %d: %s: %v (the late publish: %v)", i+1, n, r.Outcome, r.Err, err)
+				}
+				if err != nil && !errors.Is(err, errPublishSealed) {
+					t.Fatalf("delivery %d: the late publish was refused with %v, want the handler-returned refusal", i+1, err)
+				}
+			}
+		})
+	}
+}
