@@ -78,13 +78,15 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // Publish queues p to be sent when the handler returns Completed (see
 // above). It returns a Permanent *PublishError for a publication that is
 // refused: an empty event type or message id, a message id already
-// published by this delivery, a payload that is not JSON, an id longer
-// than Service Bus accepts, an event whose message could exceed
+// published by this delivery, a payload that is not JSON, an id or event
+// type that is not valid UTF-8, an id longer than Service Bus accepts, an event whose message could exceed
 // Options.MaxEventBytes, a delivery without a MessageId or SessionId,
 // or a limit of the transactional batch; and a Permanent
-// error after the handler returned. A refused publication fails the
-// delivery permanently even when the handler ignores the error, as a
-// refused write of a unit of work does: an event is never silently lost.
+// error after the handler returned. A publication refused while the
+// handler runs fails the delivery permanently even when the handler
+// ignores the error, as a refused write of a unit of work does: an event
+// is never silently lost. A publish after the handler returned is refused
+// to the caller alone: the delivery's outcome stays the handler's.
 // It is safe for concurrent use by the handler's goroutines.
 func (e *Event) Publish(p Publication) error {
 	if e.out == nil {

@@ -417,3 +417,38 @@ func TestLatePublishDoesNotFailTheDelivery(t *testing.T) {
 		})
 	}
 }
+
+// A message id, session key or event type that is not valid UTF-8 cannot
+// travel as a Service Bus id or property: Publish refuses it as Permanent,
+// naming the field and not the bytes, and the delivery fails before
+// anything is committed or sent.
+func TestPublishRefusesIdsThatAreNotUTF8(t *testing.T) {
+	const bad = "order-\xff\xfe-7"
+	for _, c := range []struct {
+		field string
+		pub   Publication
+	}{
+		{"message id", Publication{EventTypeID: "A", MessageID: bad, JSON: `{}`}},
+		{"session key", Publication{EventTypeID: "A", MessageID: "a-1", SessionID: bad, JSON: `{}`}},
+		{"event type", Publication{EventTypeID: bad, MessageID: "a-1", JSON: `{}`}},
+	} {
+		for _, tx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tx=%v", c.field, tx), func(t *testing.T) {
+				w := newFakeNimbus(t, fakeNimbusOptions{tx: tx})
+				var perr error
+				w.handle = func(ev *Event) (Result, error) {
+					perr = ev.Publish(c.pub)
+					return Completed(), nil
+				}
+				r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+				if !IsPermanent(perr) || !errors.Is(perr, message.ErrInvalidPublication) ||
+					!strings.Contains(perr.Error(), "the "+c.field+" is not valid UTF-8") || strings.Contains(perr.Error(), "order-") {
+					t.Fatalf("publish: %v", perr)
+				}
+				if r.Outcome != OutcomePermanentFailure || w.recorded("msg-1") || (tx && w.marked("msg-1")) || len(w.effects()) != 0 || len(w.events()) != 0 {
+					t.Fatalf("%s, recorded %v, effects %v, events %v", r.Outcome, w.recorded("msg-1"), w.effects(), w.events())
+				}
+			})
+		}
+	}
+}
