@@ -70,15 +70,18 @@ type Publication struct {
 //
 // Publish returns a Permanent error that names the problem, and never a
 // value of the payload, for: an empty EventTypeID or MessageID, a
-// MessageID this delivery already published, a MessageID or SessionID
-// longer than Service Bus accepts, a payload encoding/json cannot encode,
+// MessageID this delivery already published, a MessageID, SessionID or
+// EventTypeID that is not valid UTF-8, a MessageID or SessionID longer
+// than Service Bus accepts, a payload encoding/json cannot encode,
 // an event whose message could be larger than Service Bus accepts
 // (NimBus__Publish__MaxMessageBytes, 256 KB by default), a delivery without a MessageId or SessionId (NimBus's rule: there is
 // nothing to parent the event, or no session to send it in), a limit of a
 // transactional batch; and after the handler returned. A delivery without
 // a CorrelationId (a CloudEvent without the correlation extension) starts
-// the workflow: its events take its MessageId as their CorrelationId. A refused publication fails the delivery permanently even if
-// the handler ignores the error, so an event is never silently lost.
+// the workflow: its events take its MessageId as their CorrelationId. A publication refused while the handler runs fails the
+// delivery permanently even if the handler ignores the error, so an event
+// is never silently lost; a publish after the handler returned is refused
+// to the goroutine alone, and the delivery's outcome stays the handler's.
 // Publish is safe for concurrent use by the handler's goroutines.
 //
 // On an Event the pipeline did not deliver (one a test builds), Publish
@@ -128,13 +131,10 @@ func (e *Event) state() *publications {
 // publish encodes p's payload and hands it to queue; an accepted
 // publication is kept for Published.
 func (st *publications) publish(p Publication, queue func(subscriber.Publication) error) error {
-	raw, err := encodePayload(p.Payload)
-	if err != nil {
-		return Permanent(err)
-	}
+	raw, encErr := encodePayload(p.Payload)
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID}); err != nil {
+	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID, Refused: encErr}); err != nil {
 		return err
 	}
 	st.list = append(st.list, p)

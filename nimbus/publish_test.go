@@ -274,3 +274,27 @@ func TestInvocationLineCountsTheEvents(t *testing.T) {
 		})
 	}
 }
+
+// A payload encoding/json refuses fails the delivery even when the
+// handler ignores Publish's error and returns Completed: nothing is sent
+// and no ResolutionResponse says the event completed.
+func TestUnencodablePayloadFailsTheDelivery(t *testing.T) {
+	a := New()
+	var err error
+	a.Handle("OrderPlaced", func(_ context.Context, ev *Event) (Result, error) {
+		err = ev.Publish(Publication{EventTypeID: "A", MessageID: "m-1", Payload: secretMarshaler{}})
+		return Completed(), nil // the error is ignored
+	})
+	code, sent := runOne(t, a, nil)
+	if KindOf(err) != KindPermanent {
+		t.Fatalf("publish error %v", err)
+	}
+	for _, m := range sent {
+		if m.Type() == "ResolutionResponse" || m.MessageID == "m-1" && m.Type() != "ErrorResponse" {
+			t.Fatalf("status %d: sent %s %s, want the delivery failed", code, m.Type(), m.MessageID)
+		}
+	}
+	if code == http.StatusOK && len(sent) == 0 {
+		t.Fatalf("status %d and nothing sent: the refusal was lost", code)
+	}
+}

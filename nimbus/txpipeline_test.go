@@ -204,3 +204,41 @@ func TestTxDuplicateScopeIsMessageIDAndPartition(t *testing.T) {
 		t.Fatalf("the handler ran %d times, want 2: once per partition", runs)
 	}
 }
+
+// A transactional handler whose publication's payload cannot be encoded
+// fails the delivery even when it ignores Publish's error and returns
+// Completed: its writes and its marker are not committed, so no applied
+// effect goes unannounced.
+func TestTxUnencodablePayloadCommitsNothing(t *testing.T) {
+	var perr error
+	a := New()
+	a.HandleTx("PaymentReceived", ledgerContainer, byFixedKey, func(ctx context.Context, ev *Event, tx *Tx) (Result, error) {
+		if err := tx.Create(ledgerDoc{ID: "applied", CustomerID: "k"}); err != nil {
+			return Result{}, err
+		}
+		perr = ev.Publish(Publication{EventTypeID: "PaymentApplied", MessageID: "applied-m-1", Payload: secretMarshaler{}})
+		return Completed(), nil // the error is ignored
+	})
+	var log testlog.Buffer
+	h := txService(t, a, nil, &log)
+	code := deliverPayment(h, "m-1")
+	if KindOf(perr) != KindPermanent {
+		t.Fatalf("publish error %v (kind %v), want Permanent", perr, KindOf(perr))
+	}
+	if ids, markers := ledgerDocs(t, h); len(ids) != 0 || markers != 0 {
+		t.Fatalf("status %d: committed documents %v and %d markers, want nothing committed", code, ids, markers)
+	}
+	outcomes := 0
+	for _, l := range testlog.ParseLines(t, log.String()) {
+		if l["outcome"] == nil {
+			continue
+		}
+		outcomes++
+		if l["outcome"] != "permanent_failure" {
+			t.Errorf("invocation line %v, want permanent_failure", l)
+		}
+	}
+	if outcomes != 1 {
+		t.Errorf("%d invocation lines, want 1", outcomes)
+	}
+}

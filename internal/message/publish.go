@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Trace context application properties (W3C Trace Context), which NimBus
@@ -270,12 +271,18 @@ func checkEvent(p Publication) error {
 	switch {
 	case strings.TrimSpace(p.MessageID) == "":
 		return bad("the message id is empty; a deterministic message id is required")
+	case !utf8.ValidString(p.MessageID):
+		return bad("the message id is not valid UTF-8; Service Bus carries it as text")
 	case idLength(p.MessageID) > MaxIDLength:
 		return bad("the message id has %d characters; Service Bus accepts at most %d", idLength(p.MessageID), MaxIDLength)
 	case strings.TrimSpace(p.EventTypeID) == "":
 		return bad("the event type is empty")
+	case !utf8.ValidString(p.EventTypeID):
+		return bad("the event type is not valid UTF-8; Service Bus carries it as text")
 	case p.SessionID != "" && strings.TrimSpace(p.SessionID) == "":
 		return bad("the session key is blank")
+	case !utf8.ValidString(p.SessionID):
+		return bad("the session key is not valid UTF-8; Service Bus carries it as text")
 	case idLength(p.SessionID) > MaxIDLength:
 		return bad("the session key has %d characters; Service Bus accepts at most %d", idLength(p.SessionID), MaxIDLength)
 	case !json.Valid([]byte(p.EventJSON)):

@@ -46,6 +46,11 @@ type Publication struct {
 	// SessionID, when not "", is the session the event goes out in
 	// instead of the delivery's.
 	SessionID string
+	// Refused, when not nil, is why the caller could not make the
+	// publication (its payload could not be encoded as JSON): Publish
+	// refuses it with this problem, and the delivery fails as it does for
+	// any other refusal.
+	Refused error
 }
 
 // ErrNotDelivered is the error of Event.Publish on an event the pipeline
@@ -73,13 +78,15 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // Publish queues p to be sent when the handler returns Completed (see
 // above). It returns a Permanent *PublishError for a publication that is
 // refused: an empty event type or message id, a message id already
-// published by this delivery, a payload that is not JSON, an id longer
-// than Service Bus accepts, an event whose message could exceed
+// published by this delivery, a payload that is not JSON, an id or event
+// type that is not valid UTF-8, an id longer than Service Bus accepts, an event whose message could exceed
 // Options.MaxEventBytes, a delivery without a MessageId or SessionId,
 // or a limit of the transactional batch; and a Permanent
-// error after the handler returned. A refused publication fails the
-// delivery permanently even when the handler ignores the error, as a
-// refused write of a unit of work does: an event is never silently lost.
+// error after the handler returned. A publication refused while the
+// handler runs fails the delivery permanently even when the handler
+// ignores the error, as a refused write of a unit of work does: an event
+// is never silently lost. A publish after the handler returned is refused
+// to the caller alone: the delivery's outcome stays the handler's.
 // It is safe for concurrent use by the handler's goroutines.
 func (e *Event) Publish(p Publication) error {
 	if e.out == nil {
@@ -109,6 +116,9 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n++
+	if p.Refused != nil {
+		return Permanent(&PublishError{N: d.n, cause: p.Refused})
+	}
 	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
 	if err == nil && d.ids[p.MessageID] {
 		err = errRepeatedID
@@ -179,6 +189,9 @@ func (o *outbox) publish(p Publication) error {
 
 // add builds p's message and keeps or queues it.
 func (o *outbox) add(p Publication) error {
+	if p.Refused != nil {
+		return p.Refused
+	}
 	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
 		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,
 		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate, MaxBytes: o.j.p.o.MaxEventBytes,
@@ -201,7 +214,8 @@ func (o *outbox) add(p Publication) error {
 }
 
 // seal ends the handler's use of the outbox: every later publish fails.
-// It returns how many events were accepted and the first refusal.
+// It returns how many events were accepted and the first refusal; sealing
+// again returns the same.
 func (o *outbox) seal() (queued int, err error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()

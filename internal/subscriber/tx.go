@@ -177,7 +177,12 @@ func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, conflict bool, err error) {
 	t := txn.Begin(j.p.o.Txn, j.h.tx.Target, j.tx.pk, j.p.o.Now)
 	a, err = j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
+		// The outbox is sealed before the unit: a goroutine's publish that
+		// comes as the handler returns is refused by the outbox (to the
+		// goroutine alone), never by the sealed unit, whose refusal would
+		// fail the delivery.
 		defer t.Seal()
+		defer j.out.seal()
 		return j.h.txh(ctx, ev, t.Unit())
 	}, j.queueEvent(t.Unit()))
 	if err != nil || a.kind != answerCompleted {

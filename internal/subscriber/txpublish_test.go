@@ -384,3 +384,71 @@ func TestTxRerunPublishesOnlyTheLastRunsEvents(t *testing.T) {
 		t.Fatalf("marker %+v", st)
 	}
 }
+
+// A goroutine of the handler that publishes while the handler returns
+// changes nothing for the delivery, plain or transactional: its publish is
+// either accepted (before the handler returned) or refused to the
+// goroutine as published too late, and the delivery completes.
+func TestLatePublishDoesNotFailTheDelivery(t *testing.T) {
+	for _, tx := range []bool{false, true} {
+		t.Run(fmt.Sprintf("transactional=%v", tx), func(t *testing.T) {
+			w := newFakeNimbus(t, fakeNimbusOptions{tx: tx})
+			late := make(chan error, 1)
+			w.handle = func(ev *Event) (Result, error) {
+				returning := make(chan struct{})
+				go func() {
+					<-returning
+					late <- ev.Publish(Publication{EventTypeID: "Late", MessageID: "late-" + ev.EventID, JSON: `{}`})
+				}()
+				close(returning)
+				return Completed(), nil
+			}
+			const n = 300
+			for i := range n {
+				r := w.p.Process(context.Background(), w.event(fmt.Sprintf("msg-%d", i), fmt.Sprintf("event-%d", i)))
+				err := <-late
+				if r.Outcome != OutcomeCompleted {
+					t.Fatalf("delivery %d of %d: %s: %v (the late publish: %v)", i+1, n, r.Outcome, r.Err, err)
+				}
+				if err != nil && !errors.Is(err, errPublishSealed) {
+					t.Fatalf("delivery %d: the late publish was refused with %v, want the handler-returned refusal", i+1, err)
+				}
+			}
+		})
+	}
+}
+
+// A message id, session key or event type that is not valid UTF-8 cannot
+// travel as a Service Bus id or property: Publish refuses it as Permanent,
+// naming the field and not the bytes, and the delivery fails before
+// anything is committed or sent.
+func TestPublishRefusesIdsThatAreNotUTF8(t *testing.T) {
+	const bad = "order-\xff\xfe-7"
+	for _, c := range []struct {
+		field string
+		pub   Publication
+	}{
+		{"message id", Publication{EventTypeID: "A", MessageID: bad, JSON: `{}`}},
+		{"session key", Publication{EventTypeID: "A", MessageID: "a-1", SessionID: bad, JSON: `{}`}},
+		{"event type", Publication{EventTypeID: bad, MessageID: "a-1", JSON: `{}`}},
+	} {
+		for _, tx := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/tx=%v", c.field, tx), func(t *testing.T) {
+				w := newFakeNimbus(t, fakeNimbusOptions{tx: tx})
+				var perr error
+				w.handle = func(ev *Event) (Result, error) {
+					perr = ev.Publish(c.pub)
+					return Completed(), nil
+				}
+				r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+				if !IsPermanent(perr) || !errors.Is(perr, message.ErrInvalidPublication) ||
+					!strings.Contains(perr.Error(), "the "+c.field+" is not valid UTF-8") || strings.Contains(perr.Error(), "order-") {
+					t.Fatalf("publish: %v", perr)
+				}
+				if r.Outcome != OutcomePermanentFailure || w.recorded("msg-1") || (tx && w.marked("msg-1")) || len(w.effects()) != 0 || len(w.events()) != 0 {
+					t.Fatalf("%s, recorded %v, effects %v, events %v", r.Outcome, w.recorded("msg-1"), w.effects(), w.events())
+				}
+			})
+		}
+	}
+}
