@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
 )
 
@@ -18,6 +19,8 @@ type App struct {
 	// once the app has started.
 	frontDoors []*FrontDoor
 	live       atomic.Pointer[live]
+	// httpFunctions are the HTTP functions, in registration order.
+	httpFunctions []app.HTTPFunction
 }
 
 // registration is one event type's handler: plain (h) or transactional

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net"
+	"net/http"
 	"slices"
 	"testing"
 	"time"
@@ -27,6 +28,7 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 		DatabaseSetting: "NimBus__Ledger__DatabaseId", ContainerSetting: "LEDGER_CONTAINER"}, pk, tx)
 	app.HandleTx("RefundIssued", nimbus.Container{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId",
 		DatabaseSetting: "NimBus__Ledger__DatabaseId"}, pk, tx)
+	app.HandleHTTP(nimbus.HTTPFunction{Name: "PlaceOrder", Route: "orders", Methods: []string{"post", "PUT"}, Handler: http.NotFoundHandler()})
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,6 +44,10 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 	var d struct {
 		Settings, EventTypes []string
 		Transactional        []string `json:"transactionalEventTypes"`
+		HTTP                 []struct {
+			Name, Route string
+			Methods     []string
+		} `json:"httpFunctions"`
 	}
 	if err := json.Unmarshal([]byte(stdout.String()), &d); err != nil {
 		t.Fatalf("stdout is not the description: %v\n%s", err, stdout.String())
@@ -54,6 +60,9 @@ func TestRunDescribesTheAppWhenAsked(t *testing.T) {
 	}
 	if got, want := d.Transactional, []string{"PaymentReceived", "RefundIssued"}; !slices.Equal(got, want) {
 		t.Errorf("transactional event types %q, want %q", got, want)
+	}
+	if len(d.HTTP) != 1 || d.HTTP[0].Name != "PlaceOrder" || d.HTTP[0].Route != "orders" || !slices.Equal(d.HTTP[0].Methods, []string{"POST", "PUT"}) {
+		t.Errorf("HTTP functions %+v, want PlaceOrder at orders, POST and PUT", d.HTTP)
 	}
 	if _, err := ln.Accept(); !errors.Is(err, net.ErrClosed) {
 		t.Errorf("the listener is still open: %v", err)

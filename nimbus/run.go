@@ -217,7 +217,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 	}
 	metrics := telemetry.NewMetrics(telemetry.MetricsOptions{Readers: tel.MetricReaders, Resource: tel.Resource})
 	defer flushTelemetry(log, tel, metrics)
-	svc, err := app.New(cfg, app.Deps{Handlers: handlers, Log: log, Version: version,
+	svc, err := app.New(cfg, app.Deps{Handlers: handlers, HTTP: a.httpFunctionsList(), Log: log, Version: version,
 		TracerProvider: tel.TracerProvider, Metrics: metrics, Stderr: opts.Stderr})
 	if err != nil {
 		closeListener()
@@ -243,7 +243,7 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 	log.Info().Str("addr", ln.Addr().String()).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
-		Strs("functions", svc.Functions()).Strs("eventTypes", handlers.EventTypes()).
+		Strs("functions", svc.Functions()).Strs("httpFunctions", httpFunctionNames(a.httpFunctionsList())).Strs("eventTypes", handlers.EventTypes()).
 		Strs("txnContainers", txnContainers).Str("txnStore", txnStore).
 		Str("version", version).Bool("otlpExport", tel.Exporting()).Msg("custom handler listening")
 

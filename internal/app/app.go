@@ -40,6 +40,9 @@ const (
 	FuncCloudEventsIngress = "CloudEventsIngress"
 )
 
+// EndpointFunctions are the names of the endpoint app's own functions.
+var EndpointFunctions = []string{FuncSubscriber, FuncInboxCleanup, FuncOutboxSweep, FuncCloudEventsIngress, FuncDeferredProcessor}
+
 // Binding names in the function.json files.
 const (
 	bindingMessage = "message"
@@ -50,6 +53,9 @@ const (
 type Deps struct {
 	// Handlers are the application's event handlers. Required.
 	Handlers *subscriber.Registry
+	// HTTP are the application's HTTP functions, served by the endpoint
+	// app (the Resolver app serves none).
+	HTTP []HTTPFunction
 	// Log is the process logger.
 	Log zerolog.Logger
 	// Now is the clock; default time.Now.
@@ -247,6 +253,7 @@ func newEndpointApp(cfg *config.Config, d Deps) (*endpointApp, error) {
 	a.server.Handle(FuncOutboxSweep, a.invokeSweep)
 	a.server.Handle(FuncCloudEventsIngress, a.invokeIngress)
 	a.server.Handle(FuncDeferredProcessor, a.invokeDeferredProcessor)
+	a.serveHTTPFunctions(d.HTTP)
 	if a.memory != nil {
 		a.server.HandleGet(devhost.SentPath, http.HandlerFunc(a.serveMemorySink))
 		a.server.HandlePost(devhost.RefusePath, a.refusals)

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -158,12 +159,28 @@ type Server struct {
 	extra    map[string]http.Handler
 	// extraPost are the extra POST routes (local runs' controls).
 	extraPost map[string]http.Handler
+	// http are the HTTP functions, by lower-cased route.
+	http map[string]httpRoute
+}
+
+// RoutePrefix is the path prefix of the HTTP functions: with
+// enableForwardingHttpRequest the host forwards an HTTP-triggered
+// request at its original path, /api/<route> under the default route
+// prefix.
+const RoutePrefix = "/api/"
+
+// httpRoute is one HTTP function: the methods it accepts and its handler.
+type httpRoute struct {
+	name    string
+	methods []string
+	allow   string
+	h       http.Handler
 }
 
 // NewServer returns a server that logs protocol problems to log.
 func NewServer(log zerolog.Logger, o Options) *Server {
 	s := &Server{log: log, maxBody: o.MaxBody, wait: o.AdmitWait, bodyWait: o.BodyTimeout, stopping: o.Stopping, overload: o.OnOverload,
-		funcs: map[string]Func{}, extra: map[string]http.Handler{}, extraPost: map[string]http.Handler{}}
+		funcs: map[string]Func{}, extra: map[string]http.Handler{}, extraPost: map[string]http.Handler{}, http: map[string]httpRoute{}}
 	if s.maxBody <= 0 {
 		s.maxBody = DefaultMaxBody
 	}
@@ -212,6 +229,20 @@ func (s *Server) HandlePost(path string, h http.Handler) {
 	s.extraPost[path] = h
 }
 
+// HandleHTTP registers h, the HTTP function name, for the HTTP requests
+// the host forwards at RoutePrefix+route (matched case-insensitively, as the host matches
+// routes), with one of methods (upper case). Another method is answered
+// 405 with an Allow header. The request's body is bounded by the
+// envelope limit, and its announced length takes room in the in-flight
+// byte budget while h runs. It panics on a duplicate route.
+func (s *Server) HandleHTTP(name, route string, methods []string, h http.Handler) {
+	key := strings.ToLower(route)
+	if _, dup := s.http[key]; dup {
+		panic("funchost: route " + route + " registered twice")
+	}
+	s.http[key] = httpRoute{name: name, methods: methods, allow: strings.Join(methods, ", "), h: h}
+}
+
 // Functions returns the registered function names in registration order.
 func (s *Server) Functions() []string { return append([]string(nil), s.names...) }
 
@@ -231,6 +262,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if h, ok := s.extraPost[path]; ok && r.Method == http.MethodPost {
 		h.ServeHTTP(w, r)
 		return
+	}
+	if len(path) > len(RoutePrefix) && strings.EqualFold(path[:len(RoutePrefix)], RoutePrefix) {
+		if route, ok := s.http[strings.ToLower(path[len(RoutePrefix):])]; ok {
+			s.serveHTTPFunction(w, r, route)
+			return
+		}
 	}
 	name := strings.TrimPrefix(path, "/")
 	f, ok := s.funcs[strings.ToLower(name)]
@@ -294,6 +331,34 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeResult(w, status)
+}
+
+// serveHTTPFunction runs an HTTP function's handler for a method it
+// accepts, within the body limit and the in-flight byte budget.
+func (s *Server) serveHTTPFunction(w http.ResponseWriter, r *http.Request, route httpRoute) {
+	if !slices.Contains(route.methods, r.Method) {
+		w.Header().Set("Allow", route.allow)
+		http.Error(w, "method not allowed; allowed: "+route.allow, http.StatusMethodNotAllowed)
+		return
+	}
+	if r.ContentLength > s.maxBody {
+		http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+		return
+	}
+	held, err := s.admit(r.Context(), r.ContentLength)
+	if err != nil {
+		s.log.Warn().Str("function", route.name).Str("outcome", "overloaded").Int64("contentLength", r.ContentLength).
+			Str("error", err.Error()).Msg("too many request bytes in flight; answering 503")
+		if s.overload != nil {
+			s.overload(route.name)
+		}
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "busy; retry later", http.StatusServiceUnavailable)
+		return
+	}
+	defer s.release(held)
+	r.Body = http.MaxBytesReader(w, r.Body, s.maxBody)
+	route.h.ServeHTTP(w, r)
 }
 
 var (

@@ -232,3 +232,74 @@ func TestExtraPostRoute(t *testing.T) {
 	}()
 	s.HandlePost("/control", http.NotFoundHandler())
 }
+
+// An HTTP function is served at /api/<route>, matched case-insensitively,
+// for its methods only (another is answered 405 with Allow), beside the
+// envelope functions; its body is bounded by the envelope limit and its
+// announced length takes room in the in-flight budget while it runs.
+func TestHTTPFunctionRoutes(t *testing.T) {
+	var overloads atomic.Int32
+	s := NewServer(zerolog.Nop(), Options{MaxBytesInFlight: 100, AdmitWait: 20 * time.Millisecond, OnOverload: func(string) { overloads.Add(1) }})
+	s.maxBody = 1000
+	s.Handle("Subscriber", func(context.Context, *Invocation) error { return nil })
+	entered, release := make(chan struct{}), make(chan struct{})
+	var bodyErr atomic.Value
+	s.HandleHTTP("PlaceOrder", "orders/new", []string{http.MethodPost, http.MethodPut}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Hold") != "" {
+			entered <- struct{}{}
+			<-release
+		}
+		if _, err := io.ReadAll(r.Body); err != nil {
+			bodyErr.Store(err.Error())
+			http.Error(w, "too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		w.WriteHeader(http.StatusCreated)
+	}))
+	do := func(method, path string, body io.Reader, hold bool) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(method, path, body)
+		if hold {
+			req.Header.Set("X-Hold", "1")
+		}
+		rec := httptest.NewRecorder()
+		s.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, path := range []string{"/api/orders/new", "/API/Orders/New"} {
+		if rec := do(http.MethodPost, path, strings.NewReader("{}"), false); rec.Code != http.StatusCreated {
+			t.Fatalf("POST %s = %d, want 201", path, rec.Code)
+		}
+	}
+	if rec := do(http.MethodGet, "/api/orders/new", nil, false); rec.Code != http.StatusMethodNotAllowed || rec.Header().Get("Allow") != "POST, PUT" {
+		t.Fatalf("GET = %d Allow %q, want 405 with POST, PUT", rec.Code, rec.Header().Get("Allow"))
+	}
+	for _, path := range []string{"/api/orders", "/orders/new", "/api/orders/new/x"} {
+		if rec := do(http.MethodPost, path, nil, false); rec.Code != http.StatusNotFound {
+			t.Fatalf("POST %s = %d, want 404", path, rec.Code)
+		}
+	}
+	if rec := do(http.MethodPost, "/Subscriber", strings.NewReader("{}"), false); rec.Code != http.StatusOK {
+		t.Fatalf("the envelope function beside it = %d", rec.Code)
+	}
+	if rec := do(http.MethodPost, "/api/orders/new", strings.NewReader(strings.Repeat("x", 1001)), false); rec.Code != http.StatusRequestEntityTooLarge {
+		t.Fatalf("announced oversized body = %d, want 413", rec.Code)
+	}
+	if rec := do(http.MethodPost, "/api/orders/new", io.MultiReader(strings.NewReader(strings.Repeat("x", 1001))), false); rec.Code != http.StatusRequestEntityTooLarge || bodyErr.Load() == nil {
+		t.Fatalf("unannounced oversized body = %d (%v), want 413 from the bounded body", rec.Code, bodyErr.Load())
+	}
+	first := make(chan int, 1)
+	go func() {
+		first <- do(http.MethodPost, "/api/orders/new", strings.NewReader(strings.Repeat("x", 80)), true).Code
+	}()
+	<-entered
+	if rec := do(http.MethodPost, "/api/orders/new", strings.NewReader(strings.Repeat("y", 50)), false); rec.Code != http.StatusServiceUnavailable || overloads.Load() != 1 {
+		t.Fatalf("over the budget = %d (overloads %d), want 503", rec.Code, overloads.Load())
+	}
+	close(release)
+	if code := <-first; code != http.StatusCreated {
+		t.Fatalf("held request = %d", code)
+	}
+	if !s.budget.TryAcquire(100) {
+		t.Fatal("budget not released after the requests")
+	}
+}

@@ -71,6 +71,13 @@ const (
 	// with their events unsent (a failed send or mark, an unreadable
 	// marker, a failed query, the time budget); the next run retries them.
 	OutboxLeft = "nimbus.outbox.left"
+	// HTTPRequests counts the requests the app's HTTP functions answered,
+	// tagged TagOutcome: the status class (http_2xx, http_4xx, ...) or
+	// panicked.
+	HTTPRequests = "nimbus.http.requests"
+	// HTTPDuration is the time an HTTP function took to answer, in
+	// milliseconds, tagged TagOutcome as HTTPRequests.
+	HTTPDuration = "nimbus.http.request.duration"
 )
 
 // Tag keys.
@@ -96,21 +103,28 @@ type instrumentSpec struct {
 	buckets                  []float64
 }
 
+// durationBuckets are the bucket bounds of the duration histograms, in
+// milliseconds.
+var durationBuckets = []float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}
+
 var instrumentSpecs = map[string]instrumentSpec{
 	DuplicateDetected:    {ConsumerMeter, "{messages}", "Messages skipped because their inbox record already exists.", counter, nil},
 	InboxOperationFailed: {ConsumerMeter, "{operations}", "Inbox store operations that failed.", counter, nil},
 	DeferredParked:       {DeferredProcessorMeter, "{messages}", "Messages parked by the session-block deferred path.", counter, nil},
 	DeferredReplayed:     {DeferredProcessorMeter, "{messages}", "Messages replayed from the deferred subscription on session unblock.", counter, nil},
 	ProcessDuration: {ConsumerMeter, "ms", "Time spent processing a delivery, from the decoded envelope to the answer.", histogram,
-		[]float64{1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000}},
+		durationBuckets},
 	InboxBypassed: {ConsumerMeter, "{messages}", "Deliveries that could not be deduplicated (MessageId missing, blank or too long).", counter, nil},
 	Invocations:   {ConsumerMeter, "{invocations}", "Subscriber invocations by outcome.", counter, nil},
 	Purged:        {StoreMeter, "{records}", "Inbox records deleted by cleanup.", counter, nil},
 	RequestCharge: {StoreMeter, "{RU}", "Cosmos DB request units charged for one delivery.", histogram,
 		[]float64{0, 1, 2, 5, 10, 15, 20, 30, 50, 100, 200, 500}},
-	TxnReruns:   {ConsumerMeter, "{runs}", "Runs of a transactional handler after its batch conflicted, within the invocation.", counter, nil},
-	OutboxSwept: {StoreMeter, "{events}", "Events of committed transactional deliveries sent by the OutboxSweep timer.", counter, nil},
-	OutboxLeft:  {StoreMeter, "{markers}", "Markers an OutboxSweep run left with their events unsent, counted per run.", counter, nil},
+	TxnReruns:    {ConsumerMeter, "{runs}", "Runs of a transactional handler after its batch conflicted, within the invocation.", counter, nil},
+	OutboxSwept:  {StoreMeter, "{events}", "Events of committed transactional deliveries sent by the OutboxSweep timer.", counter, nil},
+	OutboxLeft:   {StoreMeter, "{markers}", "Markers an OutboxSweep run left with their events unsent, counted per run.", counter, nil},
+	HTTPRequests: {ConsumerMeter, "{requests}", "Requests answered by the app's HTTP functions, by status class.", counter, nil},
+	HTTPDuration: {ConsumerMeter, "ms", "Time an HTTP function took to answer a request.", histogram,
+		durationBuckets},
 }
 
 // Names returns every instrument name, sorted.

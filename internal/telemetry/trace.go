@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"math/rand/v2"
+	"net/http"
 
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -71,6 +72,13 @@ func Extract(ctx context.Context, props map[string]any) context.Context {
 		return w3c.Extract(ctx, diagnosticID{p})
 	}
 	return ctx
+}
+
+// ExtractHeader returns ctx carrying the remote span context of an HTTP
+// request's traceparent and tracestate headers; malformed values are
+// ignored.
+func ExtractHeader(ctx context.Context, h http.Header) context.Context {
+	return w3c.Extract(ctx, propagation.HeaderCarrier(h))
 }
 
 // Inject returns a copy of props with the traceparent and tracestate of
