@@ -67,13 +67,15 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 	switch {
 	case err != nil && errors.Is(err, context.Canceled):
 		ev, outcome, msg = a.log.Warn(), "canceled", "outbox sweep cancelled; the next tick continues"
+	case errors.Is(err, outbox.ErrMarkerGone):
+		ev, outcome, msg = a.log.Error(), "marker_gone", "outbox sweep sent the events of markers removed before their mark; nothing is left to send"
 	case err != nil:
 		ev, outcome, msg = a.log.Error(), "sweep_failed", "outbox sweep left markers pending; the next tick retries them"
 	case rep.StoppedOnBudget:
 		ev, msg = a.log.Warn(), "outbox sweep stopped on its time budget; the next tick continues"
 	}
 	ev = t.line(ev).Str("outcome", outcome).Int("containers", rep.Containers).Int("pages", rep.Pages).Int("found", rep.Found).
-		Int("dispatched", rep.Dispatched).Int("alreadyDone", rep.AlreadyDone).Int("events", rep.Events).Int("responses", rep.Responses).
+		Int("dispatched", rep.Dispatched).Int("alreadyDone", rep.AlreadyDone).Int("gone", rep.Gone).Int("events", rep.Events).Int("responses", rep.Responses).
 		Int("sendFailed", rep.SendFailed).Int("markFailed", rep.MarkFailed).Int("unreadable", rep.Unreadable).Int("queryFailed", rep.QueryFailed).
 		Int("left", rep.Left).Bool("drained", rep.Drained).Bool("stoppedOnBudget", rep.StoppedOnBudget).
 		Time("cutoff", rep.Cutoff).Float64("durationMs", float64(a.now().Sub(start).Microseconds())/1000)
@@ -82,6 +84,9 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 		age := max(a.now().Sub(rep.OldestLeft), 0).Seconds()
 		ev = ev.Float64("oldestLeftSeconds", age)
 		oldest = " oldestLeftSeconds=" + strconv.FormatFloat(age, 'f', 0, 64)
+	}
+	if rep.FirstGone != "" {
+		ev = ev.Str("firstGone", logsafe.Bound(rep.FirstGone))
 	}
 	ev = a.withCharge(ev, charge)
 	if err != nil {

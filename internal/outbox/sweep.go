@@ -54,6 +54,12 @@ var ErrInvalidSweeper = errors.New("outbox: invalid sweeper")
 // because a send, a mark or a query failed; the report counts them.
 var ErrIncomplete = errors.New("outbox: the sweep left markers pending")
 
+// ErrMarkerGone matches the error of a run that sent the events of a
+// marker it then found gone (deleted, or expired, between the query and
+// the mark): nothing is left to send, but no marker records the dispatch.
+// The report counts them (Gone) and names the first (FirstGone).
+var ErrMarkerGone = errors.New("outbox: a marker was gone when its events had been sent")
+
 // Sweeper sends the events of one endpoint's markers left undispatched in
 // the containers of its transactional handlers.
 type Sweeper struct {
@@ -93,7 +99,8 @@ type Sweeper struct {
 }
 
 // Report describes one run, as far as it got (also when Run returns an
-// error). It holds counts and times only.
+// error). It holds counts, times and marker document ids (hashes of an
+// endpoint and a message id), never a marker's content.
 type Report struct {
 	EndpointID string
 	// Cutoff is now − MinimumAge: markers created before it were swept.
@@ -108,9 +115,13 @@ type Report struct {
 	// marked dispatched.
 	Dispatched int
 	// AlreadyDone is the number of markers this run sent whose mark found
-	// them marked (a late copy of the delivery finished them meanwhile)
-	// or gone.
+	// them marked (a late copy of the delivery finished them meanwhile).
 	AlreadyDone int
+	// Gone is the number of markers this run sent whose mark found no
+	// marker (txn.MarkerGone): removed or expired since the query. Their
+	// events went out; FirstGone is the document id of the first.
+	Gone      int
+	FirstGone string
 	// Events and Responses are the events and ResolutionResponses sent.
 	Events    int
 	Responses int
@@ -146,7 +157,8 @@ type Report struct {
 // dispatched. A failed send or mark leaves the marker pending and the run
 // goes on; a failed query ends that container's search. The error is nil
 // when nothing was left for a failure, otherwise it matches ErrIncomplete
-// and wraps the first failure. A cancelled ctx stops the run between (and
+// and wraps the first failure; a run that left nothing but found markers
+// gone at their mark matches ErrMarkerGone. A cancelled ctx stops the run between (and
 // inside) sends with ctx's error.
 func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{EndpointID: s.EndpointID}
@@ -207,6 +219,10 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	rep.Elapsed = clock().Sub(start)
 	if r.first != nil {
 		return rep, fmt.Errorf("%w: %w", ErrIncomplete, r.first)
+	}
+	if rep.Gone > 0 {
+		return rep, fmt.Errorf("%w: %d markers of %s, the first %q, were removed after the run found them and before it marked them dispatched; their events were sent",
+			ErrMarkerGone, rep.Gone, s.EndpointID, rep.FirstGone)
 	}
 	return rep, nil
 }
@@ -319,7 +335,7 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 	if p.Response != nil {
 		r.rep.Responses++
 	}
-	var marked bool
+	var marked txn.MarkResult
 	err := r.call(ctx, func(ctx context.Context) (err error) {
 		marked, err = txn.MarkDispatched(ctx, r.s.Store, p, r.s.Retention, r.clock())
 		return err
@@ -331,8 +347,13 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 		r.rep.MarkFailed++
 		r.left(p)
 		r.fail(fmt.Errorf("marking a marker of %s dispatched: %w", p.Target, err))
-	case marked:
+	case marked == txn.Marked:
 		r.rep.Dispatched++
+	case marked == txn.MarkerGone:
+		r.rep.Gone++
+		if r.rep.FirstGone == "" {
+			r.rep.FirstGone = p.DocumentID()
+		}
 	default:
 		r.rep.AlreadyDone++
 	}

@@ -154,7 +154,7 @@ func TestSweepSendsInOrderAndMarks(t *testing.T) {
 	w.commit(t, ledger, "c1", endpoint, "plain", old)
 	w.commit(t, ledger, "c2", "Shipping", "other", old, "other-a")
 	done := w.commit(t, ledger, "c2", endpoint, "done", old, "done-a")
-	if ok, err := txn.MarkDispatched(context.Background(), w.store, done, time.Hour, old); !ok || err != nil {
+	if ok, err := txn.MarkDispatched(context.Background(), w.store, done, time.Hour, old); ok != txn.Marked || err != nil {
 		t.Fatal(ok, err)
 	}
 
@@ -303,6 +303,42 @@ func TestSweepLateCopyFinishedFirst(t *testing.T) {
 	}
 	if st := w.state(t, ledger, "c1", "m"); !st.DispatchedAt.Equal(base.Add(-time.Minute)) {
 		t.Errorf("the late copy's mark was overwritten: %+v", st)
+	}
+}
+
+// TestSweepMarkerGoneAtItsMark: a marker removed between the query and
+// the mark (deleted by an operator, or expired) is its own outcome: its
+// events were sent, the run counts it Gone (not already done, not
+// dispatched), names its document id and fails with ErrMarkerGone; the
+// next run finds nothing and sends nothing.
+func TestSweepMarkerGoneAtItsMark(t *testing.T) {
+	w := memWorld(ledger)
+	w.commit(t, ledger, "c1", endpoint, "m", base.Add(-time.Hour), "m-a")
+	w.commit(t, ledger, "c2", endpoint, "ok", base.Add(-time.Hour), "ok-a")
+	id := txn.MarkerID(endpoint, "m")
+	w.pub.before = func(ms []*message.Outgoing) {
+		if ms[0].MessageID != "m-a" {
+			return
+		}
+		tx := txn.Begin(w.store, ledger, "c1", nil)
+		if err := tx.Unit().Delete(id, ""); err != nil {
+			t.Error(err)
+		}
+		if _, err := tx.Commit(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	rep, err := w.sweeper().Run(context.Background(), base)
+	if !errors.Is(err, outbox.ErrMarkerGone) || errors.Is(err, outbox.ErrIncomplete) || !strings.Contains(err.Error(), id) {
+		t.Fatalf("Run error %v, want ErrMarkerGone naming %s", err, id)
+	}
+	if rep.Gone != 1 || rep.FirstGone != id || rep.AlreadyDone != 0 || rep.Dispatched != 1 || rep.Events != 2 || rep.Left != 0 {
+		t.Errorf("report %+v: want the vanished marker counted gone, the other dispatched", rep)
+	}
+	w.pub.Reset()
+	rep, err = w.sweeper().Run(context.Background(), base)
+	if err != nil || rep.Found != 0 || len(w.pub.Sent()) != 0 {
+		t.Fatalf("next run: %+v %v, sent %v", rep, err, w.pub.ids())
 	}
 }
 

@@ -94,6 +94,11 @@ func (p *Pending) Messages() []*message.Outgoing {
 	return out
 }
 
+// DocumentID is the marker's document id (a hash of its endpoint and
+// message id, or the request record's id): what MarkDispatched patches,
+// and how a report names the marker without its content.
+func (p *Pending) DocumentID() string { return markerDocID(p.EndpointID, p.MessageID, p.Request) }
+
 // IDs returns the events' MessageIds, in order.
 func (p *Pending) IDs() []string {
 	ids := make([]string, len(p.Events))
@@ -295,6 +300,36 @@ func DecodePending(target Target, body []byte) (p Pending, ok bool, err error) {
 	return p, true, nil
 }
 
+// MarkResult is what MarkDispatched found.
+type MarkResult int
+
+const (
+	// NotMarked is the result of a failed call: the marker is left as it
+	// was.
+	NotMarked MarkResult = iota
+	// Marked: this call marked the marker dispatched.
+	Marked
+	// AlreadyMarked: the marker changed since p was committed or read
+	// (412: another copy of the delivery, or the sweep, marked it first,
+	// and its dispatchedAtUtc is kept), or, read without an ETag, it is
+	// no longer pending.
+	AlreadyMarked
+	// MarkerGone: no document has the marker's id in its partition (404):
+	// it was deleted, or it expired, between the read or commit that gave
+	// p and the mark. p's events were sent, so nothing is left to send,
+	// but no marker records it: the caller reports it.
+	MarkerGone
+)
+
+var markResultNames = [...]string{"not marked", "marked", "already marked", "marker gone"}
+
+func (r MarkResult) String() string {
+	if r >= 0 && int(r) < len(markResultNames) {
+		return markResultNames[r]
+	}
+	return fmt.Sprintf("MarkResult(%d)", int(r))
+}
+
 // MarkDispatched records that p's events (and its response) were sent,
 // in one request: a batch of one patch of the marker, conditioned on
 // p.ETag, that sets dispatchedAtUtc to now, sets the marker's ttl to
@@ -302,41 +337,44 @@ func DecodePending(target Target, body []byte) (p Pending, ok bool, err error) {
 // events does) and clears the payloads, keeping every event's messageId:
 // outbox becomes [{"messageId":…},…] and response is removed.
 //
-// It answers true when this call marked the marker, and false when there
-// was nothing left to mark: the marker changed since p was committed or
-// read (412: another copy of the delivery, or the sweep, marked it first,
-// and its dispatchedAtUtc is kept), or it is gone (404: only a dispatched
-// marker expires, so its events were sent; or an operator removed it).
-// Neither loses anything, so marking twice is harmless. Without p.ETag (a
-// store that reports none) the marker is read first and marked only if it
-// is still pending.
+// It answers Marked when this call marked the marker, AlreadyMarked when
+// another call marked it first, and MarkerGone when there is no marker to
+// mark (404). Neither of the last two loses anything, so marking twice is
+// harmless; MarkerGone tells the caller that the marker it sent from was
+// removed. Without p.ETag (a store that reports none) the marker is read
+// first and marked only if it is still pending.
 //
-// A failure leaves the marker pending, so a later copy of the delivery or
-// the OutboxSweep sends the events again with the same MessageIds: a
-// *TransientError or *AmbiguousError, or a permanent error (ErrInvalid
-// for an unusable p or retention, *RejectedError for a patch the service
-// refused).
-func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Duration, now time.Time) (bool, error) {
+// A failure (NotMarked) leaves the marker pending, so a later copy of the
+// delivery or the OutboxSweep sends the events again with the same
+// MessageIds: a *TransientError or *AmbiguousError, or a permanent error
+// (ErrInvalid for an unusable p or retention, *RejectedError for a patch
+// the service refused).
+func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Duration, now time.Time) (MarkResult, error) {
 	if p == nil {
-		return false, fmt.Errorf("%w: no pending outbox to mark", ErrInvalid)
+		return NotMarked, fmt.Errorf("%w: no pending outbox to mark", ErrInvalid)
 	}
 	ttl, err := ttlSeconds(retention)
 	if err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := p.Target.Validate(); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := CheckPartitionKey(p.PartitionKey); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := checkMarkerKey(p.EndpointID, p.MessageID); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if p.ETag == "" {
 		st, err := readMarker(ctx, s, p.Target, p.PartitionKey, p.EndpointID, p.MessageID, p.Request)
-		if err != nil || st.Pending == nil || st.Pending.ETag == "" {
-			return false, err
+		switch {
+		case err != nil:
+			return NotMarked, err
+		case !st.Found:
+			return MarkerGone, nil
+		case st.Pending == nil || st.Pending.ETag == "":
+			return AlreadyMarked, nil
 		}
 		p = st.Pending
 	}
@@ -348,7 +386,7 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 	ttlJSON, _ := json.Marshal(ttl)
 	idsJSON, err := json.Marshal(ids)
 	if err != nil {
-		return false, fmt.Errorf("%w: encoding the outbox ids: %w", ErrInvalid, err)
+		return NotMarked, fmt.Errorf("%w: encoding the outbox ids: %w", ErrInvalid, err)
 	}
 	patch := []PatchOp{
 		{Op: PatchSet, Path: "/" + fieldDispatchedAt, Value: at},
@@ -358,28 +396,30 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 	if p.Response != nil {
 		patch = append(patch, PatchOp{Op: PatchRemove, Path: "/" + fieldResponse})
 	}
-	ops := []Op{{Kind: OpPatch, ID: markerDocID(p.EndpointID, p.MessageID, p.Request), Patch: patch, IfMatch: p.ETag}}
+	ops := []Op{{Kind: OpPatch, ID: p.DocumentID(), Patch: patch, IfMatch: p.ETag}}
 	if n := EstimateRequestBytes(ops); n > MaxRequestBytes {
-		return false, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("marking %d events dispatched takes about %d bytes, over %d", len(ids), n, MaxRequestBytes)}
+		return NotMarked, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("marking %d events dispatched takes about %d bytes, over %d", len(ids), n, MaxRequestBytes)}
 	}
 	res, err := s.Execute(ctx, p.Target, p.PartitionKey, ops)
 	if err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if len(res.Ops) != 1 {
-		return false, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for 1 operation", len(res.Ops))}
+		return NotMarked, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for 1 operation", len(res.Ops))}
 	}
 	switch st := res.Ops[0].Status; {
 	case res.Status != StatusMultiStatus && st < 300:
-		return true, nil
-	case st == http.StatusPreconditionFailed || st == http.StatusNotFound:
-		return false, nil
+		return Marked, nil
+	case st == http.StatusPreconditionFailed:
+		return AlreadyMarked, nil
+	case st == http.StatusNotFound:
+		return MarkerGone, nil
 	case TransientStatus(st):
-		return false, &TransientError{Status: st}
+		return NotMarked, &TransientError{Status: st}
 	case st < 300 || st == StatusFailedDependency:
-		return false, &AmbiguousError{Err: fmt.Errorf("batch status %d with an operation status %d", res.Status, st)}
+		return NotMarked, &AmbiguousError{Err: fmt.Errorf("batch status %d with an operation status %d", res.Status, st)}
 	default:
-		return false, &RejectedError{Index: 0, Kind: OpPatch, Marker: true, Status: st}
+		return NotMarked, &RejectedError{Index: 0, Kind: OpPatch, Marker: true, Status: st}
 	}
 }
 

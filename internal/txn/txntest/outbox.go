@@ -441,7 +441,7 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 	at := time.Date(2030, 5, 6, 7, 8, 9, 987654321, time.UTC)
 	marked, err := txn.MarkDispatched(ctx, s, rc.Pending, 2*time.Hour+time.Millisecond, at)
-	if err != nil || !marked {
+	if err != nil || marked != txn.Marked {
 		t.Fatalf("MarkDispatched = %v, %v; want marked", marked, err)
 	}
 	doc := markerDoc(t, s, tg, "t", "m")
@@ -471,14 +471,14 @@ func testMarkDispatched(t *testing.T, h Harness) {
 
 	// Marking again (a concurrent copy, the sweep) changes nothing.
 	marked, err = txn.MarkDispatched(ctx, s, rc.Pending, time.Hour, at.Add(time.Minute))
-	if err != nil || marked {
-		t.Fatalf("second MarkDispatched = %v, %v; want nothing marked and no error", marked, err)
+	if err != nil || marked != txn.AlreadyMarked {
+		t.Fatalf("second MarkDispatched = %v, %v; want already marked and no error", marked, err)
 	}
 	without := *rc.Pending
 	without.ETag = ""
 	marked, err = txn.MarkDispatched(ctx, s, &without, time.Hour, at.Add(time.Minute))
-	if err != nil || marked {
-		t.Fatalf("MarkDispatched without an ETag = %v, %v; want nothing marked", marked, err)
+	if err != nil || marked != txn.AlreadyMarked {
+		t.Fatalf("MarkDispatched without an ETag = %v, %v; want already marked", marked, err)
 	}
 	if doc := markerDoc(t, s, tg, "t", "m"); doc["dispatchedAtUtc"] != "2030-05-06T07:08:09.9876543Z" || doc["ttl"] != float64(7201) {
 		t.Errorf("a second mark changed the marker: %v %v", doc["dispatchedAtUtc"], doc["ttl"])
@@ -493,7 +493,7 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 	p := *rc.Pending
 	p.ETag = ""
-	if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, at); err != nil || !marked {
+	if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, at); err != nil || marked != txn.Marked {
 		t.Fatalf("MarkDispatched without an ETag = %v, %v; want marked", marked, err)
 	}
 	if st := readMarker(t, s, tg, "t", "n"); !st.Dispatched {
@@ -507,8 +507,8 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 }
 
-// testMarkGone: marking a marker that is gone is no error and creates
-// nothing.
+// testMarkGone: marking a marker that is gone is no error, is told apart
+// from one marked first (MarkerGone), and creates nothing.
 func testMarkGone(t *testing.T, h Harness) {
 	s, tg := h.New(t, "/tenant")
 	ctx := context.Background()
@@ -527,8 +527,8 @@ func testMarkGone(t *testing.T, h Harness) {
 		p := *rc.Pending
 		p.ETag = etag
 		marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now())
-		if err != nil || marked {
-			t.Fatalf("marking a removed marker (ETag %q) = %v, %v; want nothing marked and no error", etag, marked, err)
+		if err != nil || marked != txn.MarkerGone {
+			t.Fatalf("marking a removed marker (ETag %q) = %v, %v; want the marker gone and no error", etag, marked, err)
 		}
 	}
 	if hasMarker(t, s, tg, "t", "gone") {
@@ -612,7 +612,7 @@ func testFindPending(t *testing.T, h Harness) {
 	commit("p2", "other-endpoint", "shipping", base, 1)       // another endpoint's
 	commit("p2", "no-events", endpoint, base, 0)              // a plain marker
 	done := commit("p0", "dispatched", endpoint, base, 2)     // dispatched
-	if ok, err := txn.MarkDispatched(ctx, s, done, time.Hour, base); err != nil || !ok {
+	if ok, err := txn.MarkDispatched(ctx, s, done, time.Hour, base); err != nil || ok != txn.Marked {
 		t.Fatalf("marking: %v %v", ok, err)
 	}
 	// A business document that looks pending but is no marker.
@@ -650,7 +650,7 @@ func testFindPending(t *testing.T, h Harness) {
 	found, _ = findAll(t, s, tg, cutoff, 2, func(page []txn.Pending) {
 		for i := range page {
 			ok, err := txn.MarkDispatched(ctx, s, &page[i], time.Hour, cutoff)
-			if err != nil || !ok {
+			if err != nil || ok != txn.Marked {
 				t.Fatalf("marking %s: %v %v", page[i].MessageID, ok, err)
 			}
 			marked++
@@ -707,7 +707,7 @@ func testOutboxPartitionKeys(t *testing.T, h Harness) {
 			t.Errorf("%s: not found with its partition key value", name)
 			continue
 		}
-		if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now()); err != nil || !marked {
+		if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now()); err != nil || marked != txn.Marked {
 			t.Errorf("%s: MarkDispatched = %v, %v", name, marked, err)
 		}
 		if st := readMarker(t, s, tg, pk, name); !st.Dispatched {
