@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -457,6 +458,19 @@ func (q PendingQuery) check() error {
 // CheckPendingQuery validates q for a PendingFinder implementation.
 func CheckPendingQuery(q PendingQuery) error { return q.check() }
 
+// CreatedAtPattern is the regular expression (in the syntax Cosmos DB's
+// RegexMatch and Go's regexp share) of the createdAtUtc every commit
+// writes: UTC with a fixed seven-digit fraction. A PendingFinder also
+// returns the markers with an outbox whose createdAtUtc does not have
+// this form (not a string, missing, or another text), whatever their
+// age: the cutoff's string comparison cannot place them, and a
+// redelivery's read would still find them pending. PendingPage.Add counts
+// those that are not timestamps unreadable and leaves out the ones a
+// timestamp of another form places after the cutoff.
+const CreatedAtPattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{7}Z$`
+
+var createdAtForm = regexp.MustCompile(CreatedAtPattern)
+
 // PendingCutoff is q.OlderThan as a createdAtUtc value: markers created
 // before q.OlderThan are exactly those whose createdAtUtc (always written
 // in the fixed seven-digit form) sorts before it as a string.
@@ -484,12 +498,38 @@ type PendingPage struct {
 	Next string
 }
 
+// Add puts a document of target the query q returned (body, with its
+// system properties) on the page: a pending marker created before q's
+// cutoff goes to Pending; one that does not decode, or that could not be
+// marked (DecodePending), is counted Unreadable, the first with its
+// error; a marker with nothing left to dispatch, or whose createdAtUtc,
+// a timestamp in another form than a commit writes, is not before the
+// cutoff, is left out.
+func (pg *PendingPage) Add(target Target, q PendingQuery, body []byte) {
+	p, ok, err := DecodePending(target, body)
+	switch {
+	case err != nil:
+		pg.Unreadable++
+		if pg.FirstUnreadable == nil {
+			pg.FirstUnreadable = err
+		}
+	case ok && p.CreatedAt.Before(q.OlderThan):
+		pg.Pending = append(pg.Pending, p)
+	}
+}
+
 // PendingFinder is a Store that also finds, across the partitions of a
 // container, the markers of an endpoint created before a cutoff whose
-// events were not dispatched: the OutboxSweep's query. Markers without
-// events, and dispatched ones, are never returned. Markers dispatched
-// while the pages are read do not disturb the cursor: the following pages
-// hold the markers after the last one returned.
+// events were not dispatched: the OutboxSweep's query. A marker is taken
+// as not dispatched when it has an outbox and its dispatchedAtUtc is not
+// a string (null, missing, or another value), as a redelivery's read
+// takes it; one whose createdAtUtc is not in the form CreatedAtPattern
+// gives is returned whatever its age, for PendingPage.Add to place or
+// count unreadable. Markers without events, and dispatched ones, are
+// never returned. Markers dispatched while the pages are read do not
+// disturb the cursor: the following pages hold the markers after the
+// last one returned. An implementation builds its pages with
+// PendingPage.Add.
 type PendingFinder interface {
 	Store
 	FindPending(ctx context.Context, target Target, q PendingQuery) (PendingPage, error)

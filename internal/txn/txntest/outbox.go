@@ -2,6 +2,7 @@ package txntest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -27,6 +28,7 @@ func runOutbox(t *testing.T, h Harness) {
 	t.Run("OutboxMarkDispatched", func(t *testing.T) { testMarkDispatched(t, h) })
 	t.Run("OutboxMarkGoneOrStale", func(t *testing.T) { testMarkGone(t, h) })
 	t.Run("OutboxFindPending", func(t *testing.T) { testFindPending(t, h) })
+	t.Run("OutboxFindPendingOddMarkers", func(t *testing.T) { testFindPendingOdd(t, h) })
 	t.Run("OutboxPartitionKeyValues", func(t *testing.T) { testOutboxPartitionKeys(t, h) })
 }
 
@@ -676,6 +678,94 @@ func testFindPending(t *testing.T, h Harness) {
 		if _, err := pf.FindPending(ctx, tg, q); !errors.Is(err, txn.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// testFindPendingOdd: markers with an outbox whose dispatchedAtUtc is
+// missing or not a string (a redelivery's read takes them as pending), or
+// whose createdAtUtc is not a timestamp of the form a commit writes, are
+// found whatever their createdAtUtc says: a sendable one as pending, one
+// that cannot be read counted unreadable and named by its document id. A
+// timestamp of another form is placed by its time.
+func testFindPendingOdd(t *testing.T, h Harness) {
+	ctx := context.Background()
+	base := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	cutoff := base.Add(time.Hour)
+	for _, c := range []struct {
+		name                string
+		edit                func(doc map[string]any)
+		pending, unreadable bool
+	}{
+		{"no dispatchedAtUtc", func(d map[string]any) { delete(d, "dispatchedAtUtc") }, true, false},
+		{"dispatchedAtUtc a number", func(d map[string]any) { d["dispatchedAtUtc"] = 5 }, false, true},
+		{"createdAtUtc not a timestamp", func(d map[string]any) { d["createdAtUtc"] = "yesterday" }, false, true},
+		{"createdAtUtc missing", func(d map[string]any) { delete(d, "createdAtUtc") }, false, true},
+		{"createdAtUtc a number", func(d map[string]any) { d["createdAtUtc"] = 20300101 }, false, true},
+		{"createdAtUtc a date no calendar has", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T11:61:00.0000000Z" }, false, true},
+		{"createdAtUtc in another form, old", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T12:30:00+00:00" }, true, false},
+		{"createdAtUtc in another form, young", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T15:00:00Z" }, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, tg := h.New(t, "/tenant")
+			for _, msg := range []string{"ok", "odd"} {
+				tx := txn.Begin(s, tg, "t", func() time.Time { return base })
+				publishAll(t, tx.Unit(), event(msg+"-e1", 1))
+				if _, err := tx.Commit(ctx, outboxMarker(msg, response(msg))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			doc := markerDoc(t, s, tg, "t", "odd")
+			for k := range doc {
+				if strings.HasPrefix(k, "_") {
+					delete(doc, k)
+				}
+			}
+			c.edit(doc)
+			id := txn.MarkerID(endpoint, "odd")
+			body, err := json.Marshal(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res, err := s.Execute(ctx, tg, "t", []txn.Op{{Kind: txn.OpReplace, ID: id, Body: body}}); err != nil || res.Status >= 300 {
+				t.Fatalf("replacing the marker: %+v %v", res, err)
+			}
+			pf := s.(txn.PendingFinder)
+			q := txn.PendingQuery{EndpointID: endpoint, OlderThan: cutoff, PageSize: 10}
+			var pending []string
+			unreadable := 0
+			var first error
+			for pages := 0; ; pages++ {
+				page, err := pf.FindPending(ctx, tg, q)
+				if err != nil {
+					t.Fatalf("FindPending: %v", err)
+				}
+				for _, p := range page.Pending {
+					pending = append(pending, p.MessageID)
+				}
+				unreadable += page.Unreadable
+				if first == nil {
+					first = page.FirstUnreadable
+				}
+				if page.Next == "" || pages > 10 {
+					break
+				}
+				q.Cursor = page.Next
+			}
+			sort.Strings(pending)
+			want := []string{"ok"}
+			if c.pending {
+				want = []string{"odd", "ok"}
+			}
+			if !reflect.DeepEqual(pending, want) {
+				t.Errorf("pending %v, want %v", pending, want)
+			}
+			switch {
+			case c.unreadable && (unreadable != 1 || !errors.Is(first, txn.ErrUnreadableOutbox) || !strings.Contains(first.Error(), id)):
+				t.Errorf("unreadable %d, first %v; want the marker counted and named by its id %s", unreadable, first, id)
+			case !c.unreadable && unreadable != 0:
+				t.Errorf("unreadable %d (%v), want none", unreadable, first)
+			}
+		})
 	}
 }
 
