@@ -2,7 +2,6 @@ package txntest
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
@@ -714,21 +713,10 @@ func testFindPendingOdd(t *testing.T, h Harness) {
 					t.Fatal(err)
 				}
 			}
-			doc := markerDoc(t, s, tg, "t", "odd")
-			for k := range doc {
-				if strings.HasPrefix(k, "_") {
-					delete(doc, k)
-				}
-			}
-			c.edit(doc)
 			id := txn.MarkerID(endpoint, "odd")
-			body, err := json.Marshal(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res, err := s.Execute(ctx, tg, "t", []txn.Op{{Kind: txn.OpReplace, ID: id, Body: body}}); err != nil || res.Status >= 300 {
-				t.Fatalf("replacing the marker: %+v %v", res, err)
-			}
+			doc := Document(t, s, tg, "t", id)
+			c.edit(doc)
+			Write(t, s, tg, "t", txn.OpReplace, doc)
 			pf := s.(txn.PendingFinder)
 			q := txn.PendingQuery{EndpointID: endpoint, OlderThan: cutoff, PageSize: 10}
 			var pending []string
