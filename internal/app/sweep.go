@@ -67,7 +67,7 @@ func (a *endpointApp) invokeSweep(ctx context.Context, inv *funchost.Invocation)
 		ev, outcome, msg = a.log.Warn(), "canceled", "outbox sweep cancelled; the next tick continues"
 	case errors.Is(err, outbox.ErrMarkerGone):
 		ev, outcome, msg = a.log.Error(), "marker_gone", "outbox sweep sent the events of markers removed before their mark; nothing is left to send"
-	case err != nil && rep.Unreadable > 0 && rep.Left == rep.Unreadable:
+	case err != nil && rep.Unreadable > 0 && rep.Left == rep.Unreadable && rep.QueryFailed == 0:
 		ev, outcome, msg = a.log.Error(), "unreadable_left", "outbox sweep left unreadable markers for an operator to repair or remove"
 	case err != nil:
 		ev, outcome, msg = a.log.Error(), "sweep_failed", "outbox sweep left markers pending; the next tick retries them"

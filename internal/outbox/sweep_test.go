@@ -695,3 +695,32 @@ func TestSweepDoesNotResendWhatItCannotMark(t *testing.T) {
 		t.Errorf("%d messages sent over three runs, want the marker's two once: %v", n, w.pub.ids())
 	}
 }
+
+// TestSweepSendsAMarkerWithoutDispatchedAt: a marker with an outbox and
+// no dispatchedAtUtc at all, which a redelivery's read takes as pending,
+// is found, sent and marked; one whose createdAtUtc is no timestamp is
+// counted unreadable with its document id, unsent.
+func TestSweepSendsAMarkerWithoutDispatchedAt(t *testing.T) {
+	mem := txn.NewMemory(func() time.Time { return base })
+	w := newWorld(mem, ledger)
+	w.commit(t, ledger, "c1", endpoint, "m1", base.Add(-time.Hour), "m1-a")
+	w.commit(t, ledger, "c2", endpoint, "m2", base.Add(-time.Hour), "m2-a")
+	doc := txntest.Document(t, mem, ledger, "c1", txn.MarkerID(endpoint, "m1"))
+	delete(doc, "dispatchedAtUtc")
+	txntest.Write(t, mem, ledger, "c1", txn.OpReplace, doc)
+	odd := txn.MarkerID(endpoint, "m2")
+	doc = txntest.Document(t, mem, ledger, "c2", odd)
+	doc["createdAtUtc"] = "last Tuesday"
+	txntest.Write(t, mem, ledger, "c2", txn.OpReplace, doc)
+
+	rep, err := w.sweeper().Run(context.Background(), base)
+	if !errors.Is(err, txn.ErrUnreadableOutbox) || rep.Dispatched != 1 || rep.Unreadable != 1 || !strings.Contains(rep.FirstUnreadable, odd) {
+		t.Fatalf("Run = %+v, %v; want m1 dispatched and m2 unreadable by its id", rep, err)
+	}
+	if got := strings.Join(w.pub.ids(), " "); got != "m1-a resp-m1" {
+		t.Errorf("sent %q", got)
+	}
+	if st := w.state(t, ledger, "c1", "m1"); !st.Dispatched {
+		t.Errorf("m1 %+v, want dispatched", st)
+	}
+}
