@@ -69,8 +69,9 @@ func (a *App) door() (*frontdoor.Door, error) {
 // an event without a session key and a publish without a correlation id:
 // events in a new session are in no order with any other.
 //
-// Publish sends once and returns the send's error: a Transient error
-// when Service Bus could not be reached (the event may or may not have
+// Publish sends once, bounded at 30 seconds whatever ctx's deadline, and
+// returns the send's error: a Transient error when Service Bus could not
+// be reached or did not answer in time (the event may or may not have
 // gone out; publishing again with the same MessageId is safe downstream of
 // an inbox), a Permanent one for a publication refused as Event.Publish
 // refuses it. To make a write and its event one commit, use a FrontDoor.
@@ -218,7 +219,12 @@ type Committed struct {
 // commit once: the others are Replayed.
 //
 // A send that fails after the commit is not an error (Committed.Sent is
-// false). The errors: ErrKeyReused; ErrConflict; a Transient error when
+// false). Each call Commit makes to Cosmos DB or Service Bus (the batch,
+// the read of a replayed request's record, the send, the mark) is bounded
+// at 30 seconds whatever ctx's deadline, so a request against a stalled
+// connection is answered: a send or mark that timed out leaves the events
+// to the OutboxSweep or a retry and Commit returns the committed answer,
+// and a batch that timed out is a Transient error. The errors: ErrKeyReused; ErrConflict; a Transient error when
 // the store could not be reached or did not answer (the batch may have
 // been applied: retry the same request, which then finds the record); a
 // Permanent one for a unit that cannot commit as queued (a limit, a bad

@@ -101,8 +101,13 @@ type SweepReport struct {
 	// sweep sent and marked; Events how many events it sent.
 	Found, Dispatched, Events int
 	// Left is how many it left pending for a failure: the next sweep
-	// retries them.
+	// retries them (after the others), except the unreadable ones, which
+	// wait for an operator.
 	Left int
+	// Gone is how many it sent whose record was gone when it came to
+	// mark it dispatched (deleted, or expired, since the sweep found it):
+	// their events went out, and no record says so.
+	Gone int
 }
 
 // Sweep sends, once, the events that requests committed through the
@@ -110,13 +115,15 @@ type SweepReport struct {
 // NimBus__Outbox__MinimumAge (a send that failed, a process that
 // stopped after its commit), and marks their records dispatched, as the
 // app's OutboxSweep timer does. It returns an error when it left records
-// pending; the next call retries them. Call it on a ticker.
+// pending (the next call retries them) or found some gone. Call it on a
+// ticker, on the same Service: it sends the records that failed in one
+// call only after the others in the next.
 func (s *Service) Sweep(ctx context.Context) (SweepReport, error) {
 	if s.app == nil {
 		return SweepReport{}, ErrNotStarted
 	}
 	rep, err := s.app.Sweep(ctx)
-	return SweepReport{Found: rep.Found, Dispatched: rep.Dispatched, Events: rep.Events, Left: rep.Left}, err
+	return SweepReport{Found: rep.Found, Dispatched: rep.Dispatched, Events: rep.Events, Left: rep.Left, Gone: rep.Gone}, err
 }
 
 // Close closes the service's clients, within ctx. Publishing and

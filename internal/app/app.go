@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -22,6 +23,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/outbox"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
 	sbdeferred "github.com/nimbus-go/functions-subscriber/internal/servicebus/deferred"
@@ -136,6 +138,10 @@ type endpointApp struct {
 	// txnStore is the store of those containers (nil without
 	// transactional handlers).
 	txnStore txn.Store
+	// sweep is the OutboxSweep's sweeper, kept across runs (it
+	// remembers the markers a run failed on); made on first use.
+	sweepOnce sync.Once
+	sweep     *outbox.Sweeper
 }
 
 // New builds the app the settings choose. It performs no network I/O:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/txntest"
 )
 
 var sweepLedger = txn.Target{DatabaseID: "Billing", ContainerID: "ledger", PartitionKeyPath: "/customerId"}
@@ -38,6 +40,13 @@ type sweepApp struct {
 }
 
 func newSweepApp(t *testing.T, transactional bool, settings map[string]string) *sweepApp {
+	t.Helper()
+	return newSweepAppOn(t, transactional, settings, nil)
+}
+
+// newSweepAppOn is newSweepApp with the app's store wrapped by wrap (nil:
+// the memory store itself).
+func newSweepAppOn(t *testing.T, transactional bool, settings map[string]string, wrap func(*txn.Memory) txn.Store) *sweepApp {
 	t.Helper()
 	m := map[string]string{
 		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
@@ -64,7 +73,11 @@ func newSweepApp(t *testing.T, transactional bool, settings map[string]string) *
 	pub := &resolver.Memory{}
 	logs := &testlog.Buffer{}
 	stderr := &bytes.Buffer{}
-	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Now: clk.Now, Txn: store, Publisher: pub, Stderr: stderr})
+	var deps txn.Store = store
+	if wrap != nil {
+		deps = wrap(store)
+	}
+	a, err := New(cfg, Deps{Handlers: reg, Log: zerolog.New(logs), Now: clk.Now, Txn: deps, Publisher: pub, Stderr: stderr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,5 +222,78 @@ func TestOutboxSweepMalformedInvocation(t *testing.T) {
 	s := newSweepApp(t, true, nil)
 	if status, _ := s.post(t, FuncOutboxSweep, []byte(`{"Data":`)); status != 400 {
 		t.Fatalf("status %d, want 400", status)
+	}
+}
+
+// corrupt rewrites a marker's document with edit applied.
+func (s *sweepApp) corrupt(t *testing.T, pk, msg string, edit func(doc map[string]any)) string {
+	t.Helper()
+	id := txn.MarkerID("BillingEndpoint", msg)
+	doc := txntest.Document(t, s.store, sweepLedger, pk, id)
+	edit(doc)
+	txntest.Write(t, s.store, sweepLedger, pk, txn.OpReplace, doc)
+	return id
+}
+
+// A run that leaves an unreadable marker says so, naming the marker's
+// document id in its log line, its error and the host's line, and does
+// not call it a store failure to be retried.
+func TestOutboxSweepNamesUnreadableMarkers(t *testing.T) {
+	s := newSweepApp(t, true, nil)
+	s.commit(t, "c-1", "m-1", s.clk.now.Add(-time.Hour), "PaymentRecorded-1")
+	s.commit(t, "c-2", "m-2", s.clk.now.Add(-time.Hour), "PaymentRecorded-2")
+	id := s.corrupt(t, "c-1", "m-1", func(doc map[string]any) { doc["createdAtUtc"] = "yesterday" })
+	if status, _ := s.post(t, FuncOutboxSweep, sweepEnvelope()); status == 200 {
+		t.Fatal("a run that left an unreadable marker answered 200")
+	}
+	l := s.logs.Lines(t)
+	if len(l) != 1 {
+		t.Fatalf("%d log lines: %v", len(l), l)
+	}
+	first, _ := l[0]["firstUnreadable"].(string)
+	errText, _ := l[0]["error"].(string)
+	if l[0]["outcome"] != "unreadable_left" || l[0]["unreadable"] != float64(1) || l[0]["dispatched"] != float64(1) || !strings.Contains(first, id) || !strings.Contains(errText, id) {
+		t.Errorf("log = %v; want outcome unreadable_left naming %s", l[0], id)
+	}
+	if strings.Contains(errText, "will be retried") || strings.Contains(errText, "inbox store operation") {
+		t.Errorf("the error reads as a store failure: %s", errText)
+	}
+	if !strings.Contains(s.stderr.String(), id) || strings.Contains(s.logs.String()+s.stderr.String(), secretPayload) {
+		t.Errorf("host line %s", s.stderr.String())
+	}
+}
+
+// notFoundMarks answers every mark 404 while the marker stays.
+type notFoundMarks struct{ *txn.Memory }
+
+func (n notFoundMarks) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+	if len(ops) == 1 && ops[0].Kind == txn.OpPatch {
+		return txn.Result{Status: txn.StatusMultiStatus, Ops: []txn.OpResult{{Status: 404}}}, nil
+	}
+	return n.Memory.Execute(ctx, t, pk, ops)
+}
+
+// The app keeps its sweeper across invocations: a marker whose mark found
+// no marker is reported gone with its id on the first tick and is not
+// sent again on the next ones.
+func TestOutboxSweepRemembersAcrossTicks(t *testing.T) {
+	s := newSweepAppOn(t, true, nil, func(m *txn.Memory) txn.Store { return notFoundMarks{m} })
+	s.commit(t, "c-1", "m-1", s.clk.now.Add(-time.Hour), "PaymentRecorded-1")
+	id := txn.MarkerID("BillingEndpoint", "m-1")
+	if status, _ := s.post(t, FuncOutboxSweep, sweepEnvelope()); status == 200 {
+		t.Fatal("a run whose mark found nothing answered 200")
+	}
+	if l := s.logs.Lines(t); len(l) != 1 || l[0]["outcome"] != "marker_gone" || l[0]["gone"] != float64(1) || l[0]["firstGone"] != id || l[0]["alreadyDone"] != float64(0) {
+		t.Fatalf("first tick log = %v", l)
+	}
+	for tick := 2; tick <= 3; tick++ {
+		s.logs.Reset()
+		s.post(t, FuncOutboxSweep, sweepEnvelope())
+		if l := s.logs.Lines(t); len(l) != 1 || l[0]["outcome"] != "unreadable_left" || !strings.Contains(fmt.Sprint(l[0]["firstUnreadable"]), id) {
+			t.Errorf("tick %d log = %v", tick, l)
+		}
+	}
+	if n := len(s.pub.Sent()); n != 2 {
+		t.Errorf("%d messages sent over three ticks, want the event and the response once", n)
 	}
 }

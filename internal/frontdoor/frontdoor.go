@@ -35,6 +35,10 @@ import (
 // MaxAnswerBytes bounds the answer a record keeps.
 const MaxAnswerBytes = 16 << 10
 
+// DefaultCallTimeout bounds each store or publisher call of a request
+// when Door.CallTimeout is 0.
+const DefaultCallTimeout = 30 * time.Second
+
 // ErrKeyReused: the idempotency key was committed by a request with
 // another fingerprint.
 var ErrKeyReused = errors.New("frontdoor: the idempotency key was used by another request")
@@ -60,6 +64,24 @@ type Door struct {
 	MaxEventBytes int
 	// Now is the clock (nil: time.Now).
 	Now func() time.Time
+	// CallTimeout bounds each call a request makes to the store or the
+	// publisher once its unit is queued (the commit's batch, the read of
+	// a replayed request's record, the send, the mark) and Publish's
+	// send, under the caller's context, which may have no deadline: a
+	// stalled connection fails that call instead of holding the request.
+	// 0 means DefaultCallTimeout.
+	CallTimeout time.Duration
+}
+
+// call runs f under ctx bounded by the door's call timeout.
+func (d *Door) call(ctx context.Context, f func(context.Context) error) error {
+	timeout := d.CallTimeout
+	if timeout <= 0 {
+		timeout = DefaultCallTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	return f(ctx)
 }
 
 func (d *Door) now() time.Time {
@@ -70,14 +92,15 @@ func (d *Door) now() time.Time {
 }
 
 // Publish sends one event now, in one round trip: p with NimBus's Publish
-// wire (NewStartedEvent). The send runs in a producer span under ctx's.
+// wire (NewStartedEvent). The send runs in a producer span under ctx's,
+// bounded by CallTimeout.
 func (d *Door) Publish(ctx context.Context, p message.Publication) error {
 	p.Endpoint, p.MaxBytes = d.EndpointID, d.MaxEventBytes
 	out, err := message.NewStartedEvent(p)
 	if err != nil {
 		return err
 	}
-	return d.Publisher.Publish(ctx, out)
+	return d.call(ctx, func(ctx context.Context) error { return d.Publisher.Publish(ctx, out) })
 }
 
 // Request is one request's unit of work, begun by Door.Begin.
@@ -150,7 +173,11 @@ type Result struct {
 // Replayed set, after sending any events the record still holds, or
 // fails with ErrKeyReused when the record's fingerprint differs. A
 // failed send or mark is not an error (Result.DispatchErr): the commit
-// stands. The error is a txn error (Classify) or ErrInvalid, ErrKeyReused.
+// stands. Each of these calls is bounded by the door's CallTimeout, so a
+// stalled connection makes Commit return within four of them at most: a
+// batch that timed out is a *txn.AmbiguousError (it may have committed;
+// retry the request), a send or mark that timed out a DispatchErr. The
+// error is a txn error (Classify) or ErrInvalid, ErrKeyReused.
 func (r *Request) Commit(ctx context.Context, answer json.RawMessage) (Result, error) {
 	if r.err != nil {
 		return Result{}, r.err
@@ -159,9 +186,13 @@ func (r *Request) Commit(ctx context.Context, answer json.RawMessage) (Result, e
 		return Result{}, fmt.Errorf("%w: the answer must be JSON of at most %d bytes", ErrInvalid, MaxAnswerBytes)
 	}
 	d := r.d
-	rc, err := r.tx.Commit(ctx, txn.Marker{
-		EndpointID: d.EndpointID, MessageID: r.key, Retention: d.Retention, Outbox: true,
-		Request: &txn.Request{Fingerprint: r.fingerprint, Answer: answer},
+	var rc txn.Receipt
+	err := d.call(ctx, func(ctx context.Context) (err error) {
+		rc, err = r.tx.Commit(ctx, txn.Marker{
+			EndpointID: d.EndpointID, MessageID: r.key, Retention: d.Retention, Outbox: true,
+			Request: &txn.Request{Fingerprint: r.fingerprint, Answer: answer},
+		})
+		return err
 	})
 	var dup *txn.DuplicateError
 	switch {
@@ -173,7 +204,11 @@ func (r *Request) Commit(ctx context.Context, answer json.RawMessage) (Result, e
 		return Result{}, err
 	}
 	u := r.tx.Unit()
-	st, err := txn.ReadRequest(ctx, d.Store, u.Target(), u.PartitionKey(), d.EndpointID, r.key)
+	var st txn.MarkerState
+	err = d.call(ctx, func(ctx context.Context) (err error) {
+		st, err = txn.ReadRequest(ctx, d.Store, u.Target(), u.PartitionKey(), d.EndpointID, r.key)
+		return err
+	})
 	switch {
 	case err != nil:
 		return Result{}, err
@@ -196,11 +231,14 @@ func (d *Door) finish(ctx context.Context, res *Result, p *txn.Pending) {
 		return
 	}
 	res.Events = len(p.Events)
-	if err := resolver.PublishAll(ctx, d.Publisher, p.Messages()); err != nil {
+	if err := d.call(ctx, func(ctx context.Context) error { return resolver.PublishAll(ctx, d.Publisher, p.Messages()) }); err != nil {
 		res.DispatchErr = err
 		return
 	}
-	if _, err := txn.MarkDispatched(ctx, d.Store, p, d.Retention, d.now()); err != nil {
+	if err := d.call(ctx, func(ctx context.Context) error {
+		_, err := txn.MarkDispatched(ctx, d.Store, p, d.Retention, d.now())
+		return err
+	}); err != nil {
 		res.DispatchErr = err
 		return
 	}

@@ -237,3 +237,89 @@ func TestRecordIsApartFromInboxMarkers(t *testing.T) {
 		t.Fatalf("an inbox marker of MessageId O-1 is found: %+v, %v", st, err)
 	}
 }
+
+// stalled answers nothing until its call's context ends: a Service Bus
+// connection, or a Cosmos DB one for the marks, that is open and stalled.
+type stalled struct{ calls atomic.Int64 }
+
+func (s *stalled) wait(ctx context.Context) error {
+	s.calls.Add(1)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (s *stalled) Publish(ctx context.Context, _ *message.Outgoing) error { return s.wait(ctx) }
+
+func (s *stalled) PublishBatch(ctx context.Context, _ []*message.Outgoing) error { return s.wait(ctx) }
+
+// stalledMarks is a store whose marks (a batch of one patch) stall.
+type stalledMarks struct {
+	txn.PendingFinder
+	stalled
+}
+
+func (s *stalledMarks) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+	if len(ops) == 1 && ops[0].Kind == txn.OpPatch {
+		return txn.Result{}, s.wait(ctx)
+	}
+	return s.PendingFinder.Execute(ctx, t, pk, ops)
+}
+
+// within runs f and fails t when it does not return within 30 s.
+func within(t *testing.T, what string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s did not return: a call that is never answered holds it", what)
+	}
+}
+
+// TestStalledSendOrMarkIsBounded: under a context without a deadline, a
+// send or a mark that is never answered fails at the door's call timeout;
+// the request is committed and answered (not sent), its events stay in
+// the record for the sweep, and Publish's own send fails the same way.
+func TestStalledSendOrMarkIsBounded(t *testing.T) {
+	for _, which := range []string{"send", "mark"} {
+		t.Run(which, func(t *testing.T) {
+			f := newFixture()
+			var stall *stalled
+			if which == "send" {
+				stall = &stalled{}
+				f.door.Publisher = stall
+			} else {
+				sm := &stalledMarks{PendingFinder: f.store}
+				stall = &sm.stalled
+				f.door.Store = sm
+			}
+			f.door.CallTimeout = 20 * time.Millisecond
+			var res frontdoor.Result
+			var err error
+			within(t, "Commit", func() { res, err = f.place(t, "O-1", "fp", "O-1") })
+			if err != nil || res.Replayed || res.Dispatched || res.Events != 1 || !errors.Is(res.DispatchErr, context.DeadlineExceeded) {
+				t.Fatalf("commit = %+v, %v; want committed, not sent, with the call's deadline", res, err)
+			}
+			if stall.calls.Load() != 1 {
+				t.Errorf("%d stalled calls, want 1", stall.calls.Load())
+			}
+			st, err := txn.ReadRequest(context.Background(), f.store, orders, "C-1", "SalesEndpoint", "O-1")
+			if err != nil || st.Pending == nil || len(st.Pending.Events) != 1 {
+				t.Fatalf("record %+v, %v; want its event kept for the sweep", st, err)
+			}
+			if which == "send" {
+				within(t, "Publish", func() {
+					err = f.door.Publish(context.Background(), message.Publication{EventTypeID: "OrderPlaced", MessageID: "OrderPlaced-O-2",
+						EventJSON: `{}`, SessionID: "s", CorrelationID: "c"})
+				})
+				if !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("Publish = %v, want the call's deadline", err)
+				}
+			}
+		})
+	}
+}

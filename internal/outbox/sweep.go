@@ -16,8 +16,11 @@
 //
 // A run is bounded like the inbox cleanup: query pages of PageSize
 // markers, a time budget checked between markers, and the caller's
-// context (shutdown). This package depends on the txn and resolver ports
-// only.
+// context (shutdown). A Sweeper kept across runs remembers the markers
+// whose send or mark failed and takes them after the others of their
+// container on the next run, so markers that keep failing do not spend
+// every budget ahead of healthy ones. This package depends on the txn and
+// resolver ports only.
 package outbox
 
 import (
@@ -25,6 +28,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
@@ -45,6 +49,9 @@ const (
 	DefaultBudget = 4 * time.Minute
 	// DefaultCallTimeout bounds each send, mark and query page of a run.
 	DefaultCallTimeout = 30 * time.Second
+	// maxDeferred bounds how many failed markers a Sweeper remembers
+	// across runs; the ones beyond it are taken in query order.
+	maxDeferred = 10000
 )
 
 // ErrInvalidSweeper reports a Sweeper that cannot run.
@@ -54,8 +61,16 @@ var ErrInvalidSweeper = errors.New("outbox: invalid sweeper")
 // because a send, a mark or a query failed; the report counts them.
 var ErrIncomplete = errors.New("outbox: the sweep left markers pending")
 
+// ErrMarkerGone matches the error of a run that sent the events of a
+// marker it then found gone (deleted, or expired, between the query and
+// the mark): nothing is left to send, but no marker records the dispatch.
+// The report counts them (Gone) and names the first (FirstGone).
+var ErrMarkerGone = errors.New("outbox: a marker was gone when its events had been sent")
+
 // Sweeper sends the events of one endpoint's markers left undispatched in
-// the containers of its transactional handlers.
+// the containers of its transactional handlers. Keep one Sweeper for the
+// runs of a process (by pointer): it remembers the markers a run failed on
+// (see Run). Its exported fields must not change while a run is under way.
 type Sweeper struct {
 	// Store holds the markers and finds the pending ones.
 	Store txn.PendingFinder
@@ -90,10 +105,32 @@ type Sweeper struct {
 	// Clock measures the budget and stamps dispatchedAtUtc; nil means
 	// time.Now.
 	Clock func() time.Time
+
+	// mu guards deferred: the markers the last runs failed on.
+	mu       sync.Mutex
+	deferred map[markerKey]deferral
+}
+
+// markerKey names a marker across runs.
+type markerKey struct {
+	target txn.Target
+	pk, id string
+}
+
+func keyOf(p *txn.Pending) markerKey {
+	return markerKey{target: p.Target, pk: p.PartitionKey, id: p.DocumentID()}
+}
+
+// deferral is what a run remembers of a marker it failed on: its ETag
+// then, and whether its mark found no marker (txn.MarkerGone).
+type deferral struct {
+	etag string
+	gone bool
 }
 
 // Report describes one run, as far as it got (also when Run returns an
-// error). It holds counts and times only.
+// error). It holds counts, times and marker document ids (hashes of an
+// endpoint and a message id), never a marker's content.
 type Report struct {
 	EndpointID string
 	// Cutoff is now − MinimumAge: markers created before it were swept.
@@ -108,9 +145,13 @@ type Report struct {
 	// marked dispatched.
 	Dispatched int
 	// AlreadyDone is the number of markers this run sent whose mark found
-	// them marked (a late copy of the delivery finished them meanwhile)
-	// or gone.
+	// them marked (a late copy of the delivery finished them meanwhile).
 	AlreadyDone int
+	// Gone is the number of markers this run sent whose mark found no
+	// marker (txn.MarkerGone): removed or expired since the query. Their
+	// events went out; FirstGone is the document id of the first.
+	Gone      int
+	FirstGone string
 	// Events and Responses are the events and ResolutionResponses sent.
 	Events    int
 	Responses int
@@ -119,14 +160,24 @@ type Report struct {
 	// stay pending.
 	SendFailed int
 	MarkFailed int
-	// Unreadable is the number of markers whose outbox does not decode:
-	// left for an operator.
-	Unreadable int
+	// Unreadable is the number of markers whose outbox does not decode,
+	// or that the sweep cannot mark (see txn.DecodePending), or whose mark
+	// found no marker in an earlier run while the query still returns it
+	// unchanged: left for an operator. FirstUnreadable names the first
+	// (its document id and why, never its content).
+	Unreadable      int
+	FirstUnreadable string
+	// Deferred is the number of markers whose send or mark failed in an
+	// earlier run of this Sweeper, which this run took after the others
+	// of their container, and left pending because it stopped (budget, a
+	// failed query) before their turn.
+	Deferred int
 	// QueryFailed is the number of containers whose query failed.
 	QueryFailed int
 	// Left is the number of pending markers this run saw and left:
-	// SendFailed + MarkFailed + Unreadable. More may be left unseen when
-	// the run stopped early (StoppedOnBudget, or a failed query).
+	// SendFailed + MarkFailed + Unreadable + Deferred. More may be left
+	// unseen when the run stopped early (StoppedOnBudget, or a failed
+	// query).
 	Left int
 	// OldestLeft is the creation time of the oldest marker this run saw
 	// and left (zero when none).
@@ -146,7 +197,14 @@ type Report struct {
 // dispatched. A failed send or mark leaves the marker pending and the run
 // goes on; a failed query ends that container's search. The error is nil
 // when nothing was left for a failure, otherwise it matches ErrIncomplete
-// and wraps the first failure. A cancelled ctx stops the run between (and
+// and wraps the first failure; a run that left nothing but found markers
+// gone at their mark matches ErrMarkerGone.
+//
+// Runs of one Sweeper resume rather than repeat: a marker whose send or
+// mark failed is remembered (up to 10,000), and the next run sends it only
+// after the other markers its container's query returns, when the budget
+// still allows. A marker whose mark found no marker is not sent again
+// while the query returns it with the same ETag: it is counted unreadable. A cancelled ctx stops the run between (and
 // inside) sends with ctx's error.
 func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	rep := Report{EndpointID: s.EndpointID}
@@ -187,7 +245,9 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 	}
 	start := clock()
 	rep.Cutoff = now.Add(-minAge)
-	r := run{s: s, rep: &rep, clock: clock, start: start, budget: budget, callTimeout: callTimeout, pageSize: pageSize}
+	r := run{s: s, rep: &rep, clock: clock, start: start, budget: budget, callTimeout: callTimeout, pageSize: pageSize,
+		prev: s.takeDeferred(), next: map[markerKey]deferral{}, seen: map[markerKey]bool{}, drained: map[txn.Target]bool{}}
+	defer r.keepDeferred()
 	drained := true
 	for _, t := range s.Targets {
 		done, err := r.container(ctx, t)
@@ -203,10 +263,17 @@ func (s *Sweeper) Run(ctx context.Context, now time.Time) (Report, error) {
 		}
 	}
 	rep.Drained = drained && !rep.StoppedOnBudget
-	rep.Left = rep.SendFailed + rep.MarkFailed + rep.Unreadable
+	if rep.Deferred > 0 {
+		r.fail(fmt.Errorf("%d markers whose send or mark failed in an earlier run were left for the next run", rep.Deferred))
+	}
+	rep.Left = rep.SendFailed + rep.MarkFailed + rep.Unreadable + rep.Deferred
 	rep.Elapsed = clock().Sub(start)
 	if r.first != nil {
 		return rep, fmt.Errorf("%w: %w", ErrIncomplete, r.first)
+	}
+	if rep.Gone > 0 {
+		return rep, fmt.Errorf("%w: %d markers of %s, the first %q, were removed after the run found them and before it marked them dispatched; their events were sent",
+			ErrMarkerGone, rep.Gone, s.EndpointID, rep.FirstGone)
 	}
 	return rep, nil
 }
@@ -223,6 +290,40 @@ type run struct {
 	pageSize    int
 	// first is the first failure that left markers pending.
 	first error
+	// prev are the markers earlier runs failed on; next the ones to
+	// remember after this run; seen the ones this run's queries returned.
+	prev, next map[markerKey]deferral
+	seen       map[markerKey]bool
+	// drained holds the containers whose query this run read to its end.
+	drained map[txn.Target]bool
+}
+
+// takeDeferred returns the markers the last run remembered.
+func (s *Sweeper) takeDeferred() map[markerKey]deferral {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.deferred
+}
+
+// keepDeferred remembers, for the next run, the markers this run failed
+// on or did not reach: every earlier one it did not see again is kept
+// too, unless this run saw every marker of its container.
+func (r *run) keepDeferred() {
+	for k, d := range r.prev {
+		if !r.seen[k] && !r.drained[k.target] {
+			r.remember(k, d)
+		}
+	}
+	r.s.mu.Lock()
+	r.s.deferred = r.next
+	r.s.mu.Unlock()
+}
+
+// remember keeps k for the next run, up to maxDeferred markers.
+func (r *run) remember(k markerKey, d deferral) {
+	if len(r.next) < maxDeferred {
+		r.next[k] = d
+	}
 }
 
 // fail records err as the run's first failure.
@@ -248,10 +349,21 @@ func (r *run) spent() bool {
 	return r.rep.StoppedOnBudget
 }
 
-// container sweeps one container page by page. done reports that its
-// query ran to its end; an error (only ctx's) ends the run.
+// container sweeps one container page by page, then the markers earlier
+// runs failed on. done reports that its query ran to its end; an error
+// (only ctx's) ends the run.
 func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error) {
 	r.rep.Containers++
+	var later []txn.Pending
+	defer func() {
+		// The failed markers not reached wait for the next run.
+		for i := range later {
+			r.rep.Found++
+			r.rep.Deferred++
+			r.left(&later[i])
+			r.remember(keyOf(&later[i]), r.prev[keyOf(&later[i])])
+		}
+	}()
 	q := txn.PendingQuery{EndpointID: r.s.EndpointID, OlderThan: r.rep.Cutoff, PageSize: r.pageSize}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -274,30 +386,71 @@ func (r *run) container(ctx context.Context, t txn.Target) (done bool, err error
 			return false, nil
 		}
 		r.rep.Pages++
-		r.rep.Unreadable += page.Unreadable
 		if page.Unreadable > 0 {
 			first := page.FirstUnreadable
 			if first == nil {
 				first = txn.ErrUnreadableOutbox
 			}
-			r.fail(fmt.Errorf("%d unreadable markers of %s, the first: %w", page.Unreadable, t, first))
+			r.unreadable(page.Unreadable, fmt.Errorf("%d unreadable markers of %s, the first: %w", page.Unreadable, t, first))
 		}
 		for i := range page.Pending {
+			p := &page.Pending[i]
+			k := keyOf(p)
+			r.seen[k] = true
+			if d, ok := r.prev[k]; ok {
+				if d.gone && d.etag != "" && d.etag == p.ETag {
+					// Its mark found no marker, and the query returns
+					// it unchanged: sending it again would repeat that.
+					r.rep.Found++
+					r.left(p)
+					r.remember(k, d)
+					r.unreadable(1, fmt.Errorf("%w: marker %q in container %s: an earlier run sent its events and its mark found no document at its id; it is left unsent until it is repaired or removed",
+						txn.ErrUnreadableOutbox, k.id, t))
+					continue
+				}
+				later = append(later, *p)
+				continue
+			}
 			if err := ctx.Err(); err != nil {
 				return false, err
 			}
 			if r.spent() {
 				return false, nil
 			}
-			if err := r.marker(ctx, &page.Pending[i]); err != nil {
+			if err := r.marker(ctx, p); err != nil {
 				return false, err
 			}
 		}
 		if page.Next == "" {
-			return true, nil
+			break
 		}
 		q.Cursor = page.Next
 	}
+	r.drained[t] = true
+	// The healthy markers had their turn: now the ones that failed before.
+	for len(later) > 0 {
+		if err := ctx.Err(); err != nil {
+			return false, err
+		}
+		if r.spent() {
+			return false, nil
+		}
+		p := later[0]
+		later = later[1:]
+		if err := r.marker(ctx, &p); err != nil {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+// unreadable counts n unreadable markers, err naming the first.
+func (r *run) unreadable(n int, err error) {
+	r.rep.Unreadable += n
+	if r.rep.FirstUnreadable == "" {
+		r.rep.FirstUnreadable = err.Error()
+	}
+	r.fail(err)
 }
 
 // marker sends p's messages and marks p dispatched. A failure is counted
@@ -312,6 +465,7 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 		}
 		r.rep.SendFailed++
 		r.left(p)
+		r.remember(keyOf(p), deferral{etag: p.ETag})
 		r.fail(fmt.Errorf("sending the events of a marker in %s: %w", p.Target, err))
 		return nil
 	}
@@ -319,7 +473,7 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 	if p.Response != nil {
 		r.rep.Responses++
 	}
-	var marked bool
+	var marked txn.MarkResult
 	err := r.call(ctx, func(ctx context.Context) (err error) {
 		marked, err = txn.MarkDispatched(ctx, r.s.Store, p, r.s.Retention, r.clock())
 		return err
@@ -330,9 +484,16 @@ func (r *run) marker(ctx context.Context, p *txn.Pending) error {
 	case err != nil:
 		r.rep.MarkFailed++
 		r.left(p)
+		r.remember(keyOf(p), deferral{etag: p.ETag})
 		r.fail(fmt.Errorf("marking a marker of %s dispatched: %w", p.Target, err))
-	case marked:
+	case marked == txn.Marked:
 		r.rep.Dispatched++
+	case marked == txn.MarkerGone:
+		r.rep.Gone++
+		if r.rep.FirstGone == "" {
+			r.rep.FirstGone = p.DocumentID()
+		}
+		r.remember(keyOf(p), deferral{etag: p.ETag, gone: true})
 	default:
 		r.rep.AlreadyDone++
 	}

@@ -2,7 +2,6 @@ package outbox_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/outbox"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
+	"github.com/nimbus-go/functions-subscriber/internal/txn/txntest"
 )
 
 const (
@@ -154,7 +155,7 @@ func TestSweepSendsInOrderAndMarks(t *testing.T) {
 	w.commit(t, ledger, "c1", endpoint, "plain", old)
 	w.commit(t, ledger, "c2", "Shipping", "other", old, "other-a")
 	done := w.commit(t, ledger, "c2", endpoint, "done", old, "done-a")
-	if ok, err := txn.MarkDispatched(context.Background(), w.store, done, time.Hour, old); !ok || err != nil {
+	if ok, err := txn.MarkDispatched(context.Background(), w.store, done, time.Hour, old); ok != txn.Marked || err != nil {
 		t.Fatal(ok, err)
 	}
 
@@ -303,6 +304,42 @@ func TestSweepLateCopyFinishedFirst(t *testing.T) {
 	}
 	if st := w.state(t, ledger, "c1", "m"); !st.DispatchedAt.Equal(base.Add(-time.Minute)) {
 		t.Errorf("the late copy's mark was overwritten: %+v", st)
+	}
+}
+
+// TestSweepMarkerGoneAtItsMark: a marker removed between the query and
+// the mark (deleted by an operator, or expired) is its own outcome: its
+// events were sent, the run counts it Gone (not already done, not
+// dispatched), names its document id and fails with ErrMarkerGone; the
+// next run finds nothing and sends nothing.
+func TestSweepMarkerGoneAtItsMark(t *testing.T) {
+	w := memWorld(ledger)
+	w.commit(t, ledger, "c1", endpoint, "m", base.Add(-time.Hour), "m-a")
+	w.commit(t, ledger, "c2", endpoint, "ok", base.Add(-time.Hour), "ok-a")
+	id := txn.MarkerID(endpoint, "m")
+	w.pub.before = func(ms []*message.Outgoing) {
+		if ms[0].MessageID != "m-a" {
+			return
+		}
+		tx := txn.Begin(w.store, ledger, "c1", nil)
+		if err := tx.Unit().Delete(id, ""); err != nil {
+			t.Error(err)
+		}
+		if _, err := tx.Commit(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	rep, err := w.sweeper().Run(context.Background(), base)
+	if !errors.Is(err, outbox.ErrMarkerGone) || errors.Is(err, outbox.ErrIncomplete) || !strings.Contains(err.Error(), id) {
+		t.Fatalf("Run error %v, want ErrMarkerGone naming %s", err, id)
+	}
+	if rep.Gone != 1 || rep.FirstGone != id || rep.AlreadyDone != 0 || rep.Dispatched != 1 || rep.Events != 2 || rep.Left != 0 {
+		t.Errorf("report %+v: want the vanished marker counted gone, the other dispatched", rep)
+	}
+	w.pub.Reset()
+	rep, err = w.sweeper().Run(context.Background(), base)
+	if err != nil || rep.Found != 0 || len(w.pub.Sent()) != 0 {
+		t.Fatalf("next run: %+v %v, sent %v", rep, err, w.pub.ids())
 	}
 }
 
@@ -536,24 +573,9 @@ func TestSweepRefusesAMarkerItCannotMark(t *testing.T) {
 	mem := txn.NewMemory(func() time.Time { return base })
 	w := newWorld(mem, ledger)
 	w.commit(t, ledger, "c1", endpoint, "m1", base.Add(-time.Hour), "m1-a")
-	body, _, found, err := mem.Read(context.Background(), ledger, "c1", txn.MarkerID(endpoint, "m1"))
-	if err != nil || !found {
-		t.Fatalf("reading the marker: %v %v", found, err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(body, &doc); err != nil {
-		t.Fatal(err)
-	}
-	for k := range doc {
-		if strings.HasPrefix(k, "_") {
-			delete(doc, k)
-		}
-	}
+	doc := txntest.Document(t, mem, ledger, "c1", txn.MarkerID(endpoint, "m1"))
 	doc["id"] = "restored-copy"
-	copyBody, _ := json.Marshal(doc)
-	if _, err := mem.Execute(context.Background(), ledger, "c1", []txn.Op{{Kind: txn.OpCreate, ID: "restored-copy", Body: copyBody}}); err != nil {
-		t.Fatalf("storing the copy: %v", err)
-	}
+	txntest.Write(t, mem, ledger, "c1", txn.OpCreate, doc)
 	rep, err := w.sweeper().Run(context.Background(), base)
 	if !errors.Is(err, outbox.ErrIncomplete) || !errors.Is(err, txn.ErrUnreadableOutbox) || !strings.Contains(err.Error(), "restored-copy") {
 		t.Fatalf("Run error %v, want ErrIncomplete naming the unmarkable marker", err)
@@ -565,5 +587,140 @@ func TestSweepRefusesAMarkerItCannotMark(t *testing.T) {
 	rep, _ = w.sweeper().Run(context.Background(), base)
 	if n := len(w.pub.ids()); n != 0 || rep.Unreadable != 1 {
 		t.Errorf("second run sent %d messages (%v), unreadable %d: want nothing sent and the copy still counted", n, w.pub.ids(), rep.Unreadable)
+	}
+}
+
+// TestSweepResumesPastFailingMarkers: five markers whose send always
+// fails, each holding the run for the 30 s call timeout (a stalled
+// link), come first in the query's order, ahead of 1,000 healthy markers
+// whose send takes 1 s. A run of the default 4-minute budget spends 150 s
+// on the five; the Sweeper remembers them, and the next runs send the
+// healthy markers first and try the failing ones again only after them.
+// Every healthy marker is sent, once, within 5 runs (a sweeper that tries
+// the failing ones first on every run needs 12), and the failing ones are
+// tried again once the healthy ones are done.
+func TestSweepResumesPastFailingMarkers(t *testing.T) {
+	const healthy, failing, maxRuns = 1000, 5, 5
+	clk := inboxtest.NewClock(base)
+	w := newWorld(txn.NewMemory(clk.Now), ledger)
+	for i := range failing {
+		w.commit(t, ledger, fmt.Sprintf("a-%d", i), endpoint, fmt.Sprintf("bad%d", i), base.Add(-time.Hour), fmt.Sprintf("bad%d-a", i))
+	}
+	for i := range healthy {
+		w.commit(t, ledger, fmt.Sprintf("c-%04d", i), endpoint, fmt.Sprintf("ok%d", i), base.Add(-time.Hour), fmt.Sprintf("ok%d-a", i))
+	}
+	failingSends := 0
+	w.pub.before = func(ms []*message.Outgoing) {
+		if strings.HasPrefix(ms[0].MessageID, "bad") {
+			failingSends++
+			clk.Advance(outbox.DefaultCallTimeout)
+			return
+		}
+		clk.Advance(time.Second)
+	}
+	w.pub.refuse = func(id string) bool { return strings.HasPrefix(id, "bad") }
+	s := w.sweeper()
+	s.Clock = clk.Now
+	sentHealthy := func() int {
+		n := 0
+		for _, id := range w.pub.ids() {
+			if strings.HasPrefix(id, "ok") && strings.HasSuffix(id, "-a") {
+				n++
+			}
+		}
+		return n
+	}
+	runs, perRun := 0, []int{}
+	for sentHealthy() < healthy && runs < 20 {
+		before := sentHealthy()
+		rep, err := s.Run(context.Background(), clk.Now())
+		runs++
+		perRun = append(perRun, sentHealthy()-before)
+		if !errors.Is(err, outbox.ErrIncomplete) || rep.Left < failing {
+			t.Fatalf("run %d: %+v %v; want the failing markers left and reported", runs, rep, err)
+		}
+		if rep.Left != rep.SendFailed+rep.Deferred || rep.SendFailed+rep.Deferred != failing {
+			t.Errorf("run %d: report %+v; want the %d failing markers failed again or deferred", runs, rep, failing)
+		}
+	}
+	t.Logf("%d healthy markers sent in %d runs (per run %v), %d failing sends", sentHealthy(), runs, perRun, failingSends)
+	if runs > maxRuns || sentHealthy() != healthy {
+		t.Fatalf("%d of %d healthy markers sent after %d runs (per run %v); want all within %d", sentHealthy(), healthy, runs, perRun, maxRuns)
+	}
+	if n := len(w.pub.Sent()); n != 2*healthy {
+		t.Errorf("%d messages sent, want each healthy marker's event and response once (%d)", n, 2*healthy)
+	}
+	// With the healthy ones done, the failing ones get their turn.
+	failingSends = 0
+	rep, _ := s.Run(context.Background(), clk.Now())
+	if failingSends != failing || rep.SendFailed != failing || rep.Deferred != 0 {
+		t.Errorf("after the healthy ones: %d failing sends, report %+v; want all %d tried again", failingSends, rep, failing)
+	}
+}
+
+// goneMarks is a store whose marks answer 404 while the marker stays: a
+// mark that can never find the marker the query returns.
+type goneMarks struct {
+	txn.PendingFinder
+}
+
+func (g *goneMarks) Execute(ctx context.Context, t txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+	if len(ops) == 1 && ops[0].Kind == txn.OpPatch {
+		return txn.Result{Status: txn.StatusMultiStatus, Ops: []txn.OpResult{{Status: 404}}}, nil
+	}
+	return g.PendingFinder.Execute(ctx, t, pk, ops)
+}
+
+// TestSweepDoesNotResendWhatItCannotMark: a marker the query keeps
+// returning, unchanged, whose mark finds nothing is sent once: the next
+// runs of the Sweeper count it unreadable, naming it, and send nothing.
+func TestSweepDoesNotResendWhatItCannotMark(t *testing.T) {
+	w := memWorld(ledger)
+	w.commit(t, ledger, "c1", endpoint, "m", base.Add(-time.Hour), "m-a")
+	s := w.sweeper()
+	s.Store = &goneMarks{PendingFinder: w.store}
+	rep, err := s.Run(context.Background(), base)
+	if !errors.Is(err, outbox.ErrMarkerGone) || rep.Gone != 1 || len(w.pub.Sent()) != 2 {
+		t.Fatalf("first run: %+v %v, sent %v", rep, err, w.pub.ids())
+	}
+	id := txn.MarkerID(endpoint, "m")
+	for run := 2; run <= 3; run++ {
+		rep, err = s.Run(context.Background(), base)
+		if !errors.Is(err, outbox.ErrIncomplete) || !errors.Is(err, txn.ErrUnreadableOutbox) || rep.Unreadable != 1 || rep.Left != 1 ||
+			!strings.Contains(rep.FirstUnreadable, id) {
+			t.Errorf("run %d: %+v %v; want the marker counted unreadable by its id", run, rep, err)
+		}
+	}
+	if n := len(w.pub.Sent()); n != 2 {
+		t.Errorf("%d messages sent over three runs, want the marker's two once: %v", n, w.pub.ids())
+	}
+}
+
+// TestSweepSendsAMarkerWithoutDispatchedAt: a marker with an outbox and
+// no dispatchedAtUtc at all, which a redelivery's read takes as pending,
+// is found, sent and marked; one whose createdAtUtc is no timestamp is
+// counted unreadable with its document id, unsent.
+func TestSweepSendsAMarkerWithoutDispatchedAt(t *testing.T) {
+	mem := txn.NewMemory(func() time.Time { return base })
+	w := newWorld(mem, ledger)
+	w.commit(t, ledger, "c1", endpoint, "m1", base.Add(-time.Hour), "m1-a")
+	w.commit(t, ledger, "c2", endpoint, "m2", base.Add(-time.Hour), "m2-a")
+	doc := txntest.Document(t, mem, ledger, "c1", txn.MarkerID(endpoint, "m1"))
+	delete(doc, "dispatchedAtUtc")
+	txntest.Write(t, mem, ledger, "c1", txn.OpReplace, doc)
+	odd := txn.MarkerID(endpoint, "m2")
+	doc = txntest.Document(t, mem, ledger, "c2", odd)
+	doc["createdAtUtc"] = "last Tuesday"
+	txntest.Write(t, mem, ledger, "c2", txn.OpReplace, doc)
+
+	rep, err := w.sweeper().Run(context.Background(), base)
+	if !errors.Is(err, txn.ErrUnreadableOutbox) || rep.Dispatched != 1 || rep.Unreadable != 1 || !strings.Contains(rep.FirstUnreadable, odd) {
+		t.Fatalf("Run = %+v, %v; want m1 dispatched and m2 unreadable by its id", rep, err)
+	}
+	if got := strings.Join(w.pub.ids(), " "); got != "m1-a resp-m1" {
+		t.Errorf("sent %q", got)
+	}
+	if st := w.state(t, ledger, "c1", "m1"); !st.Dispatched {
+		t.Errorf("m1 %+v, want dispatched", st)
 	}
 }

@@ -23,7 +23,7 @@
 //	rc, err := tx.Commit(ctx, source, txn.Marker{…own MessageId…, Outbox: true, Response: &resp})
 //	if rc.Pending != nil {                    // events were stored
 //		err = resolver.PublishAll(ctx, pub, rc.Pending.Messages()) // events, then the response
-//		_, err = txn.MarkDispatched(ctx, store, rc.Pending, retention, now())
+//		_, err = txn.MarkDispatched(ctx, store, rc.Pending, retention, now()) // Marked, AlreadyMarked or MarkerGone
 //	}
 //
 // and a later copy of the delivery reads the marker's state (ReadMarker):

@@ -277,8 +277,9 @@ var _ PendingFinder = (*Memory)(nil)
 
 // FindPending implements PendingFinder: the markers of q.EndpointID in
 // target's container, across its partitions, created before q.OlderThan
-// whose events are not dispatched (an outbox and a null dispatchedAtUtc),
-// in (partition key value, id) order. The cursor is the last marker
+// (or with a createdAtUtc of another form) whose events are not
+// dispatched (an outbox, and a dispatchedAtUtc that is not a string), in
+// (partition key value, id) order. The cursor is the last marker
 // returned, so markers dispatched meanwhile do not shift the pages.
 func (m *Memory) FindPending(ctx context.Context, target Target, q PendingQuery) (PendingPage, error) {
 	if err := ctx.Err(); err != nil {
@@ -336,23 +337,15 @@ func (m *Memory) FindPending(ctx context.Context, target Target, q PendingQuery)
 		if !found {
 			continue
 		}
-		p, ok, err := DecodePending(target, body)
-		switch {
-		case err != nil:
-			page.Unreadable++
-			if page.FirstUnreadable == nil {
-				page.FirstUnreadable = err
-			}
-		case ok:
-			page.Pending = append(page.Pending, p)
-		}
+		page.Add(target, q, body)
 	}
 	return page, nil
 }
 
-// pendingDoc is the filter of FindPending: a marker of endpointID created
-// before cutoff (a createdAtUtc string) with an outbox and a null
-// dispatchedAtUtc.
+// pendingDoc is the filter of FindPending, the Cosmos DB query's: a
+// marker of endpointID with an outbox and a dispatchedAtUtc that is not a
+// string, created before cutoff (a createdAtUtc string) or with a
+// createdAtUtc not in the fixed form.
 func pendingDoc(obj map[string]any, endpointID, cutoff string) bool {
 	if obj["type"] != MarkerType || obj["endpointId"] != endpointID {
 		return false
@@ -360,9 +353,9 @@ func pendingDoc(obj map[string]any, endpointID, cutoff string) bool {
 	if _, ok := obj[fieldOutbox]; !ok {
 		return false
 	}
-	if v, ok := obj[fieldDispatchedAt]; !ok || v != nil {
+	if _, dispatched := obj[fieldDispatchedAt].(string); dispatched {
 		return false
 	}
 	created, ok := obj["createdAtUtc"].(string)
-	return ok && created < cutoff
+	return !ok || created < cutoff || !createdAtForm.MatchString(created)
 }

@@ -82,7 +82,7 @@ func TestMemoryPendingMarkerOutlivesItsRetention(t *testing.T) {
 	if err != nil || st.Pending == nil {
 		t.Fatalf("a year later: %+v %v; want the marker still pending", st, err)
 	}
-	if ok, err := txn.MarkDispatched(context.Background(), m, rc.Pending, time.Minute, now); err != nil || !ok {
+	if ok, err := txn.MarkDispatched(context.Background(), m, rc.Pending, time.Minute, now); err != nil || ok != txn.Marked {
 		t.Fatalf("MarkDispatched = %v, %v", ok, err)
 	}
 	for _, c := range []struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"regexp"
 	"strings"
 	"time"
 
@@ -93,6 +94,11 @@ func (p *Pending) Messages() []*message.Outgoing {
 	}
 	return out
 }
+
+// DocumentID is the marker's document id (a hash of its endpoint and
+// message id, or the request record's id): what MarkDispatched patches,
+// and how a report names the marker without its content.
+func (p *Pending) DocumentID() string { return markerDocID(p.EndpointID, p.MessageID, p.Request) }
 
 // IDs returns the events' MessageIds, in order.
 func (p *Pending) IDs() []string {
@@ -295,6 +301,36 @@ func DecodePending(target Target, body []byte) (p Pending, ok bool, err error) {
 	return p, true, nil
 }
 
+// MarkResult is what MarkDispatched found.
+type MarkResult int
+
+const (
+	// NotMarked is the result of a failed call: the marker is left as it
+	// was.
+	NotMarked MarkResult = iota
+	// Marked: this call marked the marker dispatched.
+	Marked
+	// AlreadyMarked: the marker changed since p was committed or read
+	// (412: another copy of the delivery, or the sweep, marked it first,
+	// and its dispatchedAtUtc is kept), or, read without an ETag, it is
+	// no longer pending.
+	AlreadyMarked
+	// MarkerGone: no document has the marker's id in its partition (404):
+	// it was deleted, or it expired, between the read or commit that gave
+	// p and the mark. p's events were sent, so nothing is left to send,
+	// but no marker records it: the caller reports it.
+	MarkerGone
+)
+
+var markResultNames = [...]string{"not marked", "marked", "already marked", "marker gone"}
+
+func (r MarkResult) String() string {
+	if r >= 0 && int(r) < len(markResultNames) {
+		return markResultNames[r]
+	}
+	return fmt.Sprintf("MarkResult(%d)", int(r))
+}
+
 // MarkDispatched records that p's events (and its response) were sent,
 // in one request: a batch of one patch of the marker, conditioned on
 // p.ETag, that sets dispatchedAtUtc to now, sets the marker's ttl to
@@ -302,41 +338,44 @@ func DecodePending(target Target, body []byte) (p Pending, ok bool, err error) {
 // events does) and clears the payloads, keeping every event's messageId:
 // outbox becomes [{"messageId":…},…] and response is removed.
 //
-// It answers true when this call marked the marker, and false when there
-// was nothing left to mark: the marker changed since p was committed or
-// read (412: another copy of the delivery, or the sweep, marked it first,
-// and its dispatchedAtUtc is kept), or it is gone (404: only a dispatched
-// marker expires, so its events were sent; or an operator removed it).
-// Neither loses anything, so marking twice is harmless. Without p.ETag (a
-// store that reports none) the marker is read first and marked only if it
-// is still pending.
+// It answers Marked when this call marked the marker, AlreadyMarked when
+// another call marked it first, and MarkerGone when there is no marker to
+// mark (404). Neither of the last two loses anything, so marking twice is
+// harmless; MarkerGone tells the caller that the marker it sent from was
+// removed. Without p.ETag (a store that reports none) the marker is read
+// first and marked only if it is still pending.
 //
-// A failure leaves the marker pending, so a later copy of the delivery or
-// the OutboxSweep sends the events again with the same MessageIds: a
-// *TransientError or *AmbiguousError, or a permanent error (ErrInvalid
-// for an unusable p or retention, *RejectedError for a patch the service
-// refused).
-func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Duration, now time.Time) (bool, error) {
+// A failure (NotMarked) leaves the marker pending, so a later copy of the
+// delivery or the OutboxSweep sends the events again with the same
+// MessageIds: a *TransientError or *AmbiguousError, or a permanent error
+// (ErrInvalid for an unusable p or retention, *RejectedError for a patch
+// the service refused).
+func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Duration, now time.Time) (MarkResult, error) {
 	if p == nil {
-		return false, fmt.Errorf("%w: no pending outbox to mark", ErrInvalid)
+		return NotMarked, fmt.Errorf("%w: no pending outbox to mark", ErrInvalid)
 	}
 	ttl, err := ttlSeconds(retention)
 	if err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := p.Target.Validate(); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := CheckPartitionKey(p.PartitionKey); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if err := checkMarkerKey(p.EndpointID, p.MessageID); err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if p.ETag == "" {
 		st, err := readMarker(ctx, s, p.Target, p.PartitionKey, p.EndpointID, p.MessageID, p.Request)
-		if err != nil || st.Pending == nil || st.Pending.ETag == "" {
-			return false, err
+		switch {
+		case err != nil:
+			return NotMarked, err
+		case !st.Found:
+			return MarkerGone, nil
+		case st.Pending == nil || st.Pending.ETag == "":
+			return AlreadyMarked, nil
 		}
 		p = st.Pending
 	}
@@ -348,7 +387,7 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 	ttlJSON, _ := json.Marshal(ttl)
 	idsJSON, err := json.Marshal(ids)
 	if err != nil {
-		return false, fmt.Errorf("%w: encoding the outbox ids: %w", ErrInvalid, err)
+		return NotMarked, fmt.Errorf("%w: encoding the outbox ids: %w", ErrInvalid, err)
 	}
 	patch := []PatchOp{
 		{Op: PatchSet, Path: "/" + fieldDispatchedAt, Value: at},
@@ -358,28 +397,30 @@ func MarkDispatched(ctx context.Context, s Store, p *Pending, retention time.Dur
 	if p.Response != nil {
 		patch = append(patch, PatchOp{Op: PatchRemove, Path: "/" + fieldResponse})
 	}
-	ops := []Op{{Kind: OpPatch, ID: markerDocID(p.EndpointID, p.MessageID, p.Request), Patch: patch, IfMatch: p.ETag}}
+	ops := []Op{{Kind: OpPatch, ID: p.DocumentID(), Patch: patch, IfMatch: p.ETag}}
 	if n := EstimateRequestBytes(ops); n > MaxRequestBytes {
-		return false, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("marking %d events dispatched takes about %d bytes, over %d", len(ids), n, MaxRequestBytes)}
+		return NotMarked, &LimitError{Limit: LimitRequestBytes, Index: -1, Detail: fmt.Sprintf("marking %d events dispatched takes about %d bytes, over %d", len(ids), n, MaxRequestBytes)}
 	}
 	res, err := s.Execute(ctx, p.Target, p.PartitionKey, ops)
 	if err != nil {
-		return false, err
+		return NotMarked, err
 	}
 	if len(res.Ops) != 1 {
-		return false, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for 1 operation", len(res.Ops))}
+		return NotMarked, &AmbiguousError{Err: fmt.Errorf("the answer has %d operation results for 1 operation", len(res.Ops))}
 	}
 	switch st := res.Ops[0].Status; {
 	case res.Status != StatusMultiStatus && st < 300:
-		return true, nil
-	case st == http.StatusPreconditionFailed || st == http.StatusNotFound:
-		return false, nil
+		return Marked, nil
+	case st == http.StatusPreconditionFailed:
+		return AlreadyMarked, nil
+	case st == http.StatusNotFound:
+		return MarkerGone, nil
 	case TransientStatus(st):
-		return false, &TransientError{Status: st}
+		return NotMarked, &TransientError{Status: st}
 	case st < 300 || st == StatusFailedDependency:
-		return false, &AmbiguousError{Err: fmt.Errorf("batch status %d with an operation status %d", res.Status, st)}
+		return NotMarked, &AmbiguousError{Err: fmt.Errorf("batch status %d with an operation status %d", res.Status, st)}
 	default:
-		return false, &RejectedError{Index: 0, Kind: OpPatch, Marker: true, Status: st}
+		return NotMarked, &RejectedError{Index: 0, Kind: OpPatch, Marker: true, Status: st}
 	}
 }
 
@@ -417,6 +458,19 @@ func (q PendingQuery) check() error {
 // CheckPendingQuery validates q for a PendingFinder implementation.
 func CheckPendingQuery(q PendingQuery) error { return q.check() }
 
+// CreatedAtPattern is the regular expression (in the syntax Cosmos DB's
+// RegexMatch and Go's regexp share) of the createdAtUtc every commit
+// writes: UTC with a fixed seven-digit fraction. A PendingFinder also
+// returns the markers with an outbox whose createdAtUtc does not have
+// this form (not a string, missing, or another text), whatever their
+// age: the cutoff's string comparison cannot place them, and a
+// redelivery's read would still find them pending. PendingPage.Add counts
+// those that are not timestamps unreadable and leaves out the ones a
+// timestamp of another form places after the cutoff.
+const CreatedAtPattern = `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}[.][0-9]{7}Z$`
+
+var createdAtForm = regexp.MustCompile(CreatedAtPattern)
+
 // PendingCutoff is q.OlderThan as a createdAtUtc value: markers created
 // before q.OlderThan are exactly those whose createdAtUtc (always written
 // in the fixed seven-digit form) sorts before it as a string.
@@ -444,12 +498,38 @@ type PendingPage struct {
 	Next string
 }
 
+// Add puts a document of target the query q returned (body, with its
+// system properties) on the page: a pending marker created before q's
+// cutoff goes to Pending; one that does not decode, or that could not be
+// marked (DecodePending), is counted Unreadable, the first with its
+// error; a marker with nothing left to dispatch, or whose createdAtUtc,
+// a timestamp in another form than a commit writes, is not before the
+// cutoff, is left out.
+func (pg *PendingPage) Add(target Target, q PendingQuery, body []byte) {
+	p, ok, err := DecodePending(target, body)
+	switch {
+	case err != nil:
+		pg.Unreadable++
+		if pg.FirstUnreadable == nil {
+			pg.FirstUnreadable = err
+		}
+	case ok && p.CreatedAt.Before(q.OlderThan):
+		pg.Pending = append(pg.Pending, p)
+	}
+}
+
 // PendingFinder is a Store that also finds, across the partitions of a
 // container, the markers of an endpoint created before a cutoff whose
-// events were not dispatched: the OutboxSweep's query. Markers without
-// events, and dispatched ones, are never returned. Markers dispatched
-// while the pages are read do not disturb the cursor: the following pages
-// hold the markers after the last one returned.
+// events were not dispatched: the OutboxSweep's query. A marker is taken
+// as not dispatched when it has an outbox and its dispatchedAtUtc is not
+// a string (null, missing, or another value), as a redelivery's read
+// takes it; one whose createdAtUtc is not in the form CreatedAtPattern
+// gives is returned whatever its age, for PendingPage.Add to place or
+// count unreadable. Markers without events, and dispatched ones, are
+// never returned. Markers dispatched while the pages are read do not
+// disturb the cursor: the following pages hold the markers after the
+// last one returned. An implementation builds its pages with
+// PendingPage.Add.
 type PendingFinder interface {
 	Store
 	FindPending(ctx context.Context, target Target, q PendingQuery) (PendingPage, error)

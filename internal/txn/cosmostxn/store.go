@@ -242,13 +242,16 @@ func patchOf(ops []txn.PatchOp) azcosmos.PatchOperations {
 }
 
 // pendingQuery selects an endpoint's markers created before a cutoff whose
-// events were not dispatched. Only such markers have an outbox with a null
-// dispatchedAtUtc: a marker without events has neither property (and
-// IS_NULL of a missing property is false), a dispatched one a timestamp.
-// createdAtUtc is always written in the fixed seven-digit form, so the
-// string comparison is exact.
+// events were not dispatched: those with an outbox whose dispatchedAtUtc
+// is not a string (a commit writes null, the mark a timestamp; a marker
+// without events has neither property, and a redelivery's read takes a
+// missing one as pending). createdAtUtc is always written in the fixed
+// seven-digit form, so the string comparison is exact; a marker whose
+// createdAtUtc is not in that form is selected whatever its age, for
+// txn.PendingPage.Add to place or count unreadable.
 const pendingQuery = "SELECT * FROM c WHERE c.type = @type AND c.endpointId = @endpointId" +
-	" AND IS_DEFINED(c.outbox) AND IS_NULL(c.dispatchedAtUtc) AND c.createdAtUtc < @olderThan"
+	" AND IS_DEFINED(c.outbox) AND NOT IS_STRING(c.dispatchedAtUtc)" +
+	" AND (c.createdAtUtc < @olderThan OR NOT IS_STRING(c.createdAtUtc) OR NOT RegexMatch(c.createdAtUtc, @createdAtForm))"
 
 // FindPending implements txn.PendingFinder. It reads pages of the query
 // until one holds markers (a cross-partition query may answer empty pages
@@ -267,6 +270,7 @@ func (s *Store) FindPending(ctx context.Context, t txn.Target, q txn.PendingQuer
 			{Name: "@type", Value: txn.MarkerType},
 			{Name: "@endpointId", Value: q.EndpointID},
 			{Name: "@olderThan", Value: txn.PendingCutoff(q)},
+			{Name: "@createdAtForm", Value: txn.CreatedAtPattern},
 		},
 		PageSizeHint: int32(q.PageSize),
 	}
@@ -289,16 +293,7 @@ func (s *Store) FindPending(ctx context.Context, t txn.Target, q txn.PendingQuer
 			continue
 		}
 		for _, it := range resp.Items {
-			p, ok, err := txn.DecodePending(t, it)
-			switch {
-			case err != nil:
-				page.Unreadable++
-				if page.FirstUnreadable == nil {
-					page.FirstUnreadable = err
-				}
-			case ok:
-				page.Pending = append(page.Pending, p)
-			}
+			page.Add(t, q, it)
 		}
 		break
 	}

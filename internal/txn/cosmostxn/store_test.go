@@ -395,7 +395,7 @@ func TestOutboxRequests(t *testing.T) {
 	}
 
 	e.rec.Reset()
-	if ok, err := txn.MarkDispatched(ctx, e.store, rc.Pending, time.Hour, time.Now()); err != nil || !ok {
+	if ok, err := txn.MarkDispatched(ctx, e.store, rc.Pending, time.Hour, time.Now()); err != nil || ok != txn.Marked {
 		t.Fatalf("MarkDispatched = %v, %v", ok, err)
 	}
 	if n := len(e.rec.Sent()); n != 1 {

@@ -78,6 +78,42 @@ func Run(t *testing.T, h Harness) {
 	runOutbox(t, h)
 }
 
+// Document reads document id in partition pk of tg, without its system
+// properties ("_…"), for a test to edit and write back (Write): a marker
+// corrupted or copied as an operator or a restore might.
+func Document(t testing.TB, s txn.Store, tg txn.Target, pk, id string) map[string]any {
+	t.Helper()
+	body, _, found, err := s.Read(context.Background(), tg, pk, id)
+	if err != nil || !found {
+		t.Fatalf("reading document %s: found=%v err=%v", id, found, err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		t.Fatal(err)
+	}
+	for k := range doc {
+		if strings.HasPrefix(k, "_") {
+			delete(doc, k)
+		}
+	}
+	return doc
+}
+
+// Write stores doc (its "id" names it) in partition pk of tg with one
+// operation of kind (txn.OpCreate or txn.OpReplace), failing t unless it
+// commits.
+func Write(t testing.TB, s txn.Store, tg txn.Target, pk string, kind txn.OpKind, doc map[string]any) {
+	t.Helper()
+	body, err := json.Marshal(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _ := doc["id"].(string)
+	if res, err := s.Execute(context.Background(), tg, pk, []txn.Op{{Kind: kind, ID: id, Body: body}}); err != nil || res.Status >= 300 {
+		t.Fatalf("writing document %s: %+v %v", id, res, err)
+	}
+}
+
 // seed commits doc without a marker.
 func seed(t *testing.T, s txn.Store, tg txn.Target, pk string, docs ...any) {
 	t.Helper()

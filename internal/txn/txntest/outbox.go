@@ -27,6 +27,7 @@ func runOutbox(t *testing.T, h Harness) {
 	t.Run("OutboxMarkDispatched", func(t *testing.T) { testMarkDispatched(t, h) })
 	t.Run("OutboxMarkGoneOrStale", func(t *testing.T) { testMarkGone(t, h) })
 	t.Run("OutboxFindPending", func(t *testing.T) { testFindPending(t, h) })
+	t.Run("OutboxFindPendingOddMarkers", func(t *testing.T) { testFindPendingOdd(t, h) })
 	t.Run("OutboxPartitionKeyValues", func(t *testing.T) { testOutboxPartitionKeys(t, h) })
 }
 
@@ -441,7 +442,7 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 	at := time.Date(2030, 5, 6, 7, 8, 9, 987654321, time.UTC)
 	marked, err := txn.MarkDispatched(ctx, s, rc.Pending, 2*time.Hour+time.Millisecond, at)
-	if err != nil || !marked {
+	if err != nil || marked != txn.Marked {
 		t.Fatalf("MarkDispatched = %v, %v; want marked", marked, err)
 	}
 	doc := markerDoc(t, s, tg, "t", "m")
@@ -471,14 +472,14 @@ func testMarkDispatched(t *testing.T, h Harness) {
 
 	// Marking again (a concurrent copy, the sweep) changes nothing.
 	marked, err = txn.MarkDispatched(ctx, s, rc.Pending, time.Hour, at.Add(time.Minute))
-	if err != nil || marked {
-		t.Fatalf("second MarkDispatched = %v, %v; want nothing marked and no error", marked, err)
+	if err != nil || marked != txn.AlreadyMarked {
+		t.Fatalf("second MarkDispatched = %v, %v; want already marked and no error", marked, err)
 	}
 	without := *rc.Pending
 	without.ETag = ""
 	marked, err = txn.MarkDispatched(ctx, s, &without, time.Hour, at.Add(time.Minute))
-	if err != nil || marked {
-		t.Fatalf("MarkDispatched without an ETag = %v, %v; want nothing marked", marked, err)
+	if err != nil || marked != txn.AlreadyMarked {
+		t.Fatalf("MarkDispatched without an ETag = %v, %v; want already marked", marked, err)
 	}
 	if doc := markerDoc(t, s, tg, "t", "m"); doc["dispatchedAtUtc"] != "2030-05-06T07:08:09.9876543Z" || doc["ttl"] != float64(7201) {
 		t.Errorf("a second mark changed the marker: %v %v", doc["dispatchedAtUtc"], doc["ttl"])
@@ -493,7 +494,7 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 	p := *rc.Pending
 	p.ETag = ""
-	if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, at); err != nil || !marked {
+	if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, at); err != nil || marked != txn.Marked {
 		t.Fatalf("MarkDispatched without an ETag = %v, %v; want marked", marked, err)
 	}
 	if st := readMarker(t, s, tg, "t", "n"); !st.Dispatched {
@@ -507,8 +508,8 @@ func testMarkDispatched(t *testing.T, h Harness) {
 	}
 }
 
-// testMarkGone: marking a marker that is gone is no error and creates
-// nothing.
+// testMarkGone: marking a marker that is gone is no error, is told apart
+// from one marked first (MarkerGone), and creates nothing.
 func testMarkGone(t *testing.T, h Harness) {
 	s, tg := h.New(t, "/tenant")
 	ctx := context.Background()
@@ -527,8 +528,8 @@ func testMarkGone(t *testing.T, h Harness) {
 		p := *rc.Pending
 		p.ETag = etag
 		marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now())
-		if err != nil || marked {
-			t.Fatalf("marking a removed marker (ETag %q) = %v, %v; want nothing marked and no error", etag, marked, err)
+		if err != nil || marked != txn.MarkerGone {
+			t.Fatalf("marking a removed marker (ETag %q) = %v, %v; want the marker gone and no error", etag, marked, err)
 		}
 	}
 	if hasMarker(t, s, tg, "t", "gone") {
@@ -612,7 +613,7 @@ func testFindPending(t *testing.T, h Harness) {
 	commit("p2", "other-endpoint", "shipping", base, 1)       // another endpoint's
 	commit("p2", "no-events", endpoint, base, 0)              // a plain marker
 	done := commit("p0", "dispatched", endpoint, base, 2)     // dispatched
-	if ok, err := txn.MarkDispatched(ctx, s, done, time.Hour, base); err != nil || !ok {
+	if ok, err := txn.MarkDispatched(ctx, s, done, time.Hour, base); err != nil || ok != txn.Marked {
 		t.Fatalf("marking: %v %v", ok, err)
 	}
 	// A business document that looks pending but is no marker.
@@ -650,7 +651,7 @@ func testFindPending(t *testing.T, h Harness) {
 	found, _ = findAll(t, s, tg, cutoff, 2, func(page []txn.Pending) {
 		for i := range page {
 			ok, err := txn.MarkDispatched(ctx, s, &page[i], time.Hour, cutoff)
-			if err != nil || !ok {
+			if err != nil || ok != txn.Marked {
 				t.Fatalf("marking %s: %v %v", page[i].MessageID, ok, err)
 			}
 			marked++
@@ -676,6 +677,83 @@ func testFindPending(t *testing.T, h Harness) {
 		if _, err := pf.FindPending(ctx, tg, q); !errors.Is(err, txn.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", name, err)
 		}
+	}
+}
+
+// testFindPendingOdd: markers with an outbox whose dispatchedAtUtc is
+// missing or not a string (a redelivery's read takes them as pending), or
+// whose createdAtUtc is not a timestamp of the form a commit writes, are
+// found whatever their createdAtUtc says: a sendable one as pending, one
+// that cannot be read counted unreadable and named by its document id. A
+// timestamp of another form is placed by its time.
+func testFindPendingOdd(t *testing.T, h Harness) {
+	ctx := context.Background()
+	base := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	cutoff := base.Add(time.Hour)
+	for _, c := range []struct {
+		name                string
+		edit                func(doc map[string]any)
+		pending, unreadable bool
+	}{
+		{"no dispatchedAtUtc", func(d map[string]any) { delete(d, "dispatchedAtUtc") }, true, false},
+		{"dispatchedAtUtc a number", func(d map[string]any) { d["dispatchedAtUtc"] = 5 }, false, true},
+		{"createdAtUtc not a timestamp", func(d map[string]any) { d["createdAtUtc"] = "yesterday" }, false, true},
+		{"createdAtUtc missing", func(d map[string]any) { delete(d, "createdAtUtc") }, false, true},
+		{"createdAtUtc a number", func(d map[string]any) { d["createdAtUtc"] = 20300101 }, false, true},
+		{"createdAtUtc a date no calendar has", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T11:61:00.0000000Z" }, false, true},
+		{"createdAtUtc in another form, old", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T12:30:00+00:00" }, true, false},
+		{"createdAtUtc in another form, young", func(d map[string]any) { d["createdAtUtc"] = "2030-01-01T15:00:00Z" }, false, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s, tg := h.New(t, "/tenant")
+			for _, msg := range []string{"ok", "odd"} {
+				tx := txn.Begin(s, tg, "t", func() time.Time { return base })
+				publishAll(t, tx.Unit(), event(msg+"-e1", 1))
+				if _, err := tx.Commit(ctx, outboxMarker(msg, response(msg))); err != nil {
+					t.Fatal(err)
+				}
+			}
+			id := txn.MarkerID(endpoint, "odd")
+			doc := Document(t, s, tg, "t", id)
+			c.edit(doc)
+			Write(t, s, tg, "t", txn.OpReplace, doc)
+			pf := s.(txn.PendingFinder)
+			q := txn.PendingQuery{EndpointID: endpoint, OlderThan: cutoff, PageSize: 10}
+			var pending []string
+			unreadable := 0
+			var first error
+			for pages := 0; ; pages++ {
+				page, err := pf.FindPending(ctx, tg, q)
+				if err != nil {
+					t.Fatalf("FindPending: %v", err)
+				}
+				for _, p := range page.Pending {
+					pending = append(pending, p.MessageID)
+				}
+				unreadable += page.Unreadable
+				if first == nil {
+					first = page.FirstUnreadable
+				}
+				if page.Next == "" || pages > 10 {
+					break
+				}
+				q.Cursor = page.Next
+			}
+			sort.Strings(pending)
+			want := []string{"ok"}
+			if c.pending {
+				want = []string{"odd", "ok"}
+			}
+			if !reflect.DeepEqual(pending, want) {
+				t.Errorf("pending %v, want %v", pending, want)
+			}
+			switch {
+			case c.unreadable && (unreadable != 1 || !errors.Is(first, txn.ErrUnreadableOutbox) || !strings.Contains(first.Error(), id)):
+				t.Errorf("unreadable %d, first %v; want the marker counted and named by its id %s", unreadable, first, id)
+			case !c.unreadable && unreadable != 0:
+				t.Errorf("unreadable %d (%v), want none", unreadable, first)
+			}
+		})
 	}
 }
 
@@ -707,7 +785,7 @@ func testOutboxPartitionKeys(t *testing.T, h Harness) {
 			t.Errorf("%s: not found with its partition key value", name)
 			continue
 		}
-		if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now()); err != nil || !marked {
+		if marked, err := txn.MarkDispatched(ctx, s, &p, time.Hour, time.Now()); err != nil || marked != txn.Marked {
 			t.Errorf("%s: MarkDispatched = %v, %v", name, marked, err)
 		}
 		if st := readMarker(t, s, tg, pk, name); !st.Dispatched {
