@@ -65,6 +65,24 @@ type txState struct {
 	// this delivery's commit's, or one a marker read found (another copy
 	// of the message committed it).
 	pending *txn.Pending
+	// bare is set when a marker read found a marker that holds no events:
+	// nothing in it records whether the delivery that committed it sent its
+	// ResolutionResponse.
+	bare bool
+}
+
+// keepBare notes a marker found that holds no events.
+func (s *txState) keepBare() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bare = true
+}
+
+// foundBare reports whether a marker read found a marker without events.
+func (s *txState) foundBare() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bare
 }
 
 // keepPending keeps p, unless an outbox is kept already.
@@ -122,7 +140,8 @@ func (j *job) readsMarkers() bool { return j.tx != nil && j.tx.pkErr == nil }
 
 // hasMarker is the marker read of k, in the lookup's parallel step. A
 // marker that holds events not yet dispatched is kept (j.tx.pending), for
-// the duplicate's answer to finish their dispatch.
+// the duplicate's answer to finish their dispatch; one that holds no
+// events is noted (j.tx.bare), for a redelivery's answer to resolve.
 func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 	cctx, span := j.p.o.Tracer.Start(ctx, spanInboxCheck)
 	if span.IsRecording() {
@@ -141,8 +160,11 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 		}
 	}
 	span.End()
-	if st.Pending != nil {
+	switch {
+	case st.Pending != nil:
 		j.tx.keepPending(st.Pending)
+	case st.Found && st.OutboxIDs == nil:
+		j.tx.keepBare()
 	}
 	return st.Found, nil
 }
