@@ -213,6 +213,9 @@ type Report struct {
 	StoreOp string
 	// RecordRetries counts record attempts after a failed one.
 	RecordRetries int
+	// MarkRetries counts attempts of a transactional delivery's dispatched
+	// mark after a failed one.
+	MarkRetries int
 	// HandlerRan is true when the application handler was invoked.
 	HandlerRan bool
 	// TxnReruns counts the runs of a transactional handler after its batch

@@ -262,9 +262,11 @@ func (j *job) readOwnOutbox(ctx context.Context) error {
 // then the stored ResolutionResponse, in one send; then it marks the marker
 // dispatched. Without an outbox it does nothing. A failed send is an
 // *eventsError (committed): the redelivery finds the marker and sends the
-// same messages again. A failed mark is a *StoreError: the events went out,
-// and the redelivery sends them again with the same MessageIds before it
-// marks them.
+// same messages again. A failed mark is tried again within the invocation
+// as an inbox record is (retryWrite); one that still fails is a
+// *StoreError: the events went out, and the redelivery (or the
+// OutboxSweep) sends them again with the same MessageIds before it marks
+// them.
 func (j *job) dispatchOutbox(ctx context.Context) error {
 	p := j.tx.takePending()
 	if p == nil {
@@ -283,7 +285,11 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	j.did.responded = true
 	j.outboxSent = true
 	cctx, span := j.p.o.Tracer.Start(ctx, spanOutboxMark)
-	if _, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now()); err != nil {
+	err := j.p.retryWrite(cctx, &j.did.markRetries, refusedForGood, func() error {
+		_, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now())
+		return err
+	})
+	if err != nil {
 		err = NewStoreError(opOutboxDispatched, err)
 		endSpan(span, err)
 		return err
@@ -291,6 +297,10 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	span.End()
 	return nil
 }
+
+// refusedForGood reports a store failure no retry changes: a refused or
+// invalid request (txn.Permanent).
+func refusedForGood(err error) bool { return txn.Classify(err) == txn.Permanent }
 
 // rerunTx decides whether a batch that conflicted is run again and, if so,
 // waits before the re-run: not once TxnConflictReruns re-runs were made,

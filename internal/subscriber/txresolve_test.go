@@ -175,3 +175,33 @@ func TestTxCopyOfCommittedMessageAnswers(t *testing.T) {
 		})
 	}
 }
+
+// A dispatched mark that fails is tried again within the invocation, as
+// an inbox record is: the delivery completes with its events sent once,
+// and the marker is dispatched. A mark that fails on every attempt fails
+// the delivery (its redelivery sends the events again and marks them).
+func TestTxDispatchedMarkIsRetried(t *testing.T) {
+	f := newTxResolveFixture(t, "OrderAccepted-1")
+	f.store.failMarks = 1
+	r := f.p.Process(context.Background(), delivery(str("m-1")))
+	if r.Outcome != OutcomeCompleted || r.MarkRetries != 1 {
+		t.Fatalf("%s after %d mark retries: %v", r.Outcome, r.MarkRetries, r.Err)
+	}
+	if got, want := f.sent(0), []string{"EventRequest OrderAccepted-1", "ResolutionResponse m-1"}; !slices.Equal(got, want) {
+		t.Fatalf("sent %v, want %v", got, want)
+	}
+	if f.store.marks != 2 {
+		t.Fatalf("%d mark attempts, want 2", f.store.marks)
+	}
+	st, err := txn.ReadMarker(context.Background(), f.store, txTarget, txPartition, "billing", "m-1")
+	if err != nil || !st.Dispatched {
+		t.Fatalf("marker dispatched %v: %v", st.Dispatched, err)
+	}
+
+	f = newTxResolveFixture(t, "OrderAccepted-1")
+	f.store.failMarks = 1000
+	r = f.p.Process(context.Background(), delivery(str("m-1")))
+	if r.Outcome != OutcomeTransientFailure || r.StoreOp != opOutboxDispatched || f.store.marks != f.p.o.RecordAttempts {
+		t.Fatalf("a mark that always fails: %s (op %s) after %d attempts: %v", r.Outcome, r.StoreOp, f.store.marks, r.Err)
+	}
+}
