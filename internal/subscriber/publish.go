@@ -53,6 +53,23 @@ type Publication struct {
 	Refused error
 }
 
+// Limits of what one delivery publishes. A plain handler's events are held
+// in memory until the handler returns, outside the in-flight byte budget of
+// the invocation bodies, so they are bounded as the inbox marker bounds a
+// transactional handler's: the same ceiling for both kinds of handler, so a
+// handler moved from one to the other keeps what it may publish.
+const (
+	// MaxPublications is the most events one delivery may publish, plain or
+	// transactional.
+	MaxPublications = 1000
+	// MaxPublishedBytes bounds the messages a plain handler's delivery
+	// publishes, summed as each is bounded for Service Bus
+	// (message.Outgoing.SizeBound): 2 MiB, the size of the inbox marker
+	// that holds a transactional handler's events (whose own limits, the
+	// batch's and the marker's 2 MB, apply to it instead).
+	MaxPublishedBytes = 2 << 20
+)
+
 // ErrNotDelivered is the error of Event.Publish on an event the pipeline
 // did not deliver: there is no delivery to publish from.
 var ErrNotDelivered = errors.New("the event was not delivered by the pipeline: there is no delivery to publish from")
@@ -80,7 +97,9 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // refused: an empty event type or message id, a message id already
 // published by this delivery, a payload that is not JSON, an id or event
 // type that is not valid UTF-8, an id longer than Service Bus accepts, an event whose message could exceed
-// Options.MaxEventBytes, a delivery without a MessageId or SessionId,
+// Options.MaxEventBytes, more than MaxPublications events in one delivery
+// or, for a plain handler, more than MaxPublishedBytes of their messages,
+// a delivery without a MessageId or SessionId,
 // or a limit of the transactional batch; and a Permanent
 // error after the handler returned. A publication refused while the
 // handler runs fails the delivery permanently even when the handler
@@ -97,7 +116,8 @@ func (e *Event) Publish(p Publication) error {
 
 // DetachedOutbox keeps the publications of an event the pipeline did not
 // deliver (one a test of a handler builds): it checks each as Publish
-// does (the message size against message.DefaultMaxMessageBytes), apart
+// does (the message size against message.DefaultMaxMessageBytes, and the
+// limits of one delivery's publications as a plain handler's), apart
 // from what depends on a delivery (its MessageId and SessionId, and a
 // transactional batch's limits), and sends
 // nothing. The zero value is ready; it is safe for concurrent use.
@@ -105,6 +125,7 @@ type DetachedOutbox struct {
 	mu  sync.Mutex
 	n   int
 	ids map[string]bool
+	b   budget
 }
 
 // detachedInbound stands for a delivery in DetachedOutbox's checks.
@@ -119,9 +140,13 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	if p.Refused != nil {
 		return Permanent(&PublishError{N: d.n, cause: p.Refused})
 	}
-	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
-	if err == nil && d.ids[p.MessageID] {
+	m, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
+	switch {
+	case err != nil:
+	case d.ids[p.MessageID]:
 		err = errRepeatedID
+	default:
+		err = d.b.take(m, true)
 	}
 	if err != nil {
 		return Permanent(&PublishError{N: d.n, cause: err})
@@ -135,6 +160,29 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 
 // errRepeatedID refuses a message id a delivery already published.
 var errRepeatedID = fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
+
+// budget counts what one delivery publishes against MaxPublications and,
+// for a plain handler, MaxPublishedBytes.
+type budget struct{ events, bytes int }
+
+// take counts m, or refuses it, naming the limit it would break; bytes
+// counts its size toward MaxPublishedBytes.
+func (b *budget) take(m *message.Outgoing, bytes bool) error {
+	if b.events >= MaxPublications {
+		return fmt.Errorf("%w: a delivery publishes at most %d events (the limit of events per delivery)", message.ErrInvalidPublication, MaxPublications)
+	}
+	n := 0
+	if bytes {
+		n = m.SizeBound()
+		if b.bytes+n > MaxPublishedBytes {
+			return fmt.Errorf("%w: the event's message (up to %d bytes) would take the delivery's published messages to %d bytes, over the limit of %d bytes per delivery",
+				message.ErrInvalidPublication, n, b.bytes+n, MaxPublishedBytes)
+		}
+	}
+	b.events++
+	b.bytes += n
+	return nil
+}
 
 // outbox collects what one run of a handler publishes.
 type outbox struct {
@@ -154,6 +202,8 @@ type outbox struct {
 	msgs []*message.Outgoing
 	// queued counts the events accepted (kept or queued in the unit).
 	queued int
+	// b counts them against the delivery's limits.
+	b budget
 	// err is the first refused publication: it fails the delivery.
 	err error
 }
@@ -201,6 +251,10 @@ func (o *outbox) add(p Publication) error {
 	}
 	if o.ids[p.MessageID] {
 		return errRepeatedID
+	}
+	// The batch and the marker bound a transactional handler's bytes.
+	if err := o.b.take(m, o.queue == nil); err != nil {
+		return err
 	}
 	if o.queue != nil {
 		if err := o.queue(m); err != nil {
