@@ -137,18 +137,7 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n++
-	if p.Refused != nil {
-		return Permanent(&PublishError{N: d.n, cause: p.Refused})
-	}
-	m, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
-	switch {
-	case err != nil:
-	case d.ids[p.MessageID]:
-		err = errRepeatedID
-	default:
-		err = d.b.take(m, true)
-	}
-	if err != nil {
+	if err := d.check(p); err != nil {
 		return Permanent(&PublishError{N: d.n, cause: err})
 	}
 	if d.ids == nil {
@@ -158,23 +147,55 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	return nil
 }
 
+// check is Publish's verdict on p.
+func (d *DetachedOutbox) check(p Publication) error {
+	if p.Refused != nil {
+		return p.Refused
+	}
+	if err := d.b.admit(); err != nil {
+		return err
+	}
+	m, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
+	switch {
+	case err != nil:
+		return err
+	case d.ids[p.MessageID]:
+		return errRepeatedID
+	}
+	return d.b.take(m, true)
+}
+
 // errRepeatedID refuses a message id a delivery already published.
 var errRepeatedID = fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
 
 // budget counts what one delivery publishes against MaxPublications and,
-// for a plain handler, MaxPublishedBytes.
-type budget struct{ events, bytes int }
+// for a plain handler, MaxPublishedBytes. Once a limit is broken, every
+// later publication of the delivery is refused before its message is
+// built: the delivery fails anyway, and a handler that publishes on in a
+// loop allocates nothing more.
+type budget struct {
+	events, bytes int
+	// full is the limit that was broken (nil: none).
+	full error
+}
 
-// take counts m, or refuses it, naming the limit it would break; bytes
-// counts its size toward MaxPublishedBytes.
-func (b *budget) take(m *message.Outgoing, bytes bool) error {
-	if b.events >= MaxPublications {
-		return fmt.Errorf("%w: a delivery publishes at most %d events (the limit of events per delivery)", message.ErrInvalidPublication, MaxPublications)
+// admit refuses the next publication when a limit is broken or the
+// count is reached, before its message is built.
+func (b *budget) admit() error {
+	if b.full == nil && b.events >= MaxPublications {
+		b.full = fmt.Errorf("%w: a delivery publishes at most %d events (the limit of events per delivery)", message.ErrInvalidPublication, MaxPublications)
 	}
+	return b.full
+}
+
+// take counts m, or refuses it when bytes (a plain handler's) and its
+// size would take the total over MaxPublishedBytes.
+func (b *budget) take(m *message.Outgoing, bytes bool) error {
 	n := 0
 	if bytes {
 		n = m.SizeBound()
 		if b.bytes+n > MaxPublishedBytes {
+			b.full = fmt.Errorf("%w: the delivery's published messages reached the limit of %d bytes per delivery", message.ErrInvalidPublication, MaxPublishedBytes)
 			return fmt.Errorf("%w: the event's message (up to %d bytes) would take the delivery's published messages to %d bytes, over the limit of %d bytes per delivery",
 				message.ErrInvalidPublication, n, b.bytes+n, MaxPublishedBytes)
 		}
@@ -241,6 +262,9 @@ func (o *outbox) publish(p Publication) error {
 func (o *outbox) add(p Publication) error {
 	if p.Refused != nil {
 		return p.Refused
+	}
+	if err := o.b.admit(); err != nil {
+		return err
 	}
 	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
 		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,

@@ -403,8 +403,9 @@ func TestPlainPublishingCostsAtMostFourRoundTrips(t *testing.T) {
 // A plain handler's publications are bounded per delivery: the event
 // beyond MaxPublications, and the one whose message would take their
 // total over MaxPublishedBytes, are refused as Permanent naming the
-// limit, and the delivery fails (nothing sent) even though the handler
-// ignored the refusal and returned Completed.
+// limit, as is every publication after it; and the delivery fails
+// (nothing sent) even though the handler ignored the refusals and
+// returned Completed.
 func TestPlainPublicationsAreBoundedPerDelivery(t *testing.T) {
 	big := `"` + strings.Repeat("x", 200_000) + `"`
 	cases := []struct {
@@ -438,6 +439,9 @@ func TestPlainPublicationsAreBoundedPerDelivery(t *testing.T) {
 			if !errors.As(errs[0], &pe) || pe.N != c.refused || KindOf(errs[0]) != KindPermanent ||
 				!strings.Contains(errs[0].Error(), c.limit) || !errors.Is(errs[0], message.ErrInvalidPublication) {
 				t.Fatalf("publication %d refused with %v (kind %v), want publication %d refused as Permanent naming %q", pe.N, errs[0], KindOf(errs[0]), c.refused, c.limit)
+			}
+			if !errors.As(errs[1], &pe) || pe.N != c.refused+1 || !strings.Contains(errs[1].Error(), "per delivery") {
+				t.Fatalf("the publication after the limit: %v", errs[1])
 			}
 			if r.Outcome != OutcomePermanentFailure || !errors.Is(r.Err, message.ErrInvalidPublication) {
 				t.Fatalf("the delivery: %s: %v", r.Outcome, r.Err)
