@@ -336,6 +336,25 @@ var txFreshCase = roundTripCase{name: "fresh transactional success", tx: true,
 		return func() Report { return w.p.Process(context.Background(), d) }
 	}}
 
+// txResolvedCase is the redelivery of a message whose transactional
+// batch committed without events: the marker read, then the
+// ResolutionResponse (duplicate_resolved), as a duplicate's 2.
+var txResolvedCase = roundTripCase{name: "redelivery of a committed transactional delivery", tx: true,
+	prepare: func(w *fakeNimbus) func() Report {
+		w.commitMarkerOnly("msg-1")
+		d := redelivery(w.event("msg-1", "event-1"))
+		return func() Report { return w.p.Process(context.Background(), d) }
+	}}
+
+// A redelivery that resolves a committed transactional delivery costs a
+// duplicate's 2 round trips and sends one message.
+func TestTxResolvedRedeliveryCostsTwoRoundTrips(t *testing.T) {
+	c := measureExact(t, txResolvedCase)
+	if c.outcome != OutcomeDuplicateResolved || c.roundTrips != 2 || c.sends != 1 || c.batches != 0 {
+		t.Fatalf("%s in %d sequential round trips (%+v), want duplicate_resolved in 2 with one send", c.outcome, c.roundTrips, c)
+	}
+}
+
 // plainTwoWritesCase is the same effect without a transaction: a plain
 // handler that writes two documents one after the other, then the inbox
 // record and the response.
