@@ -95,10 +95,10 @@ func (e *Event) Publish(p Publication) error {
 		return Permanent(errors.New("nimbus: an event published while handling a delivery carries the delivery's CorrelationId; leave Publication.CorrelationID empty"))
 	}
 	if e.in != nil {
-		return e.state().publish(p, e.in.Publish)
+		return e.state().publish(p, e.in.Publish, e.in.Exhausted)
 	}
 	st := e.state()
-	return st.publish(p, st.detached.Publish)
+	return st.publish(p, st.detached.Publish, st.detached.Exhausted)
 }
 
 // Published returns the publications Publish (or, in a transactional
@@ -132,9 +132,15 @@ func (e *Event) state() *publications {
 }
 
 // publish encodes p's payload and hands it to queue; an accepted
-// publication is kept for Published.
-func (st *publications) publish(p Publication, queue func(subscriber.Publication) error) error {
-	raw, encErr := encodePayload(p.Payload)
+// publication is kept for Published. Once exhausted reports that the
+// delivery's publications broke a limit, the payload is not encoded: queue
+// refuses the publication whatever it holds.
+func (st *publications) publish(p Publication, queue func(subscriber.Publication) error, exhausted func() bool) error {
+	var raw string
+	var encErr error
+	if !exhausted() {
+		raw, encErr = encodePayload(p.Payload)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID, Refused: encErr}); err != nil {

@@ -114,6 +114,12 @@ func (e *Event) Publish(p Publication) error {
 	return e.out.publish(p)
 }
 
+// Exhausted reports whether the delivery's publications broke one of
+// their limits (MaxPublications, MaxPublishedBytes): every later Publish is
+// then refused whatever it publishes, so a caller need not build the
+// publication (encode its payload) first.
+func (e *Event) Exhausted() bool { return e.out != nil && e.out.exhausted() }
+
 // DetachedOutbox keeps the publications of an event the pipeline did not
 // deliver (one a test of a handler builds): it checks each as Publish
 // does (the message size against message.DefaultMaxMessageBytes, and the
@@ -145,6 +151,14 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	}
 	d.ids[p.MessageID] = true
 	return nil
+}
+
+// Exhausted reports, as Event.Exhausted does, whether every later Publish
+// is refused by a broken limit.
+func (d *DetachedOutbox) Exhausted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.b.exhausted()
 }
 
 // check is Publish's verdict on p.
@@ -187,6 +201,9 @@ func (b *budget) admit() error {
 	}
 	return b.full
 }
+
+// exhausted reports whether admit refuses every later publication.
+func (b *budget) exhausted() bool { return b.admit() != nil }
 
 // take counts m, or refuses it when bytes (a plain handler's) and its
 // size would take the total over MaxPublishedBytes.
@@ -289,6 +306,14 @@ func (o *outbox) add(p Publication) error {
 	}
 	o.ids[p.MessageID] = true
 	return nil
+}
+
+// exhausted reports whether a limit of the delivery's publications is
+// broken.
+func (o *outbox) exhausted() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.exhausted()
 }
 
 // seal ends the handler's use of the outbox: every later publish fails.
