@@ -74,7 +74,10 @@ type Publication struct {
 // EventTypeID that is not valid UTF-8, a MessageID or SessionID longer
 // than Service Bus accepts, a payload encoding/json cannot encode,
 // an event whose message could be larger than Service Bus accepts
-// (NimBus__Publish__MaxMessageBytes, 256 KB by default), a delivery without a MessageId or SessionId (NimBus's rule: there is
+// (NimBus__Publish__MaxMessageBytes, 256 KB by default), more than 1,000
+// events in one delivery, or, in a plain handler, events whose messages
+// add up to more than 2 MiB in one delivery (the size of the marker that
+// bounds a transactional handler's), a delivery without a MessageId or SessionId (NimBus's rule: there is
 // nothing to parent the event, or no session to send it in), a limit of a
 // transactional batch; and after the handler returned. A delivery without
 // a CorrelationId (a CloudEvent without the correlation extension) starts
@@ -92,10 +95,10 @@ func (e *Event) Publish(p Publication) error {
 		return Permanent(errors.New("nimbus: an event published while handling a delivery carries the delivery's CorrelationId; leave Publication.CorrelationID empty"))
 	}
 	if e.in != nil {
-		return e.state().publish(p, e.in.Publish)
+		return e.state().publish(p, e.in.Publish, e.in.Exhausted)
 	}
 	st := e.state()
-	return st.publish(p, st.detached.Publish)
+	return st.publish(p, st.detached.Publish, st.detached.Exhausted)
 }
 
 // Published returns the publications Publish (or, in a transactional
@@ -129,9 +132,15 @@ func (e *Event) state() *publications {
 }
 
 // publish encodes p's payload and hands it to queue; an accepted
-// publication is kept for Published.
-func (st *publications) publish(p Publication, queue func(subscriber.Publication) error) error {
-	raw, encErr := encodePayload(p.Payload)
+// publication is kept for Published. Once exhausted reports that the
+// delivery's publications broke a limit, the payload is not encoded: queue
+// refuses the publication whatever it holds.
+func (st *publications) publish(p Publication, queue func(subscriber.Publication) error, exhausted func() bool) error {
+	var raw string
+	var encErr error
+	if !exhausted() {
+		raw, encErr = encodePayload(p.Payload)
+	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	if err := queue(subscriber.Publication{EventTypeID: p.EventTypeID, MessageID: p.MessageID, JSON: raw, SessionID: p.SessionID, Refused: encErr}); err != nil {
@@ -158,8 +167,8 @@ func (st *publications) publish(p Publication, queue func(subscriber.Publication
 // recognise a re-send by its MessageId.
 //
 // The events count toward the batch's 2 MB and the marker document's
-// 2 MB; a publication that would break either is refused with a Permanent
-// error naming the limit. Publish and Event.Publish queue into the same
+// 2 MB, and a delivery publishes at most 1,000 events; a publication that
+// would break a limit is refused with a Permanent error naming it. Publish and Event.Publish queue into the same
 // unit, in one order.
 func (tx *Tx) Publish(p Publication) error {
 	switch {

@@ -298,3 +298,45 @@ func TestUnencodablePayloadFailsTheDelivery(t *testing.T) {
 		t.Fatalf("status %d and nothing sent: the refusal was lost", code)
 	}
 }
+
+// countingPayload counts its encodings.
+type countingPayload struct{ n *int }
+
+func (c countingPayload) MarshalJSON() ([]byte, error) {
+	*c.n++
+	return []byte(`{}`), nil
+}
+
+// A delivery publishes at most 1,000 events: the next ones are refused as
+// Permanent naming the limit, without their payload being encoded, and
+// the delivery fails although the handler ignored the refusals.
+func TestPublishIsBoundedPerDelivery(t *testing.T) {
+	encoded := 0
+	var refused []error
+	a := New()
+	a.Handle("OrderPlaced", func(_ context.Context, ev *Event) (Result, error) {
+		for i := range 1005 {
+			if err := ev.Publish(Publication{EventTypeID: "E", MessageID: fmt.Sprintf("E-%d", i), Payload: countingPayload{&encoded}}); err != nil {
+				refused = append(refused, err)
+			}
+		}
+		return Completed(), nil
+	})
+	code, sent := runOne(t, a, nil)
+	if len(refused) != 5 || encoded != 1000 {
+		t.Fatalf("%d publications refused, %d payloads encoded; want 5 refused and 1,000 encoded", len(refused), encoded)
+	}
+	for _, err := range refused {
+		if KindOf(err) != KindPermanent || !strings.Contains(err.Error(), "at most 1000 events (the limit of events per delivery)") {
+			t.Fatalf("refused with %v (kind %v)", err, KindOf(err))
+		}
+	}
+	if code != http.StatusUnprocessableEntity {
+		t.Fatalf("status %d, want 422 (the delivery fails permanently)", code)
+	}
+	for _, m := range sent {
+		if m.Type() == message.EventRequest.String() {
+			t.Fatal("an event was sent")
+		}
+	}
+}

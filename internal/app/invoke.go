@@ -209,6 +209,9 @@ func (a *endpointApp) invocationLogs(inv *funchost.Invocation, r *subscriber.Rep
 	if r.RecordRetries > 0 {
 		inv.Log("warning: the inbox record was retried " + strconv.Itoa(r.RecordRetries) + " time(s) before it succeeded; the store was failing")
 	}
+	if r.MarkRetries > 0 {
+		inv.Log("warning: the dispatched mark of the published events was retried " + strconv.Itoa(r.MarkRetries) + " time(s) before it succeeded; the store was failing")
+	}
 }
 
 // failureLine writes one line for a failing invocation on stderr.

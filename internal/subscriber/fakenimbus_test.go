@@ -60,10 +60,12 @@ type fakeNimbus struct {
 	// the nth call (from 1) of an operation, before it takes effect.
 	failOp  map[string]bool
 	failNth map[string]int
-	// recordOutageFrom fails that inbox record call and the ones after it
-	// for as many attempts as the pipeline makes in one invocation: the
-	// one window in which a handler that succeeded runs again.
-	recordOutageFrom int
+	// outageFrom fails, per operation, that call and the ones after it for
+	// as many attempts as the pipeline makes in one invocation
+	// (RecordAttempts), before they take effect: for the inbox record, the
+	// one window in which a handler that succeeded runs again; for a
+	// transactional batch, a dispatched mark that fails on every attempt.
+	outageFrom map[string]int
 	// failNext fails the next call of that operation, in failNextMode.
 	failNext     string
 	failNextMode faultMode
@@ -133,7 +135,7 @@ type fakeNimbusOptions struct {
 }
 
 func newFakeNimbus(t testing.TB, o fakeNimbusOptions) *fakeNimbus {
-	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, failNth: map[string]int{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
+	w := &fakeNimbus{t: t, now: t0, calls: map[string]int{}, failOp: map[string]bool{}, failNth: map[string]int{}, outageFrom: map[string]int{}, deferred: map[string]*deferredQueue{}, policy: o.policy}
 	w.inner, _ = inbox.NewMemoryStore(inbox.MemoryOptions{})
 	w.sessions = session.NewMemory(session.MemoryOptions{Now: func() time.Time { return w.clock() }})
 	w.reg = NewRegistry()
@@ -206,9 +208,9 @@ func (w *fakeNimbus) call(op string, do func() error) error {
 	always := w.failOp[op]
 	fail := always || n == w.failAt
 	mode := w.mode
-	if op == "inbox.record" && w.recordOutageFrom > 0 && w.calls[op] >= w.recordOutageFrom && w.calls[op] < w.recordOutageFrom+w.p.o.RecordAttempts {
+	if from := w.outageFrom[op]; from > 0 && w.calls[op] >= from && w.calls[op] < from+w.p.o.RecordAttempts {
 		fail, mode = true, faultBefore
-		w.failed = fmt.Sprintf("record outage from record call %d", w.recordOutageFrom)
+		w.failed = fmt.Sprintf("%s outage from call %d", op, from)
 	}
 	if n, ok := w.failNth[op]; ok && w.calls[op] == n {
 		fail, mode = true, faultBefore

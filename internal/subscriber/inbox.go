@@ -2,9 +2,9 @@ package subscriber
 
 import (
 	"context"
-	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
+	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 )
 
 // ownKey works out the inbox key of the delivery's own identity (the
@@ -70,25 +70,35 @@ func (j *job) record(ctx context.Context, keys ...*inbox.Key) error {
 	return nil
 }
 
-// recordOne writes k, retrying a failure a few times: once the handler has
-// succeeded, a failed record means it runs again on redelivery.
+// recordOne writes k, retrying a failure (retryWrite): once the handler
+// has succeeded, a failed record means it runs again on redelivery.
 func (j *job) recordOne(ctx context.Context, k inbox.Key) error {
-	p := j.p
+	return j.p.retryWrite(ctx, &j.did.recordRetries, nil, func() error {
+		return j.p.o.Inbox.RecordProcessed(ctx, k)
+	})
+}
+
+// retryWrite runs write, a store write that may be repeated, until it
+// succeeds: at most RecordAttempts times, waiting RecordBackoff before the
+// second attempt and twice as long before each next one. It gives up at
+// once when ctx ends, and when final (nil: never) reports a failure that
+// another attempt cannot change. retried counts the attempts after a
+// failed one. The writes that follow a successful handler use it: the
+// inbox record and the dispatched mark of a transactional delivery's
+// events, whose failure sends the work back to a redelivery.
+func (p *Pipeline) retryWrite(ctx context.Context, retried *int, final func(error) bool, write func() error) error {
 	wait := p.o.RecordBackoff
 	for attempt := 1; ; attempt++ {
 		if attempt > 1 {
-			j.did.recordRetries++
+			*retried++
 		}
-		err := p.o.Inbox.RecordProcessed(ctx, k)
-		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil {
+		err := write()
+		if err == nil || attempt == p.o.RecordAttempts || ctx.Err() != nil || (final != nil && final(err)) {
 			return err
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		sleep.For(ctx, wait)
+		if ctx.Err() != nil {
 			return err
-		case <-t.C:
 		}
 		wait *= 2
 	}

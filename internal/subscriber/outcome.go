@@ -76,7 +76,14 @@ const (
 	// found its published events not yet dispatched, and sent them with the
 	// ResolutionResponse that copy stored, instead of answering a
 	// duplicate.
-	OutcomeOutboxDispatched       Outcome = "outbox_dispatched"
+	OutcomeOutboxDispatched Outcome = "outbox_dispatched"
+	// OutcomeDuplicateResolved: a redelivery of a message whose
+	// transactional batch committed found its inbox marker, which holds no
+	// events and so keeps no record that the ResolutionResponse went out
+	// (the delivery that committed may have stopped, or lost the batch's
+	// answer, before sending it); the handler is skipped and the
+	// ResolutionResponse is sent instead of a SkipResponse.
+	OutcomeDuplicateResolved      Outcome = "duplicate_resolved"
 	OutcomeInvalidMessage         Outcome = "invalid_message"
 	OutcomeUnsupportedMessageType Outcome = "unsupported_message_type"
 	OutcomeInvalidCloudEvent      Outcome = "invalid_cloudevent"
@@ -139,6 +146,8 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 		"the handler's effects and published events were committed, and sending the events failed; the message will be retried and its redelivery sends them"),
 	OutcomeOutboxDispatched: outcome.Row(http.StatusOK, false, zerolog.InfoLevel,
 		"inbox duplicate whose committed events were not yet dispatched; handler skipped, the stored events and ResolutionResponse sent"),
+	OutcomeDuplicateResolved: outcome.Row(http.StatusOK, false, zerolog.InfoLevel,
+		"redelivery of a committed transactional delivery; handler skipped and its ResolutionResponse sent, as the delivery that committed may not have sent it"),
 	OutcomePermanentFailure: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "handler failed permanently; failing at once so the broker dead-letters the message after its last delivery"),
 	OutcomeInvalidMessage:   outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel, "message is not a valid NimBus message; failing at once so the broker dead-letters it after its last delivery"),
 	OutcomeUnsupportedMessageType: outcome.Row(http.StatusUnprocessableEntity, false, zerolog.ErrorLevel,
@@ -204,6 +213,9 @@ type Report struct {
 	StoreOp string
 	// RecordRetries counts record attempts after a failed one.
 	RecordRetries int
+	// MarkRetries counts attempts of a transactional delivery's dispatched
+	// mark after a failed one.
+	MarkRetries int
 	// HandlerRan is true when the application handler was invoked.
 	HandlerRan bool
 	// TxnReruns counts the runs of a transactional handler after its batch

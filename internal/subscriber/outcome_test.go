@@ -31,6 +31,7 @@ func TestOutcomeSettlement(t *testing.T) {
 		OutcomeEventsSendFailed:       {503, true},
 		OutcomeOutboxSendFailed:       {503, true},
 		OutcomeOutboxDispatched:       {200, false},
+		OutcomeDuplicateResolved:      {200, false},
 		OutcomePermanentFailure:       {422, false},
 		OutcomeInvalidMessage:         {422, false},
 		OutcomeUnsupportedMessageType: {422, false},

@@ -93,10 +93,13 @@ type Options struct {
 	MaxEventBytes int
 	// Version is reported in heartbeat responses.
 	Version string
-	// RecordAttempts is how often a failed inbox record is tried within the
-	// invocation before it fails (the record is idempotent, and a failure
-	// here means the handler runs again on redelivery); default 6, which with
-	// the default backoff rides out about three seconds of store outage.
+	// RecordAttempts is how often a failed inbox record, or a failed
+	// dispatched mark of a transactional delivery's events, is tried within
+	// the invocation before it fails (both are idempotent; a failed record
+	// means the handler runs again on redelivery, a failed mark that the
+	// redelivery sends the events again); default 6, which with the default
+	// backoff rides out about three seconds of store outage. A mark the
+	// store refused for good is not tried again.
 	RecordAttempts int
 	// RecordBackoff is the wait before the second attempt, doubled after
 	// each; default 100ms.

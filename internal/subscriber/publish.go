@@ -53,6 +53,23 @@ type Publication struct {
 	Refused error
 }
 
+// Limits of what one delivery publishes. A plain handler's events are held
+// in memory until the handler returns, outside the in-flight byte budget of
+// the invocation bodies, so they are bounded as the inbox marker bounds a
+// transactional handler's: the same ceiling for both kinds of handler, so a
+// handler moved from one to the other keeps what it may publish.
+const (
+	// MaxPublications is the most events one delivery may publish, plain or
+	// transactional.
+	MaxPublications = 1000
+	// MaxPublishedBytes bounds the messages a plain handler's delivery
+	// publishes, summed as each is bounded for Service Bus
+	// (message.Outgoing.SizeBound): 2 MiB, the size of the inbox marker
+	// that holds a transactional handler's events (whose own limits, the
+	// batch's and the marker's 2 MB, apply to it instead).
+	MaxPublishedBytes = 2 << 20
+)
+
 // ErrNotDelivered is the error of Event.Publish on an event the pipeline
 // did not deliver: there is no delivery to publish from.
 var ErrNotDelivered = errors.New("the event was not delivered by the pipeline: there is no delivery to publish from")
@@ -80,7 +97,9 @@ func (e *PublishError) Unwrap() error { return e.cause }
 // refused: an empty event type or message id, a message id already
 // published by this delivery, a payload that is not JSON, an id or event
 // type that is not valid UTF-8, an id longer than Service Bus accepts, an event whose message could exceed
-// Options.MaxEventBytes, a delivery without a MessageId or SessionId,
+// Options.MaxEventBytes, more than MaxPublications events in one delivery
+// or, for a plain handler, more than MaxPublishedBytes of their messages,
+// a delivery without a MessageId or SessionId,
 // or a limit of the transactional batch; and a Permanent
 // error after the handler returned. A publication refused while the
 // handler runs fails the delivery permanently even when the handler
@@ -95,9 +114,16 @@ func (e *Event) Publish(p Publication) error {
 	return e.out.publish(p)
 }
 
+// Exhausted reports whether the delivery's publications broke one of
+// their limits (MaxPublications, MaxPublishedBytes): every later Publish is
+// then refused whatever it publishes, so a caller need not build the
+// publication (encode its payload) first.
+func (e *Event) Exhausted() bool { return e.out != nil && e.out.exhausted() }
+
 // DetachedOutbox keeps the publications of an event the pipeline did not
 // deliver (one a test of a handler builds): it checks each as Publish
-// does (the message size against message.DefaultMaxMessageBytes), apart
+// does (the message size against message.DefaultMaxMessageBytes, and the
+// limits of one delivery's publications as a plain handler's), apart
 // from what depends on a delivery (its MessageId and SessionId, and a
 // transactional batch's limits), and sends
 // nothing. The zero value is ready; it is safe for concurrent use.
@@ -105,6 +131,7 @@ type DetachedOutbox struct {
 	mu  sync.Mutex
 	n   int
 	ids map[string]bool
+	b   budget
 }
 
 // detachedInbound stands for a delivery in DetachedOutbox's checks.
@@ -116,14 +143,7 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.n++
-	if p.Refused != nil {
-		return Permanent(&PublishError{N: d.n, cause: p.Refused})
-	}
-	_, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
-	if err == nil && d.ids[p.MessageID] {
-		err = errRepeatedID
-	}
-	if err != nil {
+	if err := d.check(p); err != nil {
 		return Permanent(&PublishError{N: d.n, cause: err})
 	}
 	if d.ids == nil {
@@ -133,8 +153,74 @@ func (d *DetachedOutbox) Publish(p Publication) error {
 	return nil
 }
 
+// Exhausted reports, as Event.Exhausted does, whether every later Publish
+// is refused by a broken limit.
+func (d *DetachedOutbox) Exhausted() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.b.exhausted()
+}
+
+// check is Publish's verdict on p.
+func (d *DetachedOutbox) check(p Publication) error {
+	if p.Refused != nil {
+		return p.Refused
+	}
+	if err := d.b.admit(); err != nil {
+		return err
+	}
+	m, err := message.NewPublishedEvent(detachedInbound, message.Publication{EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID, SessionID: p.SessionID})
+	switch {
+	case err != nil:
+		return err
+	case d.ids[p.MessageID]:
+		return errRepeatedID
+	}
+	return d.b.take(m, true)
+}
+
 // errRepeatedID refuses a message id a delivery already published.
 var errRepeatedID = fmt.Errorf("%w: the message id was already published by this delivery; each event needs its own", message.ErrInvalidPublication)
+
+// budget counts what one delivery publishes against MaxPublications and,
+// for a plain handler, MaxPublishedBytes. Once a limit is broken, every
+// later publication of the delivery is refused before its message is
+// built: the delivery fails anyway, and a handler that publishes on in a
+// loop allocates nothing more.
+type budget struct {
+	events, bytes int
+	// full is the limit that was broken (nil: none).
+	full error
+}
+
+// admit refuses the next publication when a limit is broken or the
+// count is reached, before its message is built.
+func (b *budget) admit() error {
+	if b.full == nil && b.events >= MaxPublications {
+		b.full = fmt.Errorf("%w: a delivery publishes at most %d events (the limit of events per delivery)", message.ErrInvalidPublication, MaxPublications)
+	}
+	return b.full
+}
+
+// exhausted reports whether admit refuses every later publication.
+func (b *budget) exhausted() bool { return b.admit() != nil }
+
+// take counts m, or refuses it when bytes (a plain handler's) and its
+// size would take the total over MaxPublishedBytes.
+func (b *budget) take(m *message.Outgoing, bytes bool) error {
+	n := 0
+	if bytes {
+		n = m.SizeBound()
+		if b.bytes+n > MaxPublishedBytes {
+			b.full = fmt.Errorf("%w: the delivery's published messages reached the limit of %d bytes per delivery", message.ErrInvalidPublication, MaxPublishedBytes)
+			return fmt.Errorf("%w: the event's message (up to %d bytes) would take the delivery's published messages to %d bytes, over the limit of %d bytes per delivery",
+				message.ErrInvalidPublication, n, b.bytes+n, MaxPublishedBytes)
+		}
+	}
+	b.events++
+	b.bytes += n
+	return nil
+}
 
 // outbox collects what one run of a handler publishes.
 type outbox struct {
@@ -154,6 +240,8 @@ type outbox struct {
 	msgs []*message.Outgoing
 	// queued counts the events accepted (kept or queued in the unit).
 	queued int
+	// b counts them against the delivery's limits.
+	b budget
 	// err is the first refused publication: it fails the delivery.
 	err error
 }
@@ -192,6 +280,9 @@ func (o *outbox) add(p Publication) error {
 	if p.Refused != nil {
 		return p.Refused
 	}
+	if err := o.b.admit(); err != nil {
+		return err
+	}
 	m, err := message.NewPublishedEvent(o.j.in, message.Publication{
 		Endpoint: o.j.p.o.EndpointID, EventTypeID: p.EventTypeID, EventJSON: p.JSON, MessageID: p.MessageID,
 		SessionID: p.SessionID, TraceParent: o.traceparent, TraceState: o.tracestate, MaxBytes: o.j.p.o.MaxEventBytes,
@@ -202,6 +293,10 @@ func (o *outbox) add(p Publication) error {
 	if o.ids[p.MessageID] {
 		return errRepeatedID
 	}
+	// The batch and the marker bound a transactional handler's bytes.
+	if err := o.b.take(m, o.queue == nil); err != nil {
+		return err
+	}
 	if o.queue != nil {
 		if err := o.queue(m); err != nil {
 			return err
@@ -211,6 +306,14 @@ func (o *outbox) add(p Publication) error {
 	}
 	o.ids[p.MessageID] = true
 	return nil
+}
+
+// exhausted reports whether a limit of the delivery's publications is
+// broken.
+func (o *outbox) exhausted() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.b.exhausted()
 }
 
 // seal ends the handler's use of the outbox: every later publish fails.

@@ -399,3 +399,92 @@ func TestPlainPublishingCostsAtMostFourRoundTrips(t *testing.T) {
 		t.Fatalf("a publishing success made %+v, want 2 sends (events, response) and 1 record", c)
 	}
 }
+
+// A plain handler's publications are bounded per delivery: the event
+// beyond MaxPublications, and the one whose message would take their
+// total over MaxPublishedBytes, are refused as Permanent naming the
+// limit, as is every publication after it; and the delivery fails
+// (nothing sent) even though the handler ignored the refusals and
+// returned Completed.
+func TestPlainPublicationsAreBoundedPerDelivery(t *testing.T) {
+	big := `"` + strings.Repeat("x", 200_000) + `"`
+	cases := []struct {
+		name  string
+		json  string
+		limit string
+		// refused is the publication refused (from 1).
+		refused int
+	}{
+		{"count", `{}`, "limit of events per delivery", MaxPublications + 1},
+		// Each message is a little over 200,000 bytes: ten fit in 2 MiB.
+		{"bytes", big, "limit of 2097152 bytes per delivery", 11},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := newFakeNimbus(t, fakeNimbusOptions{})
+			var errs []error
+			w.handle = func(ev *Event) (Result, error) {
+				for i := range c.refused + 1 {
+					if err := ev.Publish(Publication{EventTypeID: "OrderAccepted", MessageID: fmt.Sprintf("OrderAccepted-%d", i), JSON: c.json}); err != nil {
+						errs = append(errs, err)
+					}
+				}
+				return Completed(), nil
+			}
+			r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+			if len(errs) != 2 {
+				t.Fatalf("%d publications refused, want the last two: %v", len(errs), errs)
+			}
+			var pe *PublishError
+			if !errors.As(errs[0], &pe) || pe.N != c.refused || KindOf(errs[0]) != KindPermanent ||
+				!strings.Contains(errs[0].Error(), c.limit) || !errors.Is(errs[0], message.ErrInvalidPublication) {
+				t.Fatalf("publication %d refused with %v (kind %v), want publication %d refused as Permanent naming %q", pe.N, errs[0], KindOf(errs[0]), c.refused, c.limit)
+			}
+			if !errors.As(errs[1], &pe) || pe.N != c.refused+1 || !strings.Contains(errs[1].Error(), "per delivery") {
+				t.Fatalf("the publication after the limit: %v", errs[1])
+			}
+			if r.Outcome != OutcomePermanentFailure || !errors.Is(r.Err, message.ErrInvalidPublication) {
+				t.Fatalf("the delivery: %s: %v", r.Outcome, r.Err)
+			}
+			if got := w.events(); len(got) != 0 {
+				t.Fatalf("%d events sent", len(got))
+			}
+		})
+	}
+}
+
+// The limit on the number of events applies to a transactional handler
+// too; its bytes are bounded by the batch and the marker.
+func TestTxPublicationsAreBoundedInCount(t *testing.T) {
+	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
+	var refused error
+	w.handle = func(ev *Event) (Result, error) {
+		for i := range MaxPublications + 1 {
+			if err := ev.Publish(Publication{EventTypeID: "E", MessageID: fmt.Sprintf("E-%d", i), JSON: `1`}); err != nil && refused == nil {
+				refused = err
+			}
+		}
+		return Completed(), nil
+	}
+	r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
+	var pe *PublishError
+	if !errors.As(refused, &pe) || pe.N != MaxPublications+1 || !strings.Contains(refused.Error(), "limit of events per delivery") {
+		t.Fatalf("refused %v", refused)
+	}
+	if r.Outcome != OutcomePermanentFailure || w.marked("msg-1") || len(w.events()) != 0 {
+		t.Fatalf("the delivery: %s (marker %v, %d events sent): %v", r.Outcome, w.marked("msg-1"), len(w.events()), r.Err)
+	}
+}
+
+// A DetachedOutbox applies the same per-delivery limits.
+func TestDetachedOutboxBoundsPublications(t *testing.T) {
+	var d DetachedOutbox
+	for i := range MaxPublications {
+		if err := d.Publish(Publication{EventTypeID: "E", MessageID: fmt.Sprintf("E-%d", i), JSON: `{}`}); err != nil {
+			t.Fatalf("publication %d: %v", i+1, err)
+		}
+	}
+	if err := d.Publish(Publication{EventTypeID: "E", MessageID: "E-last", JSON: `{}`}); KindOf(err) != KindPermanent || !strings.Contains(err.Error(), "limit of events per delivery") {
+		t.Fatalf("publication %d: %v", MaxPublications+1, err)
+	}
+}

@@ -16,6 +16,8 @@ type trail struct {
 	inbox         InboxState
 	bypassReason  string
 	recordRetries int
+	// markRetries counts dispatched-mark attempts after a failed one.
+	markRetries int
 	// duplicate: the delivery was answered as a duplicate.
 	duplicate bool
 
@@ -73,6 +75,7 @@ func (p *Pipeline) report(d *Delivery, in *message.Inbound, t *trail, end result
 		BypassReason:     t.bypassReason,
 		StoreOp:          end.storeOp,
 		RecordRetries:    t.recordRetries,
+		MarkRetries:      t.markRetries,
 		HandlerRan:       t.handlerRan,
 		TxnReruns:        t.txnReruns,
 		Published:        t.responded,

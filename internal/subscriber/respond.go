@@ -36,13 +36,34 @@ func (j *job) completed(ctx context.Context) (Outcome, error) {
 // When the copy that committed it left its published events undispatched
 // (its send failed, or it stopped after its commit), they are sent instead,
 // with the ResolutionResponse that copy stored, and marked dispatched: the
-// answer the delivery that committed would have given.
+// answer the delivery that committed would have given. A redelivery that
+// finds a transactional marker holding no events answers the
+// ResolutionResponse instead (see resolvesAgain).
 func (j *job) duplicate(ctx context.Context) (Outcome, error) {
 	j.did.duplicate = true
 	if err := j.finishOutbox(ctx); err != nil || j.outboxSent {
 		return OutcomeOutboxDispatched, err
 	}
+	if j.resolvesAgain() {
+		return OutcomeDuplicateResolved, j.resolve(ctx)
+	}
 	return OutcomeDuplicate, j.respond(ctx, message.NewResponse(j.in, message.Duplicate, j.timings(), nil))
+}
+
+// resolvesAgain reports a redelivery (DeliveryCount above 1) that found a
+// transactional marker holding no events. Such a marker is committed with
+// the handler's effect, before the ResolutionResponse is sent, and records
+// nothing after it: an earlier delivery of this message may have committed
+// it and then stopped, lost the batch's answer, or failed to send, each of
+// which the broker answers by redelivering. The redelivery sends the
+// ResolutionResponse, so every committed delivery's outcome reaches the
+// Resolver at least once (a second ResolutionResponse for a completed
+// event is harmless: the Resolver's status stays Completed). A marker
+// whose events were dispatched records that the response went with them,
+// and a first delivery that finds a marker is another copy of the message,
+// whose committing delivery answers for it: both stay duplicates.
+func (j *job) resolvesAgain() bool {
+	return j.tx != nil && j.d.Broker.DeliveryCount > 1 && j.tx.foundBare()
 }
 
 // finishOutbox dispatches the undispatched outbox a marker read found, if

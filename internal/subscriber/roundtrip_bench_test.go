@@ -90,6 +90,7 @@ func roundTripCases() []roundTripCase {
 		plainTwoWritesCase,
 		publishingCase,
 		txPublishingCase,
+		txResolvedCase,
 	}
 }
 

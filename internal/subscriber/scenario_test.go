@@ -582,7 +582,7 @@ func TestScenarioRecordOutageIsTheOnlyRerunWindow(t *testing.T) {
 	var reruns, runs int
 	for i := 1; i <= records; i++ {
 		w := newFakeNimbus(t, fakeNimbusOptions{})
-		w.recordOutageFrom = i
+		w.outageFrom["inbox.record"] = i
 		faultRun(w)
 		runs++
 		success := map[string]int{}

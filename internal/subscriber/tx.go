@@ -65,6 +65,24 @@ type txState struct {
 	// this delivery's commit's, or one a marker read found (another copy
 	// of the message committed it).
 	pending *txn.Pending
+	// bare is set when a marker read found a marker that holds no events:
+	// nothing in it records whether the delivery that committed it sent its
+	// ResolutionResponse.
+	bare bool
+}
+
+// keepBare notes a marker found that holds no events.
+func (s *txState) keepBare() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bare = true
+}
+
+// foundBare reports whether a marker read found a marker without events.
+func (s *txState) foundBare() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bare
 }
 
 // keepPending keeps p, unless an outbox is kept already.
@@ -122,7 +140,8 @@ func (j *job) readsMarkers() bool { return j.tx != nil && j.tx.pkErr == nil }
 
 // hasMarker is the marker read of k, in the lookup's parallel step. A
 // marker that holds events not yet dispatched is kept (j.tx.pending), for
-// the duplicate's answer to finish their dispatch.
+// the duplicate's answer to finish their dispatch; one that holds no
+// events is noted (j.tx.bare), for a redelivery's answer to resolve.
 func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 	cctx, span := j.p.o.Tracer.Start(ctx, spanInboxCheck)
 	if span.IsRecording() {
@@ -141,8 +160,11 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 		}
 	}
 	span.End()
-	if st.Pending != nil {
+	switch {
+	case st.Pending != nil:
 		j.tx.keepPending(st.Pending)
+	case st.Found && st.OutboxIDs == nil:
+		j.tx.keepBare()
 	}
 	return st.Found, nil
 }
@@ -240,9 +262,11 @@ func (j *job) readOwnOutbox(ctx context.Context) error {
 // then the stored ResolutionResponse, in one send; then it marks the marker
 // dispatched. Without an outbox it does nothing. A failed send is an
 // *eventsError (committed): the redelivery finds the marker and sends the
-// same messages again. A failed mark is a *StoreError: the events went out,
-// and the redelivery sends them again with the same MessageIds before it
-// marks them.
+// same messages again. A failed mark is tried again within the invocation
+// as an inbox record is (retryWrite); one that still fails is a
+// *StoreError: the events went out, and the redelivery (or the
+// OutboxSweep) sends them again with the same MessageIds before it marks
+// them.
 func (j *job) dispatchOutbox(ctx context.Context) error {
 	p := j.tx.takePending()
 	if p == nil {
@@ -261,7 +285,11 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	j.did.responded = true
 	j.outboxSent = true
 	cctx, span := j.p.o.Tracer.Start(ctx, spanOutboxMark)
-	if _, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now()); err != nil {
+	err := j.p.retryWrite(cctx, &j.did.markRetries, refusedForGood, func() error {
+		_, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now())
+		return err
+	})
+	if err != nil {
 		err = NewStoreError(opOutboxDispatched, err)
 		endSpan(span, err)
 		return err
@@ -269,6 +297,10 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	span.End()
 	return nil
 }
+
+// refusedForGood reports a store failure no retry changes: a refused or
+// invalid request (txn.Permanent).
+func refusedForGood(err error) bool { return txn.Classify(err) == txn.Permanent }
 
 // rerunTx decides whether a batch that conflicted is run again and, if so,
 // waits before the re-run: not once TxnConflictReruns re-runs were made,

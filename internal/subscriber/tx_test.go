@@ -58,8 +58,10 @@ func (w *fakeNimbus) commitOther(msgID, eventID string) {
 }
 
 // A fresh delivery of a transactional handler commits its effect with the
-// marker of its MessageId, writes no inbox document, and resolves; its
-// redelivery is a duplicate found by the marker, the handler not run.
+// marker of its MessageId, writes no inbox document, and resolves; another
+// copy of the message is a duplicate found by the marker, the handler not
+// run, and a redelivery, which the marker cannot tell from one whose
+// earlier delivery stopped before its response, resolves again.
 func TestTxFreshThenDuplicateByMarker(t *testing.T) {
 	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
 	r := w.p.Process(context.Background(), w.event("msg-1", "event-1"))
@@ -72,11 +74,15 @@ func TestTxFreshThenDuplicateByMarker(t *testing.T) {
 	if w.recorded("msg-1") || w.records != 0 {
 		t.Fatalf("the inbox document was written (%d records)", w.records)
 	}
-	r = w.p.Process(context.Background(), redelivery(w.event("msg-1", "event-1")))
+	r = w.p.Process(context.Background(), w.event("msg-1", "event-1"))
 	if r.Outcome != OutcomeDuplicate || r.HandlerRan {
+		t.Fatalf("copy: %s, handler ran %v", r.Outcome, r.HandlerRan)
+	}
+	r = w.p.Process(context.Background(), redelivery(w.event("msg-1", "event-1")))
+	if r.Outcome != OutcomeDuplicateResolved || r.HandlerRan {
 		t.Fatalf("redelivery: %s, handler ran %v", r.Outcome, r.HandlerRan)
 	}
-	if got := w.responses(); !slices.Equal(got, []string{"ResolutionResponse event-1", "SkipResponse event-1"}) {
+	if got := w.responses(); !slices.Equal(got, []string{"ResolutionResponse event-1", "SkipResponse event-1", "ResolutionResponse event-1"}) {
 		t.Fatalf("responses %v", got)
 	}
 }
@@ -161,7 +167,8 @@ func TestTxStandInSourceMarkerIsADuplicate(t *testing.T) {
 
 // A handler write that conflicts on every run (the re-runs spent) fails
 // transiently (503 after the pause) with nothing applied; once another
-// copy's marker exists, the redelivery is a duplicate.
+// copy's marker exists, the redelivery finds it, skips the handler and
+// resolves the event.
 func TestTxConflictThenDuplicate(t *testing.T) {
 	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
 	seed := txn.Begin(w.txn, txTarget, txPartition, nil)
@@ -181,7 +188,7 @@ func TestTxConflictThenDuplicate(t *testing.T) {
 	}
 	w.commitMarkerOnly("msg-1")
 	r = w.p.Process(context.Background(), redelivery(d))
-	if r.Outcome != OutcomeDuplicate || r.HandlerRan {
+	if r.Outcome != OutcomeDuplicateResolved || r.HandlerRan {
 		t.Fatalf("redelivery: %s, handler ran %v", r.Outcome, r.HandlerRan)
 	}
 }
@@ -287,8 +294,9 @@ func TestTxFailuresCommitNothing(t *testing.T) {
 }
 
 // A batch applied whose answer was lost is ambiguous (503 after the
-// pause); the redelivery finds the marker and is a duplicate.
-func TestTxAmbiguousThenDuplicate(t *testing.T) {
+// pause), and nothing is sent; the redelivery finds the marker, skips the
+// handler and sends the ResolutionResponse the first delivery never sent.
+func TestTxAmbiguousThenResolvedByRedelivery(t *testing.T) {
 	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
 	w.failNext, w.failNextMode = "txn.batch", faultAfter
 	d := w.event("msg-1", "event-1")
@@ -300,8 +308,11 @@ func TestTxAmbiguousThenDuplicate(t *testing.T) {
 		t.Fatalf("the error %q (store op %q) carries the transport's text", r.Err, r.StoreOp)
 	}
 	r = w.p.Process(context.Background(), redelivery(d))
-	if r.Outcome != OutcomeDuplicate || r.HandlerRan || len(w.effects()) != 1 {
+	if r.Outcome != OutcomeDuplicateResolved || r.HandlerRan || len(w.effects()) != 1 {
 		t.Fatalf("redelivery: %s, ran %v, effects %v", r.Outcome, r.HandlerRan, w.effects())
+	}
+	if got := w.responses(); !slices.Equal(got, []string{"ResolutionResponse event-1"}) {
+		t.Fatalf("responses %v", got)
 	}
 }
 
@@ -324,6 +335,25 @@ var txFreshCase = roundTripCase{name: "fresh transactional success", tx: true,
 		d := w.event("msg-1", "event-1")
 		return func() Report { return w.p.Process(context.Background(), d) }
 	}}
+
+// txResolvedCase is the redelivery of a message whose transactional
+// batch committed without events: the marker read, then the
+// ResolutionResponse (duplicate_resolved), as a duplicate's 2.
+var txResolvedCase = roundTripCase{name: "redelivery of a committed transactional delivery", tx: true,
+	prepare: func(w *fakeNimbus) func() Report {
+		w.commitMarkerOnly("msg-1")
+		d := redelivery(w.event("msg-1", "event-1"))
+		return func() Report { return w.p.Process(context.Background(), d) }
+	}}
+
+// A redelivery that resolves a committed transactional delivery costs a
+// duplicate's 2 round trips and sends one message.
+func TestTxResolvedRedeliveryCostsTwoRoundTrips(t *testing.T) {
+	c := measureExact(t, txResolvedCase)
+	if c.outcome != OutcomeDuplicateResolved || c.roundTrips != 2 || c.sends != 1 || c.batches != 0 {
+		t.Fatalf("%s in %d sequential round trips (%+v), want duplicate_resolved in 2 with one send", c.outcome, c.roundTrips, c)
+	}
+}
 
 // plainTwoWritesCase is the same effect without a transaction: a plain
 // handler that writes two documents one after the other, then the inbox

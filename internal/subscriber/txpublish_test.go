@@ -169,8 +169,9 @@ func TestTxResendKeepsTheTraceContext(t *testing.T) {
 	}
 }
 
-// A failed mark answers transiently after the events went out; the
-// redelivery sends them again (same ids) and marks them.
+// A mark that fails on every attempt within the invocation answers
+// transiently after the events went out; the redelivery sends them again
+// (same ids) and marks them.
 func TestTxMarkFailureIsFinishedByTheRedelivery(t *testing.T) {
 	w := newFakeNimbus(t, fakeNimbusOptions{tx: true})
 	w.handle = publishTwo(Completed(), nil)
@@ -178,8 +179,8 @@ func TestTxMarkFailureIsFinishedByTheRedelivery(t *testing.T) {
 		return u.Create(map[string]any{"id": "effect-" + ev.EventID, "customerId": txPartition})
 	}
 	d := w.event("msg-1", "event-1")
-	// The second batch of the delivery is the mark.
-	w.failNth["txn.batch"] = 2
+	// The second batch of the delivery is the mark's first attempt.
+	w.outageFrom["txn.batch"] = 2
 	r := w.p.Process(context.Background(), d)
 	if r.Outcome != OutcomeTransientFailure || r.StoreOp != opOutboxDispatched || r.EventsPublished != 2 {
 		t.Fatalf("%s (%s, %d published): %v", r.Outcome, r.StoreOp, r.EventsPublished, r.Err)
