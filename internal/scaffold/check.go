@@ -134,8 +134,9 @@ func (c *checker) hostJSON(rel string) string {
 		c.addf(rel, "customHandler is missing: the host would not start the handler binary")
 		return ""
 	}
-	// The host must call the handler with envelopes, not forward HTTP
-	// requests; a custom handler cannot settle messages, so a 2xx answer
+	// The host must forward an HTTP function's request as it came (the app
+	// serves it at /api/<route>; Service Bus and timer functions get their
+	// envelopes either way); a custom handler cannot settle messages, so a 2xx answer
 	// completes the message only with auto-completion; sessions stay
 	// ordered only with one call per session.
 	for _, n := range hostNeeds {
@@ -621,7 +622,7 @@ var hostNeeds = []struct {
 	key  string
 	want any
 }{
-	{"customHandler.enableForwardingHttpRequest", false},
+	{"customHandler.enableForwardingHttpRequest", true},
 	{"extensions.serviceBus.autoCompleteMessages", true},
 	{"extensions.serviceBus.maxConcurrentCallsPerSession", float64(1)},
 }

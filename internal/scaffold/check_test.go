@@ -204,9 +204,9 @@ func TestCheckNamesEachProblem(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, []string{`functions/Subscriber/function.json: not valid JSON: unexpected EOF`}},
-		{"forwarding HTTP requests", false, func(t *testing.T, dir string) {
-			editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = true })
-		}, []string{`host.json: customHandler.enableForwardingHttpRequest is true, want false`}},
+		{"not forwarding HTTP requests", false, func(t *testing.T, dir string) {
+			editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = false })
+		}, []string{`host.json: customHandler.enableForwardingHttpRequest is false, want true`}},
 		{"no custom handler", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, "host.json", func(m map[string]any) { delete(m, "customHandler") })
 		}, []string{`host.json: customHandler is missing: the host would not start the handler binary`}},
