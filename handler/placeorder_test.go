@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,8 +14,10 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
+	"github.com/nimbus-go/functions-subscriber/internal/scaffold"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 
 // request sends body to the app's url with the headers (name, value pairs)
@@ -193,5 +196,39 @@ func TestPlaceOrderStoreOutageAndFailedSend(t *testing.T) {
 			t.Fatalf("the sweep did not send the refused event in 20 s (%d sent)", len(sent))
 		}
 		sleep.For(t.Context(), 200*time.Millisecond)
+	}
+}
+
+// The repository's host files agree with what the sample registers:
+// nimbus-func check, given the sample's own description (NIMBUS_DESCRIBE),
+// finds functions/PlaceOrder/function.json to match its HandleHTTP, and its
+// settings to be ones the sample reads.
+func TestRepositoryFilesMatchTheSampleRegistrations(t *testing.T) {
+	app := nimbus.New()
+	registerHandlers(app)
+	var out strings.Builder
+	if err := app.Run(t.Context(), nimbus.Options{Environ: []string{"NIMBUS_DESCRIBE=1"}, Stdout: &out, Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	var d struct {
+		Settings      []string                 `json:"settings"`
+		Transactional []string                 `json:"transactionalEventTypes"`
+		HTTP          []scaffold.DescribedHTTP `json:"httpFunctions"`
+	}
+	if err := json.Unmarshal([]byte(out.String()), &d); err != nil {
+		t.Fatalf("%v: %s", err, out.String())
+	}
+	if len(d.HTTP) != 1 || d.HTTP[0].Name != "PlaceOrder" {
+		t.Fatalf("the sample describes HTTP functions %+v, want PlaceOrder", d.HTTP)
+	}
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	describe := func() (scaffold.AppDescription, error) {
+		return scaffold.AppDescription{Settings: d.Settings, Transactional: d.Transactional, HTTPFunctions: d.HTTP}, nil
+	}
+	if problems := scaffold.Check(root, scaffold.CheckOptions{Resolver: true, App: describe}); len(problems) != 0 {
+		t.Fatalf("nimbus-func check of the repository: %q", problems)
 	}
 }
