@@ -34,6 +34,8 @@ func TestDemoRuns(t *testing.T) {
 		"deadLetterReported", "outcome=discarded", "outcome=skipped", "outcome=pending_handoff",
 		"outcome=handoff_completed", "cloudEvent=binary", "outcome=written", "outcome=stale",
 		"topic ← RetryRequest To=Retry", "scheduled for ",
+		"POST /api/orders", `→ HTTP 201 {"messageId":"OrderPlaced-O-500","orderId":"O-500"}`,
+		`→ HTTP 200 {"messageId":"OrderPlaced-O-500","orderId":"O-500"}`, "→ HTTP 409", "→ HTTP 400", "outcome=swept",
 	} {
 		if !strings.Contains(transcript, want) {
 			t.Errorf("the transcript does not show %q", want)

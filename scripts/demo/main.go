@@ -63,6 +63,7 @@ func baseSettings() map[string]string {
 		"NimBus__Inbox__RetentionPeriod": "00:00:05",
 		"NimBus__Inbox__CleanupSchedule": "0 0 * * * *",
 		"NimBus__Outbox__SweepSchedule":  "0 */5 * * * *",
+		"NimBus__Outbox__MinimumAge":     "00:00:01",
 		"NimBus__Resolver__Sink":         "InMemory",
 		// External CloudEvents producers, deduplicated by source and id.
 		"NimBus__CloudEvents__Enabled":       "true",
@@ -111,6 +112,9 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 	if err := s.exactlyOnce(d); err != nil {
+		return err
+	}
+	if err := s.frontDoor(d); err != nil {
 		return err
 	}
 	if err := s.otherKinds(d); err != nil {
