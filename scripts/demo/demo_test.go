@@ -102,7 +102,7 @@ func TestDemoRuns(t *testing.T) {
 	stepsWithStderr := []string{
 		"3. transient:", "handler stderr: error: Subscriber invocation answered 503", "4. The broker redelivers it",
 		"7. A malformed envelope", "handler stderr: error: Subscriber invocation answered 400", "(waiting 5.5s",
-		"26. permanent:", "handler stderr: error: Subscriber invocation answered 422", "27. The same message on its last delivery",
+		`. permanent: "Fail":"permanent"`, "handler stderr: error: Subscriber invocation answered 422", ". The same message on its last delivery",
 	}
 	inOrder(t, transcript, "each step's handler output under it", stepsWithStderr)
 	// -v shows what the Service Bus adapter would send, the trace context
