@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ import (
 func registerHandlers(app *nimbus.App) {
 	nimbus.HandleEvent(app, "OrderPlaced", handleOrderPlaced)
 	nimbus.HandleEventTx(app, "PaymentReceived", ledger, paymentPartition, handlePaymentReceived)
+	app.HandleHTTP(nimbus.HTTPFunction{Name: "PlaceOrder", Route: "orders", Methods: []string{http.MethodPost}, Handler: placeOrder(app.FrontDoor(orders))})
 }
 
 // OrderPlaced is the sample endpoint's (BillingEndpoint's) event. Besides

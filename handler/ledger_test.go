@@ -178,8 +178,8 @@ func publishedEvents(t *testing.T, base, typ string) []string {
 
 // startLedgerApp runs the sample app with its ledger in memory, or on the
 // Cosmos DB account of connection string conn, until the test ends; it
-// returns the app's base URL and its log.
-func startLedgerApp(t *testing.T, conn string) (string, *testlog.Buffer) {
+// returns the app's base URL and its log. extra are further settings.
+func startLedgerApp(t *testing.T, conn string, extra ...string) (string, *testlog.Buffer) {
 	t.Helper()
 	settings := []string{
 		"NimBus__Endpoint=BillingEndpoint", "NimBus__Resolver__Sink=InMemory",
@@ -190,6 +190,7 @@ func startLedgerApp(t *testing.T, conn string) (string, *testlog.Buffer) {
 		settings[3] = "NimBus__Inbox__Store=Cosmos"
 		settings = append(settings, "NimBus__Inbox__Cosmos__ConnectionString="+conn)
 	}
+	settings = append(settings, extra...)
 	app := nimbus.New()
 	registerHandlers(app)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")

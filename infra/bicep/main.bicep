@@ -152,6 +152,19 @@ param sampleLedgerDatabaseId string = 'Billing'
 @maxLength(255)
 param sampleLedgerContainerId string = 'ledger'
 
+@description('Also create the Cosmos DB container of the sample endpoint\'s PlaceOrder HTTP function, its front door (modules/sample-ledger.bicep): partition key /customerId, time to live on with no default (-1), in the inbox\'s account; and set NimBus__Sample__Orders__DatabaseId and NimBus__Sample__Orders__ContainerId.')
+param deploySampleOrders bool = false
+
+@description('Cosmos DB database id of the sample orders (when deploySampleOrders). Created unless it is cosmosDatabaseId or the sample ledger\'s.')
+@minLength(1)
+@maxLength(255)
+param sampleOrdersDatabaseId string = 'Sales'
+
+@description('Cosmos DB container id of the sample orders (when deploySampleOrders).')
+@minLength(1)
+@maxLength(255)
+param sampleOrdersContainerId string = 'orders'
+
 var token = uniqueString(subscription().id, resourceGroup().id, endpointName)
 var createServiceBus = empty(existingServiceBusNamespaceName)
 var serviceBusNamespaceName = createServiceBus ? 'sb-${token}' : existingServiceBusNamespaceName
@@ -440,6 +453,25 @@ module sampleLedger 'modules/sample-ledger.bicep' = if (deploySampleLedger) {
   ]
 }
 
+// The sample endpoint's orders, when asked: the container of PlaceOrder's front door,
+// whose order documents and request records commit in one transactional batch per
+// customer. The same shape as the ledger's.
+module sampleOrders 'modules/sample-ledger.bicep' = if (deploySampleOrders) {
+  name: 'sample-orders'
+  params: {
+    cosmosAccountName: cosmos.name
+    databaseId: sampleOrdersDatabaseId
+    createDatabase: sampleOrdersDatabaseId != cosmosDatabaseId && !(deploySampleLedger && sampleOrdersDatabaseId == sampleLedgerDatabaseId)
+    containerId: sampleOrdersContainerId
+    cosmosServerless: cosmosServerless
+    cosmosAutoscaleMaxThroughput: cosmosAutoscaleMaxThroughput
+  }
+  dependsOn: [
+    cosmosDatabase
+    sampleLedger
+  ]
+}
+
 // Account scope: it covers the inbox and the session-state containers, the
 // sample ledger when deployed (any database of the account), and the account
 // metadata read of the handler's Strong-consistency check.
@@ -663,6 +695,16 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
           name: 'NimBus__Sample__Ledger__ContainerId'
           value: sampleLedgerContainerId
         }
+      ] : [], deploySampleOrders ? [
+        // The sample's orders (PlaceOrder's front door), in the inbox's account.
+        {
+          name: 'NimBus__Sample__Orders__DatabaseId'
+          value: sampleOrdersDatabaseId
+        }
+        {
+          name: 'NimBus__Sample__Orders__ContainerId'
+          value: sampleOrdersContainerId
+        }
       ] : [])
     }
   }
@@ -675,6 +717,7 @@ resource functionApp 'Microsoft.Web/sites@2024-04-01' = {
     inboxContainer
     sessionStateContainer
     sampleLedger
+    sampleOrders
     cosmosDataAccess
     cloudEventsIngressTopology
     eventForwarding
@@ -739,6 +782,9 @@ output cosmosAccountEndpoint string = cosmos.properties.documentEndpoint
 
 @description('Cosmos DB database and container ids of the sample ledger; empty unless deploySampleLedger.')
 output sampleLedger string = deploySampleLedger ? '${sampleLedgerDatabaseId}/${sampleLedgerContainerId}' : ''
+
+@description('Cosmos DB database and container ids of the sample orders; empty unless deploySampleOrders.')
+output sampleOrders string = deploySampleOrders ? '${sampleOrdersDatabaseId}/${sampleOrdersContainerId}' : ''
 
 @description('Host storage account name.')
 output storageAccountName string = storage.name

@@ -14,6 +14,19 @@ const (
 	DefaultLedgerContainer = "ledger"
 )
 
+// The sample endpoint's orders: the container its PlaceOrder HTTP function
+// commits an order and its OrderPlaced event to through a front door, in
+// the inbox's account, partitioned on /customerId (in memory with
+// NimBus__Inbox__Store=InMemory). The sample reads the two settings; they
+// are listed here so that they are known names.
+const (
+	KeyOrdersDatabase  = "NimBus__Sample__Orders__DatabaseId"
+	KeyOrdersContainer = "NimBus__Sample__Orders__ContainerId"
+
+	DefaultOrdersDatabase  = "Sales"
+	DefaultOrdersContainer = "orders"
+)
+
 // Ledger is the sample ledger's container.
 type Ledger struct {
 	DatabaseID  string

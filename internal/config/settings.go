@@ -55,6 +55,8 @@ var Settings = []Setting{
 	{Name: KeySessionContainer, Default: DefaultSessionContainer},
 	{Name: KeyLedgerDatabase, Default: DefaultLedgerDatabase},
 	{Name: KeyLedgerContainer, Default: DefaultLedgerContainer},
+	{Name: KeyOrdersDatabase, Default: DefaultOrdersDatabase},
+	{Name: KeyOrdersContainer, Default: DefaultOrdersContainer},
 	{Name: KeySessionStore},
 	{Name: KeyMaxDeliveryCount, Default: strconv.Itoa(DefaultMaxDeliveryCount)},
 	{Name: KeyReplayBudget, Default: formatTimeSpan(DefaultReplayBudget)},

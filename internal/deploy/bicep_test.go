@@ -237,11 +237,12 @@ func bicepAppSettings(t *testing.T, main string) map[string]string {
 // appSettings add when cond holds: concat([...], cond ? [...] : []).
 func conditionalAppSettings(t *testing.T, main, cond string) map[string]string {
 	t.Helper()
-	start := strings.Index(main, "\n      ], "+cond+" ? [")
-	if start < 0 {
+	// The condition's list follows the base list or another condition's.
+	loc := regexp.MustCompile(`\n      \](?: : \[\])?, ` + regexp.QuoteMeta(cond) + ` \? \[`).FindStringIndex(main)
+	if loc == nil {
 		t.Fatalf("main.bicep's appSettings add nothing on %s", cond)
 	}
-	section := main[start+1:]
+	section := main[loc[1]:]
 	if end := strings.Index(section, "\n      ] : []"); end > 0 {
 		section = section[:end]
 	} else {
@@ -522,5 +523,45 @@ func TestBicepSampleLedger(t *testing.T) {
 	}
 	if len(extra) != 2 {
 		t.Errorf("deploySampleLedger adds %d app settings (%v), want 2", len(extra), extra)
+	}
+}
+
+// TestBicepSampleOrders checks the container of the sample's PlaceOrder
+// front door: only when asked, the ledger's module (partition key
+// /customerId, time to live on with no default) with the orders' ids, a
+// database created only when no other part of the template creates it,
+// the function app waiting for it, and the two settings the sample reads.
+func TestBicepSampleOrders(t *testing.T) {
+	main := bicepText(t, "main.bicep")
+	for _, s := range []string{
+		"param deploySampleOrders bool = false",
+		"param sampleOrdersDatabaseId string = 'Sales'",
+		"param sampleOrdersContainerId string = 'orders'",
+		"module sampleOrders 'modules/sample-ledger.bicep' = if (deploySampleOrders)",
+		"createDatabase: sampleOrdersDatabaseId != cosmosDatabaseId && !(deploySampleLedger && sampleOrdersDatabaseId == sampleLedgerDatabaseId)",
+		"containerId: sampleOrdersContainerId",
+	} {
+		if !strings.Contains(main, s) {
+			t.Errorf("main.bicep: %q not found", s)
+		}
+	}
+	if !regexp.MustCompile(`dependsOn:\s*\[[^\]]*\bsampleOrders\b[^\]]*\]`).MatchString(main) {
+		t.Error("main.bicep: the function app does not wait for the sample orders")
+	}
+	base := bicepAppSettings(t, main)
+	extra := conditionalAppSettings(t, main, "deploySampleOrders")
+	for name, value := range map[string]string{
+		"NimBus__Sample__Orders__DatabaseId":  "sampleOrdersDatabaseId",
+		"NimBus__Sample__Orders__ContainerId": "sampleOrdersContainerId",
+	} {
+		if got := extra[name]; got != value {
+			t.Errorf("with deploySampleOrders, app setting %s = %q, want %s", name, got, value)
+		}
+		if _, ok := base[name]; ok {
+			t.Errorf("app setting %s is set without deploySampleOrders", name)
+		}
+	}
+	if len(extra) != 2 {
+		t.Errorf("deploySampleOrders adds %d app settings (%v), want 2", len(extra), extra)
 	}
 }

@@ -36,8 +36,8 @@ func TestHostJSON(t *testing.T) {
 	if d.Arguments == nil || len(*d.Arguments) != 0 {
 		t.Errorf("customHandler.description.arguments must be present and empty")
 	}
-	if f := h.CustomHandler.EnableForwardingHTTPRequest; f == nil || *f {
-		t.Errorf("customHandler.enableForwardingHttpRequest must be false")
+	if f := h.CustomHandler.EnableForwardingHTTPRequest; f == nil || !*f {
+		t.Errorf("customHandler.enableForwardingHttpRequest must be true: the host then forwards an HTTP function's request as it came, at /api/<route>")
 	}
 
 	timeout, err := parseTimeSpan(h.FunctionTimeout)

@@ -134,10 +134,10 @@ func (c *checker) hostJSON(rel string) string {
 		c.addf(rel, "customHandler is missing: the host would not start the handler binary")
 		return ""
 	}
-	// The host must call the handler with envelopes, not forward HTTP
-	// requests; a custom handler cannot settle messages, so a 2xx answer
-	// completes the message only with auto-completion; sessions stay
-	// ordered only with one call per session.
+	// A custom handler cannot settle messages, so a 2xx answer completes
+	// the message only with auto-completion; sessions stay ordered only
+	// with one call per session. (HTTP forwarding, which the app's HTTP
+	// functions need, is checked with them.)
 	for _, n := range hostNeeds {
 		c.want(rel, h, n.key, n.want, true)
 	}
@@ -349,13 +349,16 @@ func (c *checker) functions(root, exe string) []usedBinding {
 		c.addf(dirRel, "%s", truncate(err.Error(), 200))
 	}
 	present := map[string]bool{}
+	var httpFolders []string
 	for _, e := range entries {
 		if !e.IsDir() {
 			continue
 		}
 		present[e.Name()] = true
-		if !contains(want, e.Name()) {
-			c.addf(path.Join(dirRel, e.Name()), "the handler serves no function of this name (it serves %s); the host would call it and fail every invocation", strings.Join(want, ", "))
+		if !contains(want, e.Name()) && root == "" && c.httpFunction(path.Join(dirRel, e.Name()), e.Name()) {
+			httpFolders = append(httpFolders, e.Name())
+		} else if !contains(want, e.Name()) {
+			c.addf(path.Join(dirRel, e.Name()), "the handler serves no function of this name (it serves %s, and the HTTP functions the app registers); the host would call it and fail every invocation", strings.Join(want, ", "))
 		}
 		if exe != "" && strings.EqualFold(e.Name(), exe) {
 			c.addf(path.Join(dirRel, e.Name()), "the function folder would collide with the executable %q in the staged app root", exe)
@@ -395,7 +398,117 @@ func (c *checker) functions(root, exe string) []usedBinding {
 			used = append(used, usedBinding{rel, b})
 		}
 	}
+	if root == "" {
+		c.httpRegistrations(dirRel, httpFolders)
+	}
 	return used
+}
+
+// httpFunction checks the function folder rel (of an endpoint app) that
+// is none of the library's as an HTTP function: exactly an httpTrigger in
+// and an http out, the bindings the host forwards as the raw request,
+// which the app serves when its registrations declare a function of this
+// name with the same route and methods. It returns false, reporting
+// nothing, when the folder's function.json is not an HTTP function.
+func (c *checker) httpFunction(rel, name string) bool {
+	b, err := os.ReadFile(filepath.Join(c.dir, filepath.FromSlash(rel), "function.json"))
+	if err != nil {
+		return false
+	}
+	var doc map[string]any
+	if decodeHostJSON(b, &doc) != nil {
+		return false
+	}
+	bs, ok := bindingList(doc)
+	if !ok || len(bs) != 2 {
+		return false
+	}
+	in, out := bs[0], bs[1]
+	if t, _ := lookup(out, "type"); t == "httpTrigger" {
+		in, out = out, in
+	}
+	if !bindingIs(in, "httpTrigger", "in") || !bindingIs(out, "http", "out") {
+		return false
+	}
+	file := path.Join(rel, "function.json")
+	if c.describe == nil {
+		return true
+	}
+	d, err := c.described()
+	if err != nil {
+		c.addf(file, "is an HTTP function, and whether the app registers it could not be learned: %s", truncate(err.Error(), 300))
+		return true
+	}
+	i := slices.IndexFunc(d.HTTPFunctions, func(f DescribedHTTP) bool { return strings.EqualFold(f.Name, name) })
+	if i < 0 {
+		c.addf(file, "is an HTTP function the app does not register (no HandleHTTP with Name %q); the app would answer the host's forwarded request 404", truncate(name, 80))
+		return true
+	}
+	reg := d.HTTPFunctions[i]
+	route := name // the host's route when function.json names none
+	if v, ok := lookup(in, "route"); ok {
+		route, _ = v.(string)
+	}
+	if !strings.EqualFold(strings.Trim(route, "/"), strings.Trim(reg.Route, "/")) {
+		c.addf(file, "route is %s, but the app serves %s at route %q; the host would forward requests the app answers 404", show(route), truncate(reg.Name, 80), truncate(reg.Route, 80))
+	}
+	var methods []string
+	if v, ok := lookup(in, "methods"); ok {
+		list, _ := v.([]any)
+		for _, m := range list {
+			if ms, ok := m.(string); ok {
+				methods = append(methods, strings.ToUpper(ms))
+			}
+		}
+	}
+	for _, m := range methods {
+		if len(reg.Methods) > 0 && !slices.ContainsFunc(reg.Methods, func(r string) bool { return strings.EqualFold(r, m) }) {
+			c.addf(file, "methods lists %s, which the app's %s does not accept (it accepts %s); the app would answer 405", truncate(m, 20), truncate(reg.Name, 80), truncate(strings.Join(reg.Methods, ", "), 80))
+		}
+	}
+	if len(methods) == 0 && len(reg.Methods) > 0 {
+		c.addf(file, "methods is missing, so the host forwards every method, but the app's %s accepts only %s: list them", truncate(reg.Name, 80), truncate(strings.Join(reg.Methods, ", "), 80))
+	}
+	return true
+}
+
+// bindingIs reports whether a binding has the type and direction.
+func bindingIs(b map[string]any, typ, dir string) bool {
+	t, _ := lookup(b, "type")
+	d, _ := lookup(b, "direction")
+	ts, _ := t.(string)
+	ds, _ := d.(string)
+	return strings.EqualFold(ts, typ) && strings.EqualFold(ds, dir)
+}
+
+// httpRegistrations reports the HTTP functions the app registers that have
+// no function folder (the host would never forward their requests), and
+// host.json not forwarding HTTP requests while the app has HTTP functions.
+func (c *checker) httpRegistrations(dirRel string, folders []string) {
+	var regs []DescribedHTTP
+	if c.describe != nil {
+		if d, err := c.described(); err == nil {
+			regs = d.HTTPFunctions
+		}
+	}
+	for _, r := range regs {
+		if !slices.ContainsFunc(folders, func(f string) bool { return strings.EqualFold(f, r.Name) }) {
+			c.addf(path.Join(dirRel, r.Name, "function.json"), "is missing: the app registers the HTTP function %s (route %q), which the host never calls without it; 'nimbus-func init --http %s' writes it",
+				truncate(r.Name, 80), truncate(r.Route, 80), truncate(r.Name, 80))
+		}
+	}
+	if len(folders) == 0 && len(regs) == 0 {
+		return
+	}
+	rel := "host.json"
+	var h map[string]any
+	b, err := os.ReadFile(filepath.Join(c.dir, rel))
+	if err != nil || decodeHostJSON(b, &h) != nil {
+		return // reported with host.json
+	}
+	if v, _ := lookup(h, "customHandler.enableForwardingHttpRequest"); !isTrue(v) {
+		c.addf(rel, "customHandler.enableForwardingHttpRequest is %s, want true: the app has HTTP functions, which the host forwards as they came only then", show(v))
+	}
 }
 
 // bindingList returns the bindings of a decoded function.json; false when
@@ -621,7 +734,6 @@ var hostNeeds = []struct {
 	key  string
 	want any
 }{
-	{"customHandler.enableForwardingHttpRequest", false},
 	{"extensions.serviceBus.autoCompleteMessages", true},
 	{"extensions.serviceBus.maxConcurrentCallsPerSession", float64(1)},
 }

@@ -198,15 +198,12 @@ func TestCheckNamesEachProblem(t *testing.T) {
 			if err := os.MkdirAll(filepath.Join(dir, "functions", "Orders"), 0o755); err != nil {
 				t.Fatal(err)
 			}
-		}, []string{`functions/Orders: the handler serves no function of this name (it serves CloudEventsIngress, DeferredProcessor, InboxCleanup, OutboxSweep, Subscriber); the host would call it and fail every invocation`}},
+		}, []string{`functions/Orders: the handler serves no function of this name (it serves CloudEventsIngress, DeferredProcessor, InboxCleanup, OutboxSweep, Subscriber, and the HTTP functions the app registers); the host would call it and fail every invocation`}},
 		{"function.json not JSON", false, func(t *testing.T, dir string) {
 			if err := os.WriteFile(filepath.Join(dir, "functions", "Subscriber", "function.json"), []byte(`{"bindings": [`), 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}, []string{`functions/Subscriber/function.json: not valid JSON: unexpected EOF`}},
-		{"forwarding HTTP requests", false, func(t *testing.T, dir string) {
-			editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = true })
-		}, []string{`host.json: customHandler.enableForwardingHttpRequest is true, want false`}},
 		{"no custom handler", false, func(t *testing.T, dir string) {
 			editJSON(t, dir, "host.json", func(m map[string]any) { delete(m, "customHandler") })
 		}, []string{`host.json: customHandler is missing: the host would not start the handler binary`}},
@@ -390,5 +387,69 @@ func TestCheckReportsAnInboxTheAppNeeds(t *testing.T) {
 	editJSON(t, dir, "local.settings.sample.json", values(func(v map[string]any) { v["NimBus__App"] = "Resolver" }))
 	if problems := Check(dir, CheckOptions{App: tx}); len(problems) != 0 {
 		t.Errorf("the Resolver app: %q", problems)
+	}
+}
+
+// writeHTTPFunction writes functions/<name>/function.json of an HTTP
+// function with route and methods.
+func writeHTTPFunction(t *testing.T, dir, name, route string, methods ...string) {
+	t.Helper()
+	ms, _ := json.Marshal(methods)
+	doc := `{"bindings":[{"type":"httpTrigger","direction":"in","name":"req","authLevel":"function","methods":` + string(ms) +
+		`,"route":"` + route + `"},{"type":"http","direction":"out","name":"$return"}]}`
+	if err := os.MkdirAll(filepath.Join(dir, "functions", name), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "functions", name, "function.json"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// check accepts an HTTP function whose function.json and registration
+// agree, and names each disagreement: a function.json the app does not
+// register, a registration without one, another route, a method the app
+// refuses, and host.json not forwarding HTTP requests.
+func TestCheckHTTPFunctions(t *testing.T) {
+	placeOrder := DescribedHTTP{Name: "PlaceOrder", Route: "orders", Methods: []string{"POST"}}
+	describes := func(fs ...DescribedHTTP) func() (AppDescription, error) {
+		return func() (AppDescription, error) { return AppDescription{HTTPFunctions: fs}, nil }
+	}
+	for _, c := range []struct {
+		name  string
+		edit  func(t *testing.T, dir string)
+		regs  []DescribedHTTP
+		wants []string
+	}{
+		{"agreeing", func(t *testing.T, dir string) { writeHTTPFunction(t, dir, "PlaceOrder", "orders", "post") }, []DescribedHTTP{placeOrder}, nil},
+		{"not registered", func(t *testing.T, dir string) { writeHTTPFunction(t, dir, "PlaceOrder", "orders", "post") }, nil,
+			[]string{`functions/PlaceOrder/function.json: is an HTTP function the app does not register (no HandleHTTP with Name "PlaceOrder"); the app would answer the host's forwarded request 404`}},
+		{"no function.json", func(*testing.T, string) {}, []DescribedHTTP{placeOrder},
+			[]string{`functions/PlaceOrder/function.json: is missing: the app registers the HTTP function PlaceOrder (route "orders"), which the host never calls without it; 'nimbus-func init --http PlaceOrder' writes it`}},
+		{"another route and method", func(t *testing.T, dir string) { writeHTTPFunction(t, dir, "PlaceOrder", "order", "post", "get") }, []DescribedHTTP{placeOrder},
+			[]string{
+				`functions/PlaceOrder/function.json: route is "order", but the app serves PlaceOrder at route "orders"; the host would forward requests the app answers 404`,
+				`functions/PlaceOrder/function.json: methods lists GET, which the app's PlaceOrder does not accept (it accepts POST); the app would answer 405`,
+			}},
+		{"not forwarded", func(t *testing.T, dir string) {
+			writeHTTPFunction(t, dir, "PlaceOrder", "orders", "post")
+			editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = false })
+		}, []DescribedHTTP{placeOrder},
+			[]string{`host.json: customHandler.enableForwardingHttpRequest is false, want true: the app has HTTP functions, which the host forwards as they came only then`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := initModule(t)
+			c.edit(t, dir)
+			got := Check(dir, CheckOptions{App: describes(c.regs...)})
+			if strings.Join(got, "\n") != strings.Join(c.wants, "\n") {
+				t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(c.wants, "\n"))
+			}
+		})
+	}
+	// Without HTTP functions, forwarding may be off (an app scaffolded
+	// before HTTP functions).
+	dir := initModule(t)
+	editJSON(t, dir, "host.json", func(m map[string]any) { m["customHandler"].(map[string]any)["enableForwardingHttpRequest"] = false })
+	if got := Check(dir, CheckOptions{App: describes()}); len(got) != 0 {
+		t.Errorf("no HTTP function, forwarding off: %q", got)
 	}
 }

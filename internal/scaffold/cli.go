@@ -24,13 +24,16 @@ type command struct {
 // commands are nimbus-func's commands, in the order the usage lists them
 // (help and version are Run's own).
 var commands = []*command{
-	{name: "init", synopsis: "init --endpoint NAME [--resolver] [--force] [--dir DIR]",
+	{name: "init", synopsis: "init --endpoint NAME [--http FUNC]... [--resolver] [--force] [--dir DIR]",
 		summary: "write a new endpoint app's handler, host files, settings and Bicep",
 		about: `Write main.go with a sample handler, host.json, functions/, .funcignore,
 .gitignore, local.settings.sample.json and infra/bicep/ (and apps/resolver/
 with --resolver) into DIR. Existing files are kept unless --force. NAME must
 be a name the deployment accepts: a letter, then up to 44 letters, digits,
-'.', '_' or '-', and none of the names NimBus's topology reserves.`,
+'.', '_' or '-', and none of the names NimBus's topology reserves. Each
+--http FUNC also writes functions/FUNC/function.json, an HTTP function
+(POST /api/func, the name in lower case) that the host forwards to the app
+as it came, and registers it in main.go.`,
 		setup: setupInit},
 	{name: "check", synopsis: "check [--resolver] [--dir DIR] [--pkg PKG]",
 		summary: "validate the host files and local settings as the Functions host reads them",
@@ -225,6 +228,11 @@ func (r *runner) parse(args []string, maxArgs int) (ok bool, code int) {
 func setupInit(fs *flag.FlagSet, r *runner) func([]string) int {
 	endpoint := fs.String("endpoint", "", "the endpoint name (NimBus__Endpoint; required)")
 	force := fs.Bool("force", false, "overwrite existing files")
+	var httpFuncs []string
+	fs.Func("http", "also scaffold the HTTP function `FUNC` (repeatable)", func(v string) error {
+		httpFuncs = append(httpFuncs, v)
+		return nil
+	})
 	return func(args []string) int {
 		if ok, code := r.parse(args, 0); !ok {
 			return code
@@ -234,7 +242,7 @@ func setupInit(fs *flag.FlagSet, r *runner) func([]string) int {
 		}
 		dir, err := defaultDir(*r.dir)
 		if err == nil {
-			err = Init(InitOptions{Dir: dir, Endpoint: *endpoint, Resolver: *r.resolver, Force: *force}, r.stdout)
+			err = Init(InitOptions{Dir: dir, Endpoint: *endpoint, Resolver: *r.resolver, Force: *force, HTTP: httpFuncs}, r.stdout)
 		}
 		return r.finish(err)
 	}

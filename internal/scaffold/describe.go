@@ -33,6 +33,16 @@ type AppDescription struct {
 	// Transactional are the event types of its transactional handlers,
 	// which need the inbox.
 	Transactional []string
+	// HTTPFunctions are the HTTP functions it registers.
+	HTTPFunctions []DescribedHTTP
+}
+
+// DescribedHTTP is an HTTP function an app registers: its function name,
+// route and methods (none: any).
+type DescribedHTTP struct {
+	Name    string   `json:"name"`
+	Route   string   `json:"route"`
+	Methods []string `json:"methods"`
 }
 
 // DescribeApp builds the main package pkg of the module in dir for this
@@ -67,13 +77,14 @@ func DescribeApp(ctx context.Context, dir, pkg string) (AppDescription, error) {
 		return AppDescription{}, fmt.Errorf("the app did not describe itself (%v; it needs package nimbus of this version and must call Main or Run): %s", err, firstLines(stderr.String(), 2))
 	}
 	var d struct {
-		Settings      *[]string `json:"settings"`
-		Transactional []string  `json:"transactionalEventTypes"`
+		Settings      *[]string       `json:"settings"`
+		Transactional []string        `json:"transactionalEventTypes"`
+		HTTP          []DescribedHTTP `json:"httpFunctions"`
 	}
 	if err := json.Unmarshal(stdout.Bytes(), &d); err != nil || d.Settings == nil {
 		return AppDescription{}, fmt.Errorf("the app did not describe itself (it printed %q; it needs package nimbus of this version and must call Main or Run)", truncate(strings.TrimSpace(stdout.String()), 120))
 	}
-	return AppDescription{Settings: *d.Settings, Transactional: d.Transactional}, nil
+	return AppDescription{Settings: *d.Settings, Transactional: d.Transactional, HTTPFunctions: d.HTTP}, nil
 }
 
 // withoutAppSettings drops the settings the app or the Functions host read

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -17,6 +18,10 @@ type InitOptions struct {
 	Endpoint string
 	Resolver bool // also the Resolver app's files
 	Force    bool // overwrite existing files
+	// HTTP are the names of HTTP functions to scaffold: each gets its
+	// function.json (POST at the route of its name in lower case) and a
+	// registration in main.go.
+	HTTP []string
 }
 
 // Init writes the rendered templates into opts.Dir, leaving every existing
@@ -27,6 +32,9 @@ type InitOptions struct {
 func Init(opts InitOptions, out io.Writer) error {
 	files, err := Render(opts.Endpoint, opts.Resolver)
 	if err != nil {
+		return err
+	}
+	if files, err = withHTTPFunctions(files, opts.HTTP); err != nil {
 		return err
 	}
 	root, err := ModuleRoot(opts.Dir)
@@ -142,3 +150,81 @@ func ModuleRoot(dir string) (string, error) {
 		d = parent
 	}
 }
+
+// httpNameRE is the rule for an HTTP function's name: a function name the
+// Functions host accepts.
+var httpNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_-]{0,63}$`)
+
+// withHTTPFunctions adds to the rendered files, for each name, the
+// function.json of an HTTP function (an httpTrigger with authLevel
+// function and an http output, which the host forwards as the raw request
+// at /api/<route>) and its registration in main.go.
+func withHTTPFunctions(files []File, names []string) ([]File, error) {
+	if len(names) == 0 {
+		return files, nil
+	}
+	library := functionNames(files, "")
+	var regs strings.Builder
+	seen := map[string]bool{}
+	for _, name := range names {
+		own := slices.IndexFunc(library, func(l string) bool { return strings.EqualFold(l, name) })
+		switch {
+		case !httpNameRE.MatchString(name):
+			return nil, fmt.Errorf("--http %q: an HTTP function's name is a letter, then up to 63 letters, digits, '_' or '-'", truncate(name, 80))
+		case own >= 0:
+			return nil, fmt.Errorf("--http %s: the app's own %s function has this name", name, library[own])
+		case seen[strings.ToLower(name)]:
+			return nil, fmt.Errorf("--http %s is given twice", name)
+		}
+		seen[strings.ToLower(name)] = true
+		route := strings.ToLower(name)
+		files = append(files, File{Path: "functions/" + name + "/function.json", Data: []byte(fmt.Sprintf(httpFunctionJSON, route))})
+		fmt.Fprintf(&regs, httpRegistration, route, name, name, route)
+	}
+	for i, f := range files {
+		if f.Path != mainFile {
+			continue
+		}
+		text := string(f.Data)
+		text = strings.Replace(text, "import (\n\t\"context\"\n", "import (\n\t\"context\"\n\t\"net/http\"\n", 1)
+		at := strings.Index(text, "\t// Reads the settings")
+		if at < 0 || !strings.Contains(text, "\"net/http\"") {
+			panic("scaffold: main.go template has no place for HTTP functions")
+		}
+		files[i].Data = []byte(text[:at] + regs.String() + text[at:])
+	}
+	return files, nil
+}
+
+// httpFunctionJSON is an HTTP function's function.json; %s is its route.
+const httpFunctionJSON = `{
+  "bindings": [
+    {
+      "type": "httpTrigger",
+      "direction": "in",
+      "name": "req",
+      "authLevel": "function",
+      "methods": [
+        "post"
+      ],
+      "route": "%s"
+    },
+    {
+      "type": "http",
+      "direction": "out",
+      "name": "$return"
+    }
+  ]
+}
+`
+
+// httpRegistration registers an HTTP function in main.go: route, name,
+// name, route.
+const httpRegistration = `	// The HTTP function the Functions host forwards POST /api/%s to, as it
+	// came (functions/%s/function.json). Start a workflow here with
+	// app.Publish(r.Context(), ...) or a front door's Begin and Commit.
+	app.HandleHTTP(nimbus.HTTPFunction{Name: %q, Route: %q, Methods: []string{http.MethodPost},
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusAccepted)
+		})})
+`

@@ -7,6 +7,7 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -390,5 +391,69 @@ func TestTemplateVariants(t *testing.T) {
 	}
 	if got, _ := variant("{{sample}}\nonly the sample\n{{end sample}}\n", false); got != "" {
 		t.Errorf("an all-sample template renders %q for a team", got)
+	}
+}
+
+// init --http writes an HTTP function's function.json and registers it in
+// main.go, which builds against this checkout's nimbus; check accepts the
+// result when the app describes the functions, and init refuses names the
+// host or the app could not serve.
+func TestInitWritesHTTPFunctions(t *testing.T) {
+	dir := newModule(t)
+	code, out, errOut := run(t, "init", "--endpoint", "Orders", "--http", "PlaceOrder", "--http", "CancelOrder", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("init: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, name := range []string{"PlaceOrder", "CancelOrder"} {
+		var doc struct {
+			Bindings []map[string]any `json:"bindings"`
+		}
+		if err := json.Unmarshal(readFile(t, filepath.Join(dir, "functions", name, "function.json")), &doc); err != nil {
+			t.Fatal(err)
+		}
+		if len(doc.Bindings) != 2 || doc.Bindings[0]["type"] != "httpTrigger" || doc.Bindings[0]["authLevel"] != "function" ||
+			doc.Bindings[0]["route"] != strings.ToLower(name) || doc.Bindings[1]["type"] != "http" || doc.Bindings[1]["name"] != "$return" {
+			t.Errorf("functions/%s/function.json: %v", name, doc.Bindings)
+		}
+	}
+	main := readFile(t, filepath.Join(dir, "main.go"))
+	for _, want := range []string{`Name: "PlaceOrder", Route: "placeorder"`, `Name: "CancelOrder", Route: "cancelorder"`, `"net/http"`} {
+		if !strings.Contains(string(main), want) {
+			t.Errorf("main.go lacks %s", want)
+		}
+	}
+	// main.go builds: inside this module, so it uses this checkout's nimbus.
+	testdata := filepath.Join(repoRoot(t), "internal", "scaffold", "testdata")
+	if err := os.MkdirAll(testdata, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	pkgDir, err := os.MkdirTemp(testdata, "inithttp-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(pkgDir) })
+	if err := os.WriteFile(filepath.Join(pkgDir, "main.go"), main, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	build := exec.Command("go", "vet", "./"+filepath.Base(pkgDir))
+	build.Dir = filepath.Dir(pkgDir)
+	if b, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("the main.go init wrote does not build: %v\n%s", err, b)
+	}
+	described := func() (AppDescription, error) {
+		return AppDescription{HTTPFunctions: []DescribedHTTP{
+			{Name: "CancelOrder", Route: "cancelorder", Methods: []string{"POST"}}, {Name: "PlaceOrder", Route: "placeorder", Methods: []string{"POST"}}}}, nil
+	}
+	if problems := Check(dir, CheckOptions{App: described}); len(problems) != 0 {
+		t.Errorf("check: %q", problems)
+	}
+
+	for _, c := range []struct{ name, want string }{
+		{"Place Order", "an HTTP function's name is a letter"},
+		{"subscriber", "the app's own Subscriber function has this name"},
+	} {
+		if code, _, errOut := run(t, "init", "--endpoint", "Orders", "--http", c.name, "--dir", newModule(t)); code == 0 || !strings.Contains(errOut, c.want) {
+			t.Errorf("--http %q: exit %d, %q; want it refused with %q", c.name, code, errOut, c.want)
+		}
 	}
 }

@@ -33,6 +33,10 @@ param duplicateDetectionWindow = 'PT10M'
 // param deploySampleLedger = true
 // param sampleLedgerDatabaseId = 'Billing'
 // param sampleLedgerContainerId = 'ledger'
+// and the orders of its PlaceOrder HTTP function (its front door):
+// param deploySampleOrders = true
+// param sampleOrdersDatabaseId = 'Sales'
+// param sampleOrdersContainerId = 'orders'
 {{end sample}}
 
 param inboxRetentionPeriod = '7.00:00:00'

@@ -1,7 +1,8 @@
 {{sample}}
-// The sample endpoint's ledger: the Cosmos DB container its transactional PaymentReceived
-// handler writes, in the inbox's account. Deployed by main.bicep when deploySampleLedger is
-// true. Entra data-plane RBAC cannot create containers, so it is provisioned here:
+// A business container of the sample endpoint, in the inbox's account: the ledger its
+// transactional PaymentReceived handler writes (main.bicep deploys it when deploySampleLedger
+// is true) and the orders its PlaceOrder HTTP function commits through a front door (when
+// deploySampleOrders is true). Entra data-plane RBAC cannot create containers, so it is provisioned here:
 // partition key /customerId (every document of one customer, and the inbox markers of the
 // payments that changed them, commit in one transactional batch of that partition) and
 // time to live on with no default (-1), so documents live for ever unless they carry a ttl:
