@@ -30,10 +30,10 @@ func TestPackageStagesAppRoot(t *testing.T) {
 		functions []string
 		settings  string // the NimBus__App of the minimal local.settings.json
 	}{
-		{nil, nil, "", []string{"CloudEventsIngress", "DeferredProcessor", "InboxCleanup", "OutboxSweep", "Subscriber"}, ""},
+		{nil, nil, "", []string{"CloudEventsIngress", "DeferredProcessor", "InboxCleanup", "OutboxSweep", "PlaceOrder", "Subscriber"}, ""},
 		{[]string{"resolver"}, nil, "apps/resolver", []string{"Resolver"}, "Resolver"},
 		{nil, []string{"NIMBUS_APP=Resolver"}, "apps/resolver", []string{"Resolver"}, "Resolver"},
-		{[]string{"endpoint"}, []string{"NIMBUS_APP=resolver"}, "", []string{"CloudEventsIngress", "DeferredProcessor", "InboxCleanup", "OutboxSweep", "Subscriber"}, ""},
+		{[]string{"endpoint"}, []string{"NIMBUS_APP=resolver"}, "", []string{"CloudEventsIngress", "DeferredProcessor", "InboxCleanup", "OutboxSweep", "PlaceOrder", "Subscriber"}, ""},
 	} {
 		t.Run(strings.Join(append(append([]string{}, c.args...), c.env...), ","), func(t *testing.T) {
 			dist := filepath.Join(t.TempDir(), "dist")
