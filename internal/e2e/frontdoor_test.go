@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,12 +85,14 @@ func orderPlacedWant() map[string]any {
 	}
 }
 
-// readOrders returns the documents of the orders container in customer's
-// partition, read straight from the Cosmos server.
+// readOrders returns the documents of customer's orders in the orders
+// container, read straight from the Cosmos server, without the store's
+// own fields.
 func readOrders(tb testing.TB, c *azcosmos.ContainerClient, customer string) []map[string]any {
 	tb.Helper()
 	var docs []map[string]any
-	pager := c.NewQueryItemsPager("SELECT * FROM c WHERE STARTSWITH(c.id, 'order-')", azcosmos.NewPartitionKeyString(customer), nil)
+	pager := c.NewQueryItemsPager("SELECT * FROM c WHERE c.customerId = @customer AND STARTSWITH(c.id, 'order-')", azcosmos.NewPartitionKeyString(customer),
+		&azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@customer", Value: customer}}})
 	for pager.More() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		page, err := pager.NextPage(ctx)
@@ -105,11 +108,14 @@ func readOrders(tb testing.TB, c *azcosmos.ContainerClient, customer string) []m
 			docs = append(docs, d)
 		}
 	}
+	for i, d := range docs {
+		docs[i] = orderFields(d)
+	}
 	return docs
 }
 
 // orderFields keeps the order's own fields of a stored document (not the
-// store's _rid, _etag, _ts and the like).
+// store's _rid, _etag, _ts and the like): readOrders returns these.
 func orderFields(d map[string]any) map[string]any {
 	out := map[string]any{}
 	for k, v := range d {
@@ -159,9 +165,116 @@ func TestPlaceOrderPublishesOverAMQP(t *testing.T) {
 	}
 	docs := readOrders(t, c, "C-wire")
 	want := map[string]any{"id": "order-" + orderID, "customerId": "C-wire", "orderId": orderID, "amount": 12.5}
-	if len(docs) != 1 || fmt.Sprint(orderFields(docs[0])) != fmt.Sprint(want) {
+	if len(docs) != 1 || fmt.Sprint(docs[0]) != fmt.Sprint(want) {
 		t.Errorf("the orders of C-wire in Cosmos: %v, want one %v", docs, want)
 	}
+	if t.Failed() {
+		t.Log(s.handler.Output(30))
+	}
+}
+
+// placedSub is a subscription of the endpoint's topic that keeps every
+// OrderPlaced copy the topic receives.
+const placedSub = "placed"
+
+// TestConcurrentIdenticalOrdersCommitOnce posts, in each of 20 trials, 32
+// copies of one order (the same body, key and correlation id) to the real
+// binary at once: exactly one copy is answered 201 and the 31 others 200
+// with the same body; Cosmos holds one document of the order; the
+// endpoint's topic gets OrderPlaced under one message id, and any copy
+// sent again is the same message (properties with their AMQP types, trace
+// context and body).
+func TestConcurrentIdenticalOrdersCommitOnce(t *testing.T) {
+	longRun(t)
+	const (
+		trials     = 20
+		concurrent = 32
+	)
+	container := "orders-" + testenv.UniqueDatabase(t)
+	s := startStack(t, stackConfig{topology: withTap(placedSub, "OrderPlaced"), settings: ordersSettings(container)})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrent, MaxConnsPerHost: concurrent}}
+	defer client.CloseIdleConnections()
+	c, err := s.cosmosClient(t).NewContainer(ordersDatabase, container)
+	if err != nil {
+		t.Fatal(err)
+	}
+	statuses := map[int]int{}
+	for trial := range trials {
+		orderID, customer := fmt.Sprintf("O-conc-%02d", trial), fmt.Sprintf("C-conc-%02d", trial)
+		body := placeOrderBody(orderID, customer, float64(100+trial)+0.25)
+		headers := map[string]string{"X-Correlation-Id": "corr-" + orderID}
+		type result struct {
+			status int
+			body   string
+			err    error
+		}
+		results := make([]result, concurrent)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range concurrent {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				defer cancel()
+				st, b, err := postOrder(ctx, client, s.handler.base, body, headers)
+				results[i] = result{st, b, err}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		created, replayed := 0, 0
+		for i, r := range results {
+			statuses[r.status]++
+			switch {
+			case r.err != nil:
+				t.Errorf("trial %d copy %d: %v", trial, i, r.err)
+			case r.status == http.StatusCreated:
+				created++
+			case r.status == http.StatusOK:
+				replayed++
+			default:
+				t.Errorf("trial %d copy %d: answered %d %s, want 201 or 200", trial, i, r.status, r.body)
+			}
+			if r.err == nil && (!isOrderAnswer(r.body, orderID) || r.body != results[0].body) {
+				t.Errorf("trial %d copy %d: answered %s, want the order's answer, the same for every copy (%s)", trial, i, r.body, results[0].body)
+			}
+		}
+		if created != 1 || replayed != concurrent-1 {
+			t.Errorf("trial %d: %d answered 201 and %d 200, want 1 and %d", trial, created, replayed, concurrent-1)
+		}
+		docs := readOrders(t, c, customer)
+		want := map[string]any{"id": "order-" + orderID, "customerId": customer, "orderId": orderID, "amount": float64(100+trial) + 0.25}
+		if len(docs) != 1 || fmt.Sprint(docs[0]) != fmt.Sprint(want) {
+			t.Errorf("trial %d: the orders of %s in Cosmos: %v, want one %v", trial, customer, docs, want)
+		}
+	}
+
+	placed := byMessageID(drainTap(t, s.sb.Client(t), placedSub, 2*time.Second))
+	resends := 0
+	for trial := range trials {
+		id := fmt.Sprintf("OrderPlaced-O-conc-%02d", trial)
+		cs := placed[id]
+		if len(cs) == 0 {
+			t.Errorf("trial %d: %s never reached the topic", trial, id)
+			continue
+		}
+		resends += len(cs) - 1
+		for _, cp := range cs[1:] {
+			if d := copyDiff(cs[0], cp); d != "" {
+				t.Errorf("trial %d: a second copy of %s differs: %s", trial, id, d)
+			}
+		}
+		if deref(cs[0].SessionID) != fmt.Sprintf("O-conc-%02d", trial) || deref(cs[0].CorrelationID) != fmt.Sprintf("corr-O-conc-%02d", trial) {
+			t.Errorf("trial %d: %s has SessionId %q CorrelationId %q", trial, id, deref(cs[0].SessionID), deref(cs[0].CorrelationID))
+		}
+		delete(placed, id)
+	}
+	for id, cs := range placed {
+		t.Errorf("an OrderPlaced of no order: %s (%d copies)", id, len(cs))
+	}
+	t.Logf("%d trials × %d concurrent identical requests: answers %v; %d OrderPlaced copies sent again", trials, concurrent, statuses, resends)
 	if t.Failed() {
 		t.Log(s.handler.Output(30))
 	}

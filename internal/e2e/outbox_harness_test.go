@@ -34,25 +34,42 @@ const recordedSub = "recorded"
 
 // withRecordedTap adds recordedSub to the endpoint's topic of topo.
 func withRecordedTap(topo testenv.Topology) testenv.Topology {
-	topics := make([]testenv.Topic, len(topo.Topics))
-	copy(topics, topo.Topics)
-	for i := range topics {
-		if topics[i].Name == endpointID {
-			topics[i].Subscriptions = append(append([]testenv.Subscription(nil), topics[i].Subscriptions...), testenv.Subscription{
-				Name: recordedSub, MaxDeliveryCount: 10,
-				Rules: []testenv.Rule{{Name: "PaymentRecorded", Equals: map[string]string{"EventTypeId": "PaymentRecorded"}}},
-			})
+	return withTap(recordedSub, "PaymentRecorded")(topo)
+}
+
+// withTap returns a topology change that adds sub to the endpoint's topic,
+// a subscription without sessions that keeps every message of eventTypes
+// the topic receives.
+func withTap(sub string, eventTypes ...string) func(testenv.Topology) testenv.Topology {
+	return func(topo testenv.Topology) testenv.Topology {
+		tap := testenv.Subscription{Name: sub, MaxDeliveryCount: 10}
+		for _, typ := range eventTypes {
+			tap.Rules = append(tap.Rules, testenv.Rule{Name: typ, Equals: map[string]string{"EventTypeId": typ}})
 		}
+		topics := make([]testenv.Topic, len(topo.Topics))
+		copy(topics, topo.Topics)
+		for i := range topics {
+			if topics[i].Name == endpointID {
+				topics[i].Subscriptions = append(append([]testenv.Subscription(nil), topics[i].Subscriptions...), tap)
+			}
+		}
+		topo.Topics = topics
+		return topo
 	}
-	topo.Topics = topics
-	return topo
 }
 
 // drainRecorded receives and removes every message recordedSub holds,
 // until none comes for quiet, in arrival order.
 func drainRecorded(tb testing.TB, c *azservicebus.Client, quiet time.Duration) []*azservicebus.ReceivedMessage {
 	tb.Helper()
-	r, err := c.NewReceiverForSubscription(endpointID, recordedSub, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
+	return drainTap(tb, c, recordedSub, quiet)
+}
+
+// drainTap receives and removes every message the endpoint topic's
+// subscription sub holds, until none comes for quiet, in arrival order.
+func drainTap(tb testing.TB, c *azservicebus.Client, sub string, quiet time.Duration) []*azservicebus.ReceivedMessage {
+	tb.Helper()
+	r, err := c.NewReceiverForSubscription(endpointID, sub, &azservicebus.ReceiverOptions{ReceiveMode: azservicebus.ReceiveModeReceiveAndDelete})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -69,7 +86,7 @@ func drainRecorded(tb testing.TB, c *azservicebus.Client, quiet time.Duration) [
 		out = append(out, ms...)
 		if len(ms) == 0 {
 			if err != nil && ctx.Err() == nil {
-				tb.Fatalf("receiving from %s/%s: %v", endpointID, recordedSub, err)
+				tb.Fatalf("receiving from %s/%s: %v", endpointID, sub, err)
 			}
 			return out
 		}
