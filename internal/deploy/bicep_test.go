@@ -508,22 +508,7 @@ func TestBicepSampleLedger(t *testing.T) {
 	if !regexp.MustCompile(`dependsOn:\s*\[[^\]]*\bsampleLedger\b[^\]]*\]`).MatchString(main) {
 		t.Error("main.bicep: the function app does not wait for the sample ledger")
 	}
-	base := bicepAppSettings(t, main)
-	extra := conditionalAppSettings(t, main, "deploySampleLedger")
-	for name, value := range map[string]string{
-		"NimBus__Sample__Ledger__DatabaseId":  "sampleLedgerDatabaseId",
-		"NimBus__Sample__Ledger__ContainerId": "sampleLedgerContainerId",
-	} {
-		if got := extra[name]; got != value {
-			t.Errorf("with deploySampleLedger, app setting %s = %q, want %s", name, got, value)
-		}
-		if _, ok := base[name]; ok {
-			t.Errorf("app setting %s is set without deploySampleLedger", name)
-		}
-	}
-	if len(extra) != 2 {
-		t.Errorf("deploySampleLedger adds %d app settings (%v), want 2", len(extra), extra)
-	}
+	sampleContainerSettings(t, main, "deploySampleLedger", "Ledger")
 }
 
 // TestBicepSampleOrders checks the container of the sample's PlaceOrder
@@ -548,20 +533,27 @@ func TestBicepSampleOrders(t *testing.T) {
 	if !regexp.MustCompile(`dependsOn:\s*\[[^\]]*\bsampleOrders\b[^\]]*\]`).MatchString(main) {
 		t.Error("main.bicep: the function app does not wait for the sample orders")
 	}
+	sampleContainerSettings(t, main, "deploySampleOrders", "Orders")
+}
+
+// sampleContainerSettings checks that the condition cond of main.bicep,
+// and only it, sets the two app settings of a sample container,
+// NimBus__Sample__<name>__DatabaseId and __ContainerId, from the
+// parameters sample<name>DatabaseId and sample<name>ContainerId.
+func sampleContainerSettings(t *testing.T, main, cond, name string) {
+	t.Helper()
 	base := bicepAppSettings(t, main)
-	extra := conditionalAppSettings(t, main, "deploySampleOrders")
-	for name, value := range map[string]string{
-		"NimBus__Sample__Orders__DatabaseId":  "sampleOrdersDatabaseId",
-		"NimBus__Sample__Orders__ContainerId": "sampleOrdersContainerId",
-	} {
-		if got := extra[name]; got != value {
-			t.Errorf("with deploySampleOrders, app setting %s = %q, want %s", name, got, value)
+	extra := conditionalAppSettings(t, main, cond)
+	for _, id := range []string{"DatabaseId", "ContainerId"} {
+		setting, param := "NimBus__Sample__"+name+"__"+id, "sample"+name+id
+		if got := extra[setting]; got != param {
+			t.Errorf("with %s, app setting %s = %q, want %s", cond, setting, got, param)
 		}
-		if _, ok := base[name]; ok {
-			t.Errorf("app setting %s is set without deploySampleOrders", name)
+		if _, ok := base[setting]; ok {
+			t.Errorf("app setting %s is set without %s", setting, cond)
 		}
 	}
 	if len(extra) != 2 {
-		t.Errorf("deploySampleOrders adds %d app settings (%v), want 2", len(extra), extra)
+		t.Errorf("%s adds %d app settings (%v), want 2", cond, len(extra), extra)
 	}
 }

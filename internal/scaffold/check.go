@@ -54,6 +54,8 @@ type checker struct {
 	templates []File
 	problems  []string
 	describe  func() (AppDescription, error)
+	// host is the endpoint app's host.json as read (nil when unreadable).
+	host map[string]any
 	// desc is the app's description once asked (asked tells).
 	asked   bool
 	desc    AppDescription
@@ -123,6 +125,9 @@ func (c *checker) hostJSON(rel string) string {
 	var h map[string]any
 	if !c.readJSON(rel, &h, true) {
 		return ""
+	}
+	if rel == "host.json" {
+		c.host = h
 	}
 	c.caseDuplicates(rel, "", h)
 	c.want(rel, h, "version", "2.0", false)
@@ -500,14 +505,10 @@ func (c *checker) httpRegistrations(dirRel string, folders []string) {
 	if len(folders) == 0 && len(regs) == 0 {
 		return
 	}
-	rel := "host.json"
-	var h map[string]any
-	b, err := os.ReadFile(filepath.Join(c.dir, rel))
-	if err != nil || decodeHostJSON(b, &h) != nil {
-		return // reported with host.json
-	}
-	if v, _ := lookup(h, "customHandler.enableForwardingHttpRequest"); !isTrue(v) {
-		c.addf(rel, "customHandler.enableForwardingHttpRequest is %s, want true: the app has HTTP functions, which the host forwards as they came only then", show(v))
+	if c.host != nil {
+		if v, _ := lookup(c.host, "customHandler.enableForwardingHttpRequest"); !isTrue(v) {
+			c.addf("host.json", "customHandler.enableForwardingHttpRequest is %s, want true: the app has HTTP functions, which the host forwards as they came only then", show(v))
+		}
 	}
 }
 
