@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/compose"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/gctune"
 	"github.com/nimbus-go/functions-subscriber/internal/libversion"
@@ -144,30 +145,78 @@ func (a *App) Run(ctx context.Context, opts Options) error {
 	return a.run(ctx, opts, nil)
 }
 
-var timeFormatOnce sync.Once
-
 // run is Run; a signal on second cuts off the invocations that a graceful
 // shutdown still waits for.
 func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) error {
-	if opts.Environ == nil {
-		opts.Environ = os.Environ()
-	}
-	if opts.Stdout == nil {
-		opts.Stdout = os.Stdout
-	}
-	if opts.Stderr == nil {
-		opts.Stderr = os.Stderr
-	}
+	opts = opts.withDefaults()
 	if environLookup(opts.Environ)(describeEnv) != "" {
 		return a.describe(opts)
 	}
-	version := buildVersion(opts.Version)
-	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
-	log := zerolog.New(opts.Stdout).With().Timestamp().Logger()
-	closeListener := func() {
+	st, err := a.start(opts, app.Deps{})
+	if err != nil {
 		if opts.Listener != nil {
 			_ = opts.Listener.Close()
 		}
+		return err
+	}
+	defer st.flush()
+	return st.serve(ctx, opts, second)
+}
+
+// withDefaults fills the process's own environment, stdout and stderr in.
+func (o Options) withDefaults() Options {
+	if o.Environ == nil {
+		o.Environ = os.Environ()
+	}
+	if o.Stdout == nil {
+		o.Stdout = os.Stdout
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	return o
+}
+
+var timeFormatOnce sync.Once
+
+// started is an app composed from its settings and registrations, not yet
+// serving.
+type started struct {
+	svc      *app.App
+	cfg      *config.Config
+	log      zerolog.Logger
+	handlers []string
+	http     []string
+	// txnContainers name the transactional handlers' containers, and
+	// txnStore their store ("" without them).
+	txnContainers []string
+	txnStore      string
+	version       string
+	// tel is the OpenTelemetry export; nil when deps brought a tracer
+	// provider of their own.
+	tel     *export.Telemetry
+	metrics *telemetry.Metrics
+}
+
+// start reads the settings in opts.Environ, checks them with the
+// registrations, and composes the app with the replacements deps holds
+// (none in production; package nimbustest brings in-memory stores it
+// controls). Its logs go to opts.Stdout. A problem is a *SettingsError,
+// also logged and written to opts.Stderr.
+func (a *App) start(opts Options, deps app.Deps) (*started, error) {
+	version := buildVersion(opts.Version)
+	timeFormatOnce.Do(func() { zerolog.TimeFieldFormat = time.RFC3339Nano })
+	log := zerolog.New(opts.Stdout).With().Timestamp().Logger()
+	// fail logs err under msg, writes stderrLine to opts.Stderr and
+	// returns err as a *SettingsError.
+	fail := func(msg string, err error, stderrLine ...any) (*started, error) {
+		log.Error().Str("error", err.Error()).Msg(msg)
+		fmt.Fprintln(opts.Stderr, stderrLine...)
+		var serr *SettingsError
+		if !errors.As(err, &serr) {
+			serr = &SettingsError{Problems: []string{err.Error()}}
+		}
+		return nil, serr
 	}
 
 	setting := environLookup(opts.Environ)
@@ -180,58 +229,70 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 	}
 	problems = append(problems, a.registrationProblems(cfg, setting, problems)...)
 	if len(problems) > 0 {
-		closeListener()
 		serr := &SettingsError{Problems: problems}
-		log.Error().Str("error", serr.Error()).Msg("start-up failed: fix the app settings")
-		fmt.Fprintln(opts.Stderr, serr)
-		return serr
+		return fail("start-up failed: fix the app settings", serr, serr)
 	}
 	log = log.Level(cfg.LogLevel)
 	for _, w := range cfg.Warnings {
 		log.Warn().Msg(w)
 	}
 
-	handlers := a.registry(setting)
-	var txnContainers []string
-	txnStore := ""
+	registry := a.registry(setting)
+	st := &started{cfg: cfg, log: log, version: version, handlers: registry.EventTypes(), http: httpFunctionNames(a.httpFunctionsList())}
 	if cfg.App == config.AppEndpoint {
-		txnContainers = targetNames(handlers.Targets())
+		st.txnContainers = targetNames(registry.Targets())
 	}
-	if len(txnContainers) > 0 {
-		txnStore = string(cfg.Inbox.Store)
+	if len(st.txnContainers) > 0 {
+		st.txnStore = string(cfg.Inbox.Store)
 		if cfg.Inbox.Store == config.StoreInMemory {
-			log.Warn().Strs("txnContainers", txnContainers).Msg(config.KeyInboxStore + "=" + string(config.StoreInMemory) +
+			log.Warn().Strs("txnContainers", st.txnContainers).Msg(config.KeyInboxStore + "=" + string(config.StoreInMemory) +
 				" keeps the transactional handlers' containers in this process only: their documents and markers are lost on restart and not shared between instances; use it for local runs and tests")
 		}
 	}
-	service := cfg.Endpoint
-	if cfg.App == config.AppResolver {
-		service = "Resolver"
+	if deps.TracerProvider == nil {
+		service := cfg.Endpoint
+		if cfg.App == config.AppResolver {
+			service = "Resolver"
+		}
+		if st.tel, err = setupTelemetry(service, version); err != nil {
+			return fail("start-up failed: fix the OpenTelemetry settings", err, "error: start-up failed:", err)
+		}
+		deps.TracerProvider = st.tel.TracerProvider
 	}
-	tel, err := setupTelemetry(service, version)
-	if err != nil {
-		closeListener()
-		log.Error().Str("error", err.Error()).Msg("start-up failed: fix the OpenTelemetry settings")
-		fmt.Fprintln(opts.Stderr, "error: start-up failed:", err)
-		return &SettingsError{Problems: []string{err.Error()}}
+	if deps.Metrics == nil {
+		var mo telemetry.MetricsOptions
+		if st.tel != nil {
+			mo = telemetry.MetricsOptions{Readers: st.tel.MetricReaders, Resource: st.tel.Resource}
+		}
+		deps.Metrics = telemetry.NewMetrics(mo)
 	}
-	metrics := telemetry.NewMetrics(telemetry.MetricsOptions{Readers: tel.MetricReaders, Resource: tel.Resource})
-	defer flushTelemetry(log, tel, metrics)
-	svc, err := app.New(cfg, app.Deps{Handlers: handlers, HTTP: a.httpFunctionsList(), Log: log, Version: version,
-		TracerProvider: tel.TracerProvider, Metrics: metrics, Stderr: opts.Stderr})
-	if err != nil {
-		closeListener()
-		log.Error().Str("error", err.Error()).Msg("start-up failed")
-		fmt.Fprintln(opts.Stderr, err)
-		return &SettingsError{Problems: []string{err.Error()}}
+	st.metrics = deps.Metrics
+	deps.Handlers, deps.HTTP, deps.Log, deps.Version, deps.Stderr = registry, a.httpFunctionsList(), log, version, opts.Stderr
+	if st.svc, err = app.New(cfg, deps); err != nil {
+		st.flush()
+		return fail("start-up failed", err, err)
 	}
-	if d := svc.FrontDoor(); d != nil {
-		a.live.Store(&live{door: d, app: svc})
+	if d := st.svc.FrontDoor(); d != nil {
+		a.live.Store(&live{door: d, app: st.svc})
 	}
+	return st, nil
+}
 
+// flush exports the telemetry left at the end.
+func (st *started) flush() {
+	if st.tel != nil {
+		flushTelemetry(st.log, st.tel, st.metrics)
+	}
+}
+
+// serve serves the started app on opts.Listener (or 127.0.0.1 on the
+// configured port) until ctx is done, then shuts down.
+func (st *started) serve(ctx context.Context, opts Options, second <-chan os.Signal) error {
+	log, svc, cfg := st.log, st.svc, st.cfg
 	ln := opts.Listener
 	if ln == nil {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(cfg.Port))
+		var err error
 		if ln, err = net.Listen("tcp", addr); err != nil {
 			log.Error().Str("error", err.Error()).Str("addr", addr).Msg("start-up failed: cannot listen")
 			fmt.Fprintf(opts.Stderr, "start-up failed: cannot listen on %s: %v\n", addr, err)
@@ -243,9 +304,9 @@ func (a *App) run(ctx context.Context, opts Options, second <-chan os.Signal) er
 	log.Info().Str("addr", ln.Addr().String()).Str("app", string(cfg.App)).Str("endpoint", cfg.Endpoint).Bool("inbox", cfg.Inbox.Enabled).
 		Str("inboxStore", string(cfg.Inbox.Store)).Str("resolverSink", string(cfg.Resolver.Sink)).
 		Bool("cloudEvents", cfg.CloudEvents.Enabled).Str("cloudEventsDeduplication", string(cfg.CloudEvents.Deduplication)).
-		Strs("functions", svc.Functions()).Strs("httpFunctions", httpFunctionNames(a.httpFunctionsList())).Strs("eventTypes", handlers.EventTypes()).
-		Strs("txnContainers", txnContainers).Str("txnStore", txnStore).
-		Str("version", version).Bool("otlpExport", tel.Exporting()).Msg("custom handler listening")
+		Strs("functions", svc.Functions()).Strs("httpFunctions", st.http).Strs("eventTypes", st.handlers).
+		Strs("txnContainers", st.txnContainers).Str("txnStore", st.txnStore).
+		Str("version", st.version).Bool("otlpExport", st.tel != nil && st.tel.Exporting()).Msg("custom handler listening")
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -370,4 +431,30 @@ func buildVersion(v string) string {
 		return v
 	}
 	return libversion.Get()
+}
+
+func init() {
+	compose.App = func(x any, o compose.Options) (*app.App, error) {
+		a, ok := x.(*App)
+		if !ok || a == nil {
+			return nil, fmt.Errorf("nimbus: compose wants a *nimbus.App, not %T", x)
+		}
+		if o.Environ == nil {
+			o.Environ = []string{}
+		}
+		if o.Stdout == nil {
+			o.Stdout = io.Discard
+		}
+		if o.Stderr == nil {
+			o.Stderr = io.Discard
+		}
+		if o.Version == "" {
+			o.Version = "test"
+		}
+		st, err := a.start(Options{Environ: o.Environ, Stdout: o.Stdout, Stderr: o.Stderr, Version: o.Version}, o.Deps)
+		if err != nil {
+			return nil, err
+		}
+		return st.svc, nil
+	}
 }
