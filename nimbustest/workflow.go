@@ -208,7 +208,7 @@ func baseSettings(name string) []string {
 		"NimBus__Inbox__Store=InMemory",
 		"NimBus__Session__Store=InMemory",
 		"NimBus__Resolver__Sink=InMemory",
-		"NimBus__LogLevel=Information",
+		"NimBus__LogLevel=info",
 	}
 }
 
@@ -261,7 +261,7 @@ func (w *Workflow) composeResolver() error {
 	d := w.deps()
 	d.Resolver = app.ResolverDeps{Tracking: faultyTracking{Writer: r.tracking, w: w}, Scheduler: resolverScheduler{w: w}}
 	environ := []string{
-		"NimBus__App=Resolver", "NimBus__Resolver__Store=InMemory", "NimBus__LogLevel=Information",
+		"NimBus__App=Resolver", "NimBus__Resolver__Store=InMemory", "NimBus__LogLevel=info",
 		// Never dialled: the Resolver's re-sends go through the harness.
 		"ServiceBusConnection=Endpoint=sb://nimbustest.invalid/;SharedAccessKeyName=k;SharedAccessKey=v",
 	}
