@@ -463,13 +463,15 @@ func (w *Workflow) deliver(sub *subscription, e *queued) error {
 	return nil
 }
 
-// fill reads the invocation's outcome lines into d.
+// fill reads the invocation's outcome lines into d: a replay logs one
+// line per replayed copy, then the invocation's own.
 func (d *Delivery) fill(lines []logLine) {
-	for _, l := range lines {
-		if d.Outcome == "" {
-			d.Outcome, d.Line = l.Outcome, l.raw
-			continue
-		}
+	if len(lines) == 0 {
+		return
+	}
+	own := lines[len(lines)-1]
+	d.Outcome, d.Line = own.Outcome, own.raw
+	for _, l := range lines[:len(lines)-1] {
 		d.Replays = append(d.Replays, Replay{MessageID: l.MessageID, EventTypeID: l.EventTypeID, Outcome: l.Outcome})
 	}
 }
