@@ -73,7 +73,6 @@ import (
 // goroutine.
 type Workflow struct {
 	t        testing.TB
-	ctx      context.Context
 	maxSteps int
 
 	mu        sync.Mutex // guards the fields below, which the apps' ports reach
@@ -99,8 +98,9 @@ type Endpoint struct {
 	App *nimbus.App
 	// Settings are further app settings as "key=value" pairs (container
 	// ids, retry policies, NimBus__Session__MaxDeliveryCount, ...). The
-	// harness sets the endpoint name, the in-memory stores and sink, and
-	// NimBus__Inbox__Enabled=true unless given here.
+	// harness sets the endpoint name, the in-memory stores and sink and the
+	// log level info (it reads the outcome of each invocation from the
+	// app's log lines), and NimBus__Inbox__Enabled=true unless given here.
 	Settings []string
 	// Publishes declares the forwarding subscriptions of the endpoint's
 	// topic as the Bicep's publishedEvents does: each event type id mapped
@@ -135,7 +135,7 @@ func newWorkflow(t testing.TB, o Options) (*Workflow, error) {
 	if len(o.Endpoints) == 0 {
 		return nil, errors.New("nimbustest: a workflow needs at least one endpoint")
 	}
-	w := &Workflow{t: t, ctx: context.Background(), maxSteps: o.MaxSteps, now: o.Start.UTC(),
+	w := &Workflow{t: t, maxSteps: o.MaxSteps, now: o.Start.UTC(),
 		endpoints: map[string]*endpoint{}, topics: map[string][]*Message{}}
 	if w.maxSteps <= 0 {
 		w.maxSteps = 1000
@@ -602,7 +602,7 @@ func (b *logBuffer) outcomes(invID string) []logLine {
 	return out
 }
 
-// Logs returns the JSON log lines endpoint's app wrote ("Resolver" for the
+// LogLines returns the JSON log lines endpoint's app wrote ("Resolver" for the
 // Resolver app), one per element.
 func (w *Workflow) LogLines(endpoint string) []string {
 	w.t.Helper()

@@ -67,8 +67,9 @@ func (w *Workflow) Heal() {
 	w.faults = nil
 }
 
-// Failed returns how many calls the injected faults failed so far.
-func (w *Workflow) Failed() int {
+// FaultedCalls returns how many calls the faults injected since the last
+// [Workflow.Heal] failed.
+func (w *Workflow) FaultedCalls() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	n := 0

@@ -290,8 +290,8 @@ func TestWorkflowInjectedOutages(t *testing.T) {
 	if len(ds) != 3 || ds[0].Status != 503 || ds[1].Status != 503 || ds[2].Outcome != "completed" || ds[2].DeliveryCount != 3 {
 		t.Fatalf("deliveries under a session-store outage: %+v", ds)
 	}
-	if w.Failed() != 2 {
-		t.Fatalf("the fault failed %d calls, want 2", w.Failed())
+	if w.FaultedCalls() != 2 {
+		t.Fatalf("the fault failed %d calls, want 2", w.FaultedCalls())
 	}
 	w.Heal()
 
