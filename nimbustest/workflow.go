@@ -75,17 +75,17 @@ type Workflow struct {
 	t        testing.TB
 	maxSteps int
 
-	mu        sync.Mutex // guards the fields below, which the apps' ports reach
-	now       time.Time
-	seq       int64
-	ids       int64
-	endpoints map[string]*endpoint
-	order     []string
-	resolver  *resolverNode
-	topics    map[string][]*Message
-	subs      []*subscription
-	scheduled []*scheduledMessage
-	faults    []*faultState
+	mu         sync.Mutex // guards the fields below, which the apps' ports reach
+	now        time.Time
+	seq        int64
+	ids        int64
+	endpoints  map[string]*endpoint
+	order      []string
+	resolver   *resolverNode
+	topics     map[string][]*Message
+	subs       []*subscription
+	scheduled  []*scheduledMessage
+	faults     []*faultState
 	deliveries []Delivery
 }
 
