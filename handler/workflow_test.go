@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 	"github.com/nimbus-go/functions-subscriber/nimbustest"
@@ -153,5 +154,40 @@ func TestSampleWorkflowResubmission(t *testing.T) {
 	}
 	if d := document(t, w, "BillingEndpoint", ledger, "balance-C-2"); d == nil || d["balanceCents"] != 1000.0 || d["payments"] != 1.0 {
 		t.Fatalf("the ledger's balance: %v, want one payment of 1000 cents", d)
+	}
+}
+
+// When the broker refuses the event of a committed order, POST /api/orders
+// still answers 201 (the order and its event are committed together); the
+// OutboxSweep timer, once the marker is older than
+// NimBus__Outbox__MinimumAge (five minutes), sends the event and the
+// workflow goes on.
+func TestSampleWorkflowOrderSentByTheOutboxSweep(t *testing.T) {
+	w, _, _ := sampleWorkflow(t)
+	w.Inject(nimbustest.Fault{Endpoint: "ShopEndpoint", Target: nimbustest.FaultSend, Calls: 1})
+	resp := w.Call("ShopEndpoint", httptest.NewRequest(http.MethodPost, "/api/orders", strings.NewReader(`{"OrderId":"O-3","CustomerId":"C-3","Amount":7}`)))
+	if resp.StatusCode != http.StatusCreated || w.FaultedCalls() != 1 {
+		t.Fatalf("POST /api/orders with the send refused = %d (%d sends refused), want 201", resp.StatusCode, w.FaultedCalls())
+	}
+	w.MustRun()
+	if len(w.Deliveries("BillingEndpoint")) != 0 {
+		t.Fatalf("BillingEndpoint received %+v before the sweep", w.Deliveries("BillingEndpoint"))
+	}
+
+	if d := w.Timer("ShopEndpoint", "OutboxSweep"); d.Status != http.StatusOK {
+		t.Fatalf("OutboxSweep = %+v", d)
+	}
+	w.MustRun()
+	if n := len(w.Deliveries("BillingEndpoint")); n != 0 {
+		t.Fatalf("a sweep before the minimum age sent the event (%d deliveries)", n)
+	}
+	w.Advance(5*time.Minute + time.Second)
+	if d := w.Timer("ShopEndpoint", "OutboxSweep"); d.Status != http.StatusOK {
+		t.Fatalf("OutboxSweep = %+v", d)
+	}
+	w.MustRun()
+	outcomes(t, w, "BillingEndpoint", "OrderPlaced completed", "PaymentReceived completed")
+	if got := w.Status("BillingEndpoint", "OrderPlaced-O-3"); got != "Completed" {
+		t.Fatalf("the Resolver shows %q, want Completed", got)
 	}
 }

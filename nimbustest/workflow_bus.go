@@ -88,7 +88,8 @@ func (m *Message) copyWith(set ...any) *Message {
 }
 
 // Topic returns the messages of topic (an endpoint's name, or "Resolver"),
-// in the order the topic took them.
+// in the order the topic took them. Their properties and bodies are the
+// harness's own: read them, do not change them.
 func (w *Workflow) Topic(topic string) []Message {
 	w.mu.Lock()
 	defer w.mu.Unlock()
