@@ -155,6 +155,9 @@ func TestWorkflowCarriesAnEventFromEndpointToEndpoint(t *testing.T) {
 	if n := len(w.Topic("Resolver")); n == 0 {
 		t.Fatal("the Resolver topic is empty")
 	}
+	if err := w.Skip("Billing", "OrderAccepted-O-1"); err == nil || !strings.Contains(err.Error(), "no ErrorResponse") {
+		t.Fatalf("skipping a completed event: %v, want an error", err)
+	}
 }
 
 // A failed event blocks its session: the next event of the session is
