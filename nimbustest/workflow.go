@@ -87,6 +87,7 @@ type Workflow struct {
 	scheduled  []*scheduledMessage
 	faults     []*faultState
 	deliveries []Delivery
+	paused     time.Duration
 }
 
 // Endpoint is one endpoint app of a workflow.
@@ -215,7 +216,7 @@ func baseSettings(name string) []string {
 func (w *Workflow) deps() app.Deps {
 	return app.Deps{
 		Now:            w.Now,
-		Pause:          func(context.Context, time.Duration) {},
+		Pause:          w.pause,
 		Rand:           func() float64 { return 0.5 },
 		TracerProvider: noop.NewTracerProvider(),
 	}
@@ -291,6 +292,23 @@ func (w *Workflow) Now() time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.now
+}
+
+// pause is the apps' wait before a transient failure is answered and the
+// Resolver's between quick retries: it takes no time, only counts.
+func (w *Workflow) pause(_ context.Context, d time.Duration) {
+	w.mu.Lock()
+	w.paused += d
+	w.mu.Unlock()
+}
+
+// Paused returns the sum of the waits the apps asked for (before answering
+// a transient failure, between the Resolver's quick retries), none of
+// which took time: the clock moves only with [Workflow.Advance].
+func (w *Workflow) Paused() time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.paused
 }
 
 // Advance moves the clock on by d, enqueuing the scheduled messages whose

@@ -322,6 +322,7 @@ func (w *Workflow) scheduleLocked(topic string, m *Message, at time.Time) {
 		return
 	}
 	w.seq++
+	m.Topic = topic
 	w.scheduled = append(w.scheduled, &scheduledMessage{topic: topic, msg: m, at: at, seq: w.seq})
 }
 

@@ -351,3 +351,37 @@ func TestWorkflowRunIsBounded(t *testing.T) {
 		t.Fatalf("Run = %v, want the step limit", err)
 	}
 }
+
+// An outage of the Resolver's tracking store: the Resolver retries each
+// write within the invocation (pauses that take no time here), then
+// re-sends the message to itself five seconds later; once the store is
+// back, the re-sent copies are written and the event shows Completed.
+func TestWorkflowTrackingOutage(t *testing.T) {
+	var invoiced []string
+	w, orders := newWorkflow(t, &invoiced)
+	w.Inject(nimbustest.Fault{Endpoint: "Resolver", Target: nimbustest.FaultTracking})
+	accept(t, orders, orderAccepted{OrderID: "O-1"}, "O-1")
+	w.MustRun()
+	equal(t, "Billing's outcomes", w.Outcomes("Billing"), []string{"OrderAccepted completed"})
+	if got := w.Status("Billing", "OrderAccepted-O-1"); got != "" {
+		t.Fatalf("the Resolver shows %q during the outage, want no row", got)
+	}
+	s := w.Scheduled()
+	if len(s) != 4 || s[0].Topic != "Resolver" || s[0].At.Sub(w.Now()) != 5*time.Second {
+		t.Fatalf("scheduled during the outage: %+v, want the four messages re-sent to the Resolver in 5 s", s)
+	}
+	if w.Paused() < 4*500*time.Millisecond {
+		t.Fatalf("paused %v, want the Resolver's quick retries (0.1 s and 0.4 s) for each of the four messages", w.Paused())
+	}
+	for _, d := range w.Deliveries("Resolver") {
+		if d.Outcome != "rescheduled" {
+			t.Fatalf("a Resolver invocation during the outage: %+v", d)
+		}
+	}
+	w.Heal()
+	w.Advance(5 * time.Second)
+	w.MustRun()
+	if got := w.Status("Billing", "OrderAccepted-O-1"); got != "Completed" {
+		t.Fatalf("after the outage the Resolver shows %q, want Completed", got)
+	}
+}
