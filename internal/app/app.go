@@ -80,7 +80,8 @@ type Deps struct {
 	// Version is reported in heartbeats and logs.
 	Version string
 	// Pause, when set, replaces the wait before a transient failure is
-	// answered (tests).
+	// answered and the Resolver app's waits between the quick retries of a
+	// failed store write (tests).
 	Pause func(ctx context.Context, d time.Duration)
 	// Rand, when set, replaces the source of the numbers in [0,1) that
 	// jitter the redelivery pause and the pipeline's waits (tests); default

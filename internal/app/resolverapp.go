@@ -66,7 +66,7 @@ func newResolverApp(cfg *config.Config, d Deps) (*resolverApp, error) {
 			return nil, err
 		}
 	}
-	svc, err := resolverapp.NewService(resolverapp.Options{Store: store, Scheduler: sched, Now: a.now, Tracer: a.tracer})
+	svc, err := resolverapp.NewService(resolverapp.Options{Store: store, Scheduler: sched, Now: a.now, Pause: a.pause, Tracer: a.tracer})
 	if err != nil {
 		return nil, err
 	}
