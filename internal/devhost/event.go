@@ -38,6 +38,9 @@ type Event struct {
 	// OriginatingFrom and From "" are Publisher.
 	OriginatingFrom string
 	From            string
+	// TraceParent is the W3C trace context the publisher sent the event
+	// under ("": none); the handler's span continues its trace.
+	TraceParent string
 }
 
 // EventInvocation returns e as NimBus's publisher and forwarder put it on
@@ -57,7 +60,7 @@ func EventInvocation(function string, e Event, seq int64, now time.Time) (nimbus
 	})
 	for name, v := range map[string]string{
 		message.PropParentMessageID: e.ParentMessageID, message.PropOriginatingMessageID: e.OriginatingMessageID,
-		message.PropOriginatingFrom: e.OriginatingFrom, message.PropFrom: e.From,
+		message.PropOriginatingFrom: e.OriginatingFrom, message.PropFrom: e.From, message.PropTraceParent: e.TraceParent,
 	} {
 		if v != "" {
 			m.ApplicationProperties[name] = v

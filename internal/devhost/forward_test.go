@@ -35,7 +35,12 @@ func TestEventInvocationCarriesTheLineage(t *testing.T) {
 	e := order(`{"OrderId":"O-1"}`)
 	e.CorrelationID, e.ParentMessageID, e.OriginatingMessageID = "corr-1", "parent-1", "origin-1"
 	e.OriginatingFrom, e.From = "Web", "Orders"
-	in := read(t, mustEnv(devhost.EventInvocation("Subscriber", e, 1, time.Now())))
+	e.TraceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	env := mustEnv(devhost.EventInvocation("Subscriber", e, 1, time.Now()))
+	if sb, err := funchost.DecodeServiceBus(env, "message"); err != nil || sb.ApplicationProperties["traceparent"] != e.TraceParent {
+		t.Errorf("traceparent: %v (%v)", sb.ApplicationProperties["traceparent"], err)
+	}
+	in := read(t, env)
 	if deref(in.CorrelationID) != "corr-1" || in.ParentMessageID != "parent-1" || in.OriginatingMessageID != "origin-1" ||
 		deref(in.OriginatingFrom) != "Web" || in.From != "Orders" || in.To != "BillingEndpoint" {
 		t.Errorf("CorrelationId %s ParentMessageId %s OriginatingMessageId %s OriginatingFrom %s From %s To %s", deref(in.CorrelationID),

@@ -14,8 +14,11 @@ import (
 	"strings"
 	"unicode/utf16"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/nimbus-go/functions-subscriber/internal/libversion"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // command is one nimbus-func command: its usage line (after the program
@@ -60,7 +63,7 @@ any.`,
 arguments after -- go to func.`,
 		setup: setupPackage},
 	{name: "invoke", synopsis: "invoke [--port N] [--endpoint NAME] [--publisher NAME] [--message-id ID]\n         [--session-id ID] [--delivery-count N] [--correlation-id ID] [--parent-message-id ID]\n" +
-		"         [--originating-message-id ID] [--originating-from NAME] [--from NAME] [--dir DIR] EVENT-TYPE JSON\n" +
+		"         [--originating-message-id ID] [--originating-from NAME] [--from NAME]\n         [--traceparent TP] [--dir DIR] EVENT-TYPE JSON\n" +
 		"       invoke --forward-from ADDRESS --message-id ID [--port N] [--endpoint NAME] [--from NAME]\n         [--delivery-count N] [--dir DIR]",
 		summary: "deliver one event to the app running on this machine",
 		about: `Deliver one NimBus EventRequest (EVENT-TYPE, the event as JSON, or - to
@@ -74,7 +77,8 @@ NimBus's default for the event (EVENT-TYPE-<xxHash64 of JSON>: the same
 event sent twice is a duplicate) and the SessionId to the MessageId. An
 event further down a workflow takes its lineage from --correlation-id (else
 a new GUID), --parent-message-id and --originating-message-id (else self),
---originating-from and --from (else --publisher).
+--originating-from and --from (else --publisher) and --traceparent (else
+none).
 
 With --forward-from, the event is one another app on this machine published
 (also run with NimBus__Resolver__Sink=InMemory): invoke reads the messages
@@ -348,6 +352,7 @@ func setupInvoke(fs *flag.FlagSet, r *runner) func([]string) int {
 	fs.StringVar(&o.Event.OriginatingMessageID, "originating-message-id", "", "the OriginatingMessageId: the MessageId of the workflow's first event (default self)")
 	fs.StringVar(&o.Event.OriginatingFrom, "originating-from", "", "the OriginatingFrom (default --publisher)")
 	fs.StringVar(&o.Event.From, "from", "", "the From the forwarder stamps: the endpoint whose topic the event was published on (default --publisher; with --forward-from, the event's OriginatingFrom)")
+	fs.StringVar(&o.Event.TraceParent, "traceparent", "", "the W3C traceparent the event was published under (default none)")
 	fs.StringVar(&o.ForwardFrom, "forward-from", "", "deliver the event the app at this address (PORT, HOST:PORT or http://HOST:PORT) published with --message-id, as NimBus's forwarder does")
 	return func(args []string) int {
 		pos, ok, code := r.parseInterspersed(args)
@@ -357,7 +362,7 @@ func setupInvoke(fs *flag.FlagSet, r *runner) func([]string) int {
 		set := map[string]bool{}
 		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 		for _, name := range []string{"endpoint", "publisher", "message-id", "session-id", "correlation-id", "parent-message-id",
-			"originating-message-id", "originating-from", "from", "forward-from"} {
+			"originating-message-id", "originating-from", "from", "traceparent", "forward-from"} {
 			v := fs.Lookup(name).Value.String()
 			switch {
 			case set[name] && strings.TrimSpace(v) == "":
@@ -368,6 +373,9 @@ func setupInvoke(fs *flag.FlagSet, r *runner) func([]string) int {
 		}
 		if o.Event.DeliveryCount < 1 {
 			return r.usageError("--delivery-count must be at least 1")
+		}
+		if set["traceparent"] && !validTraceParent(o.Event.TraceParent) {
+			return r.usageError("--traceparent %q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", truncate(o.Event.TraceParent, 64))
 		}
 		if o.ForwardFrom != "" {
 			var err error
@@ -380,7 +388,7 @@ func setupInvoke(fs *flag.FlagSet, r *runner) func([]string) int {
 			if !set["message-id"] {
 				return r.usageError("--forward-from needs --message-id: the MessageId of the event the other app published")
 			}
-			for _, name := range []string{"publisher", "session-id", "correlation-id", "parent-message-id", "originating-message-id", "originating-from"} {
+			for _, name := range []string{"publisher", "session-id", "correlation-id", "parent-message-id", "originating-message-id", "originating-from", "traceparent"} {
 				if set[name] {
 					return r.usageError("--%s does not go with --forward-from: the forwarded event keeps the published one's", name)
 				}
@@ -423,6 +431,13 @@ func appAddress(addr string) (string, error) {
 		return "", fmt.Errorf("%q is not an app's address: want PORT, HOST:PORT or http://HOST:PORT", truncate(addr, 128))
 	}
 	return u.Scheme + "://" + u.Host, nil
+}
+
+// validTraceParent reports whether v is a traceparent a propagator reads
+// as a valid span context.
+func validTraceParent(v string) bool {
+	ctx := telemetry.Extract(context.Background(), map[string]any{telemetry.PropTraceParent: v})
+	return trace.SpanContextFromContext(ctx).IsValid()
 }
 
 // utf16Len is the length of s in UTF-16 code units, as Service Bus counts

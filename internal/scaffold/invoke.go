@@ -148,8 +148,12 @@ func writeDelivery(out io.Writer, m nimbusmsg.Message, deliveryCount int, via st
 	}
 	fmt.Fprintf(out, "%s ← EventRequest %v to %v from %v%s (MessageId %s, SessionId %s, DeliveryCount %d)\n",
 		subscriberFunction, p(message.PropEventTypeID), p(message.PropTo), p(message.PropFrom), via, m.MessageID, m.SessionID, deliveryCount)
-	fmt.Fprintf(out, "  CorrelationId %s, ParentMessageId %v, OriginatingMessageId %v, OriginatingFrom %v, EventId %v\n",
+	fmt.Fprintf(out, "  CorrelationId %s, ParentMessageId %v, OriginatingMessageId %v, OriginatingFrom %v, EventId %v",
 		corr, p(message.PropParentMessageID), p(message.PropOriginatingMessageID), p(message.PropOriginatingFrom), p(message.PropEventID))
+	if tp, ok := m.ApplicationProperties[message.PropTraceParent]; ok {
+		fmt.Fprintf(out, ", traceparent %v", tp)
+	}
+	fmt.Fprintln(out)
 }
 
 // isRefused reports whether err says nothing listens on the port.
