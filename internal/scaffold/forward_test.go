@@ -36,6 +36,16 @@ func sentBy(t *testing.T, port int) map[string]devhost.SentResponse {
 	return out
 }
 
+// shows fails t for each of want that out does not contain.
+func shows(t *testing.T, what, out string, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !strings.Contains(out, w) {
+			t.Errorf("%s: the output does not show %q:\n%s", what, w, out)
+		}
+	}
+}
+
 // wantProps checks the properties of s named in want.
 func wantProps(t *testing.T, what string, s devhost.SentResponse, want map[string]any) {
 	t.Helper()
@@ -76,15 +86,10 @@ func TestInvokeCarriesAWorkflowFromAppToApp(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s%s", code, out, errOut)
 	}
-	for _, w := range []string{
+	shows(t, "Orders", out,
 		"Subscriber ← EventRequest OrderPlaced to Orders from WebTopic (MessageId OrderPlaced-O-1, SessionId customer-1, DeliveryCount 1)",
 		"  CorrelationId corr-1, ParentMessageId parent-1, OriginatingMessageId origin-1, OriginatingFrom Web, EventId ",
-		"topic ← EventRequest To=OrderAccepted (MessageId OrderAccepted-O-1, ParentMessageId OrderPlaced-O-1, SessionId customer-1, CorrelationId corr-1",
-	} {
-		if !strings.Contains(out, w) {
-			t.Errorf("the output does not show %q:\n%s", w, out)
-		}
-	}
+		"topic ← EventRequest To=OrderAccepted (MessageId OrderAccepted-O-1, ParentMessageId OrderPlaced-O-1, SessionId customer-1, CorrelationId corr-1")
 	o := sentBy(t, orders)
 	// The Resolver learns the delivery's lineage: OriginatingFrom is the
 	// delivery's From.

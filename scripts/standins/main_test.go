@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // startOrSkip starts o's stand-ins; without Node it skips the test (fails
@@ -37,24 +37,6 @@ func startOrSkip(t *testing.T, o options) *running {
 	return s
 }
 
-// syncBuffer is an io.Writer a test reads while run writes to it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
 // The command as the docs run it (on free ports): it starts both stand-ins,
 // prints the settings of an endpoint app and of the Resolver app, and
 // stops on interrupt with exit code 0.
@@ -64,7 +46,7 @@ func TestRunPrintsTheSettingsAndStopsOnInterrupt(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut testlog.Buffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"-cosmos-port", "0", "-servicebus-port", "0", "-forward", "Orders/OrderAccepted=Billing", "Orders", "Billing"}, &out, &errOut)
