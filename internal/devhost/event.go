@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
@@ -24,6 +25,22 @@ type Event struct {
 	SessionID string
 	// DeliveryCount is the broker's delivery count; 0 means 1.
 	DeliveryCount int
+
+	// The lineage of an event further down a workflow, as NimBus's
+	// publisher and forwarder set it; each "" keeps what a workflow's first
+	// event carries.
+	//
+	// CorrelationID "" is a new GUID.
+	CorrelationID string
+	// ParentMessageID and OriginatingMessageID "" are "self".
+	ParentMessageID      string
+	OriginatingMessageID string
+	// OriginatingFrom and From "" are Publisher.
+	OriginatingFrom string
+	From            string
+	// TraceParent is the W3C trace context the publisher sent the event
+	// under ("": none); the handler's span continues its trace.
+	TraceParent string
 }
 
 // EventInvocation returns e as NimBus's publisher and forwarder put it on
@@ -39,9 +56,25 @@ func EventInvocation(function string, e Event, seq int64, now time.Time) (nimbus
 	}
 	m := nimbusmsg.EventRequest(nimbusmsg.Event{
 		Publisher: e.Publisher, Endpoint: e.Endpoint, EventTypeID: e.EventTypeID, EventJSON: e.EventJSON,
-		SessionID: e.SessionID, MessageID: e.MessageID,
+		SessionID: e.SessionID, MessageID: e.MessageID, CorrelationID: e.CorrelationID,
 	})
-	sb := m.Delivery(function, "", max(e.DeliveryCount, 1), now.UTC().Add(-time.Second))
+	for name, v := range map[string]string{
+		message.PropParentMessageID: e.ParentMessageID, message.PropOriginatingMessageID: e.OriginatingMessageID,
+		message.PropOriginatingFrom: e.OriginatingFrom, message.PropFrom: e.From, message.PropTraceParent: e.TraceParent,
+	} {
+		if v != "" {
+			m.ApplicationProperties[name] = v
+		}
+	}
+	return m, Invocation(function, m, e.DeliveryCount, seq, now)
+}
+
+// Invocation returns the invocation envelope of m for function (a Service
+// Bus trigger with sessions and dataType binary), delivered for the
+// deliveryCount-th time (0 means 1) and enqueued a moment before now; seq
+// numbers the deliveries of a run.
+func Invocation(function string, m nimbusmsg.Message, deliveryCount int, seq int64, now time.Time) []byte {
+	sb := m.Delivery(function, "", max(deliveryCount, 1), now.UTC().Add(-time.Second))
 	HostFields(&sb, seq, now)
-	return m, hostwire.ServiceBus(sb)
+	return hostwire.ServiceBus(sb)
 }

@@ -7,10 +7,18 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"os"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/libversion"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
 // command is one nimbus-func command: its usage line (after the program
@@ -54,18 +62,33 @@ any.`,
 		about: `Package, then run 'func azure functionapp publish APP' in DIST; the
 arguments after -- go to func.`,
 		setup: setupPackage},
-	{name: "invoke", synopsis: "invoke [--port N] [--endpoint NAME] [--publisher NAME] [--message-id ID]\n         [--session-id ID] [--delivery-count N] [--dir DIR] EVENT-TYPE JSON",
+	{name: "invoke", synopsis: "invoke [--port N] [--endpoint NAME] [--publisher NAME] [--message-id ID]\n         [--session-id ID] [--delivery-count N] [--correlation-id ID] [--parent-message-id ID]\n" +
+		"         [--originating-message-id ID] [--originating-from NAME] [--from NAME]\n         [--traceparent TP] [--dir DIR] EVENT-TYPE JSON\n" +
+		"       invoke --forward-from ADDRESS --message-id ID [--port N] [--endpoint NAME] [--from NAME]\n         [--delivery-count N] [--dir DIR]",
 		summary: "deliver one event to the app running on this machine",
 		about: `Deliver one NimBus EventRequest (EVENT-TYPE, the event as JSON, or - to
 read it from standard input) to the app running on 127.0.0.1 (go run .) as
 the Functions host delivers it to the Subscriber function, and print the
-host's answer, the invocation's log line and the messages the endpoint sent
-(NimBus__Resolver__Sink=InMemory). The port defaults to
-FUNCTIONS_CUSTOMHANDLER_PORT, else 8080; the endpoint to NimBus__Endpoint,
-else the one DIR's local settings name; the MessageId to NimBus's default
-for the event (EVENT-TYPE-<xxHash64 of JSON>: the same event sent twice is
-a duplicate) and the SessionId to the MessageId. invoke exits 1 when the
-answer fails the invocation.`,
+delivery with its lineage, the host's answer, the invocation's log line and
+the messages the endpoint sent (NimBus__Resolver__Sink=InMemory). The port
+defaults to FUNCTIONS_CUSTOMHANDLER_PORT, else 8080; the endpoint to
+NimBus__Endpoint, else the one DIR's local settings name; the MessageId to
+NimBus's default for the event (EVENT-TYPE-<xxHash64 of JSON>: the same
+event sent twice is a duplicate) and the SessionId to the MessageId. An
+event further down a workflow takes its lineage from --correlation-id (else
+a new GUID), --parent-message-id and --originating-message-id (else self),
+--originating-from and --from (else --publisher) and --traceparent (else
+none).
+
+With --forward-from, the event is one another app on this machine published
+(also run with NimBus__Resolver__Sink=InMemory): invoke reads the messages
+that app sent, takes the event with MessageId --message-id as it was
+published (an EventRequest without From), and delivers it as NimBus's
+forwarder subscription does: From = --from, else the event's
+OriginatingFrom (the publishing endpoint), a new EventId, To = this
+endpoint; its MessageId, SessionId, CorrelationId, lineage, trace context
+and body are kept. ADDRESS is the other app's PORT, HOST:PORT or
+http://HOST:PORT. invoke exits 1 when the answer fails the invocation.`,
 		setup: setupInvoke},
 }
 
@@ -320,34 +343,111 @@ func setupInvoke(fs *flag.FlagSet, r *runner) func([]string) int {
 	var o InvokeOptions
 	fs.IntVar(&o.Port, "port", 0, "the app's port on 127.0.0.1 (default FUNCTIONS_CUSTOMHANDLER_PORT, else 8080)")
 	fs.StringVar(&o.Event.Endpoint, "endpoint", "", "the receiving endpoint, To (default NimBus__Endpoint, else the local settings')")
-	fs.StringVar(&o.Event.Publisher, "publisher", "LocalPublisher", "the publishing endpoint, From")
-	fs.StringVar(&o.Event.MessageID, "message-id", "", "the MessageId (default NimBus's: EVENT-TYPE-<hash of JSON>)")
+	fs.StringVar(&o.Event.Publisher, "publisher", "LocalPublisher", "the publishing endpoint, From and OriginatingFrom")
+	fs.StringVar(&o.Event.MessageID, "message-id", "", "the MessageId (default NimBus's: EVENT-TYPE-<hash of JSON>); with --forward-from, the published event's")
 	fs.StringVar(&o.Event.SessionID, "session-id", "", "the SessionId (default the MessageId)")
 	fs.IntVar(&o.Event.DeliveryCount, "delivery-count", 1, "the broker's delivery count")
+	fs.StringVar(&o.Event.CorrelationID, "correlation-id", "", "the CorrelationId of the workflow (default a new GUID)")
+	fs.StringVar(&o.Event.ParentMessageID, "parent-message-id", "", "the ParentMessageId: the MessageId of the delivery that published the event (default self)")
+	fs.StringVar(&o.Event.OriginatingMessageID, "originating-message-id", "", "the OriginatingMessageId: the MessageId of the workflow's first event (default self)")
+	fs.StringVar(&o.Event.OriginatingFrom, "originating-from", "", "the OriginatingFrom (default --publisher)")
+	fs.StringVar(&o.Event.From, "from", "", "the From the forwarder stamps: the endpoint whose topic the event was published on (default --publisher; with --forward-from, the event's OriginatingFrom)")
+	fs.StringVar(&o.Event.TraceParent, "traceparent", "", "the W3C traceparent the event was published under (default none)")
+	fs.StringVar(&o.ForwardFrom, "forward-from", "", "deliver the event the app at this address (PORT, HOST:PORT or http://HOST:PORT) published with --message-id, as NimBus's forwarder does")
 	return func(args []string) int {
 		pos, ok, code := r.parseInterspersed(args)
 		if !ok {
 			return code
 		}
-		if len(pos) != 2 {
-			return r.usageError("want EVENT-TYPE and JSON, got %d arguments", len(pos))
-		}
-		o.Event.EventTypeID = pos[0]
-		var err error
-		if o.Event.EventJSON, err = eventJSON(pos[1]); err != nil {
-			return r.usageError("%v", err)
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for _, name := range []string{"endpoint", "publisher", "message-id", "session-id", "correlation-id", "parent-message-id",
+			"originating-message-id", "originating-from", "from", "traceparent", "forward-from"} {
+			v := fs.Lookup(name).Value.String()
+			switch {
+			case set[name] && strings.TrimSpace(v) == "":
+				return r.usageError("--%s is empty: give a value, or leave the flag out for its default", name)
+			case (name == "message-id" || name == "session-id" || name == "correlation-id") && utf16Len(v) > message.MaxIDLength:
+				return r.usageError("--%s has %d characters; Service Bus accepts at most %d", name, utf16Len(v), message.MaxIDLength)
+			}
 		}
 		if o.Event.DeliveryCount < 1 {
 			return r.usageError("--delivery-count must be at least 1")
 		}
-		if err = invokeDefaults(&o, *r.dir); err != nil {
+		if set["traceparent"] && !validTraceParent(o.Event.TraceParent) {
+			return r.usageError("--traceparent %q is not a W3C traceparent (00-<32 hex trace id>-<16 hex span id>-<2 hex flags>)", truncate(o.Event.TraceParent, 64))
+		}
+		if o.ForwardFrom != "" {
+			var err error
+			if o.ForwardFrom, err = appAddress(o.ForwardFrom); err != nil {
+				return r.usageError("--forward-from: %v", err)
+			}
+			if len(pos) != 0 {
+				return r.usageError("with --forward-from the event is the one the other app published: give no EVENT-TYPE and JSON, got %d arguments", len(pos))
+			}
+			if !set["message-id"] {
+				return r.usageError("--forward-from needs --message-id: the MessageId of the event the other app published")
+			}
+			for _, name := range []string{"publisher", "session-id", "correlation-id", "parent-message-id", "originating-message-id", "originating-from", "traceparent"} {
+				if set[name] {
+					return r.usageError("--%s does not go with --forward-from: the forwarded event keeps the published one's", name)
+				}
+			}
+		} else {
+			if len(pos) != 2 {
+				return r.usageError("want EVENT-TYPE and JSON, got %d arguments", len(pos))
+			}
+			o.Event.EventTypeID = pos[0]
+			var err error
+			if o.Event.EventJSON, err = eventJSON(pos[1]); err != nil {
+				return r.usageError("%v", err)
+			}
+		}
+		if err := invokeDefaults(&o, *r.dir); err != nil {
 			return r.finish(err)
 		}
-		if err = Invoke(r.ctx, o, r.stdout); errors.Is(err, ErrNotCompleted) {
+		err := Invoke(r.ctx, o, r.stdout)
+		if errors.Is(err, ErrNotCompleted) {
 			return exitFailed
 		}
 		return r.finish(err)
 	}
+}
+
+// appAddress returns the base URL of the app at addr: a port on
+// 127.0.0.1, HOST:PORT, or an http(s) URL.
+func appAddress(addr string) (string, error) {
+	if p, err := strconv.Atoi(addr); err == nil {
+		if p <= 0 || p > 65535 {
+			return "", fmt.Errorf("%d is not a port number", p)
+		}
+		return "http://" + net.JoinHostPort("127.0.0.1", addr), nil
+	}
+	if !strings.Contains(addr, "://") {
+		addr = "http://" + addr
+	}
+	u, err := url.Parse(addr)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Port() == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+		return "", fmt.Errorf("%q is not an app's address: want PORT, HOST:PORT or http://HOST:PORT", truncate(addr, 128))
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// validTraceParent reports whether v is a traceparent a propagator reads
+// as a valid span context.
+func validTraceParent(v string) bool {
+	ctx := telemetry.Extract(context.Background(), map[string]any{telemetry.PropTraceParent: v})
+	return trace.SpanContextFromContext(ctx).IsValid()
+}
+
+// utf16Len is the length of s in UTF-16 code units, as Service Bus counts
+// an id.
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
 }
 
 // parseInterspersed parses the flags wherever they are among the

@@ -16,6 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
+	"github.com/nimbus-go/functions-subscriber/internal/message"
+	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 )
 
 // subscriberFunction is the function (folder and route) that receives the
@@ -36,19 +38,26 @@ type InvokeOptions struct {
 	Port int
 	// Event is the EventRequest to deliver; its Endpoint must be set.
 	Event devhost.Event
+	// ForwardFrom, when not "", is the address (http://host:port) of
+	// another app on this machine: the event delivered is then the one it
+	// published with MessageId Event.MessageID, read from its in-memory
+	// sink, as NimBus's forwarder delivers it to Event.Endpoint (From =
+	// Event.From, else the event's OriginatingFrom). Of Event, only
+	// Endpoint, MessageID, From and DeliveryCount are used.
+	ForwardFrom string
 }
 
 // ErrNotCompleted is returned by Invoke when the app's answer fails the
 // invocation (anything but 2xx): the host would abandon the message.
 var ErrNotCompleted = errors.New("the invocation failed")
 
-// Invoke delivers opts.Event to the Subscriber function of the app
-// listening on 127.0.0.1:opts.Port, as the Functions host delivers a
-// Service Bus message, and writes to out what the delivery was, the
-// host's answer, the lines the host logs for the invocation and the
-// messages the endpoint sent (those two from the app's local views, served
-// with the in-memory Resolver sink). It returns ErrNotCompleted when the
-// answer is not 2xx.
+// Invoke delivers opts.Event (or, with opts.ForwardFrom, the event another
+// app published) to the Subscriber function of the app listening on
+// 127.0.0.1:opts.Port, as the Functions host delivers a Service Bus
+// message, and writes to out what the delivery was, the host's answer,
+// the lines the host logs for the invocation and the messages the endpoint
+// sent (those two from the app's local views, served with the in-memory
+// Resolver sink). It returns ErrNotCompleted when the answer is not 2xx.
 func Invoke(ctx context.Context, opts InvokeOptions, out io.Writer) error {
 	c := &devhost.Client{BaseURL: "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(opts.Port))}
 	before, sinkErr := c.Sent(ctx)
@@ -58,10 +67,22 @@ func Invoke(ctx context.Context, opts InvokeOptions, out io.Writer) error {
 	}
 
 	now := time.Now()
-	m, env := devhost.EventInvocation(subscriberFunction, opts.Event, now.UnixNano()%1e12, now)
+	seq := now.UnixNano() % 1e12
 	e := opts.Event
-	fmt.Fprintf(out, "%s ← EventRequest %s to %s from %s (MessageId %s, SessionId %s, DeliveryCount %d)\n",
-		subscriberFunction, e.EventTypeID, e.Endpoint, e.Publisher, m.MessageID, m.SessionID, max(e.DeliveryCount, 1))
+	var m nimbusmsg.Message
+	var env []byte
+	via := ""
+	if opts.ForwardFrom != "" {
+		var err error
+		if m, err = forwarded(ctx, opts); err != nil {
+			return err
+		}
+		env = devhost.Invocation(subscriberFunction, m, e.DeliveryCount, seq, now)
+		via = ", forwarded from the app on " + opts.ForwardFrom
+	} else {
+		m, env = devhost.EventInvocation(subscriberFunction, e, seq, now)
+	}
+	writeDelivery(out, m, max(e.DeliveryCount, 1), via)
 	id := "nimbus-func-invoke-" + uuid.NewString()
 	a, err := c.Invoke(ctx, subscriberFunction, id, env)
 	if err != nil {
@@ -94,6 +115,45 @@ func Invoke(ctx context.Context, opts InvokeOptions, out io.Writer) error {
 		return ErrNotCompleted
 	}
 	return nil
+}
+
+// forwarded reads the messages the app at opts.ForwardFrom sent and
+// returns its event opts.Event.MessageID as the forwarder delivers it to
+// opts.Event.Endpoint.
+func forwarded(ctx context.Context, opts InvokeOptions) (nimbusmsg.Message, error) {
+	from := &devhost.Client{BaseURL: opts.ForwardFrom}
+	sent, err := from.Sent(ctx)
+	switch {
+	case isRefused(err):
+		return nimbusmsg.Message{}, fmt.Errorf("--forward-from: no app answers on %s: start the publishing app first, or give the address it listens on", opts.ForwardFrom)
+	case errors.Is(err, devhost.ErrNotServed):
+		return nimbusmsg.Message{}, fmt.Errorf("--forward-from: the app on %s does not show the messages it sent: run it with NimBus__Resolver__Sink=InMemory", opts.ForwardFrom)
+	case err != nil:
+		return nimbusmsg.Message{}, fmt.Errorf("--forward-from: reading the messages the app on %s sent: %w", opts.ForwardFrom, err)
+	}
+	m, err := devhost.Forward(sent, opts.Event.MessageID, opts.Event.From, opts.Event.Endpoint)
+	if err != nil {
+		return nimbusmsg.Message{}, fmt.Errorf("--forward-from %s --message-id %s: %w", opts.ForwardFrom, truncate(opts.Event.MessageID, 128), err)
+	}
+	return m, nil
+}
+
+// writeDelivery writes the delivery of m: its type, addresses and ids on
+// one line, its lineage on the next.
+func writeDelivery(out io.Writer, m nimbusmsg.Message, deliveryCount int, via string) {
+	p := func(name string) any { return m.ApplicationProperties[name] }
+	corr := "(none)"
+	if m.CorrelationID != nil {
+		corr = *m.CorrelationID
+	}
+	fmt.Fprintf(out, "%s ← EventRequest %v to %v from %v%s (MessageId %s, SessionId %s, DeliveryCount %d)\n",
+		subscriberFunction, p(message.PropEventTypeID), p(message.PropTo), p(message.PropFrom), via, m.MessageID, m.SessionID, deliveryCount)
+	fmt.Fprintf(out, "  CorrelationId %s, ParentMessageId %v, OriginatingMessageId %v, OriginatingFrom %v, EventId %v",
+		corr, p(message.PropParentMessageID), p(message.PropOriginatingMessageID), p(message.PropOriginatingFrom), p(message.PropEventID))
+	if tp, ok := m.ApplicationProperties[message.PropTraceParent]; ok {
+		fmt.Fprintf(out, ", traceparent %v", tp)
+	}
+	fmt.Fprintln(out)
 }
 
 // isRefused reports whether err says nothing listens on the port.

@@ -2,14 +2,18 @@
 // tools that talk to a local app (nimbus-func invoke, package devhost): on
 // embedded defaults (endpoint BillingEndpoint, in-memory inbox and Resolver
 // sink, no redelivery pause), on a loopback port, until the test ends. Its
-// one handler, for OrderPlaced, completes the event unless the event's
-// "Fail" says otherwise: "failed" returns a plain error (the event fails
-// and blocks its session), "permanent" a Permanent one; an event it cannot
-// decode fails permanently.
+// one handler, for OrderPlaced and OrderAccepted, completes the event unless
+// the event's "Fail" says otherwise: "failed" returns a plain error (the
+// event fails and blocks its session), "permanent" a Permanent one; an
+// event it cannot decode fails permanently. An event whose "Publish" names
+// event types publishes the first of them onward (MessageId
+// "{type}-{OrderId}", the same OrderId and the rest of "Publish"), so that
+// a workflow can go from one app to the next.
 package apptest
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net"
 	"net/http"
@@ -27,8 +31,12 @@ import (
 func Serve(t testing.TB, settings map[string]string) int {
 	t.Helper()
 	reg := subscriber.NewRegistry()
-	reg.Handle("OrderPlaced", func(_ context.Context, ev *subscriber.Event) (subscriber.Result, error) {
-		var o struct{ Fail string }
+	handle := func(_ context.Context, ev *subscriber.Event) (subscriber.Result, error) {
+		var o struct {
+			OrderID string `json:"OrderId"`
+			Fail    string
+			Publish []string
+		}
 		if err := ev.Decode(&o); err != nil {
 			return subscriber.Result{}, err
 		}
@@ -38,8 +46,19 @@ func Serve(t testing.TB, settings map[string]string) int {
 		case "permanent":
 			return subscriber.Result{}, subscriber.Permanent(errors.New("the order can never be billed"))
 		}
+		if len(o.Publish) > 0 {
+			next, err := json.Marshal(map[string]any{"OrderId": o.OrderID, "Publish": o.Publish[1:]})
+			if err != nil {
+				return subscriber.Result{}, err
+			}
+			if err := ev.Publish(subscriber.Publication{EventTypeID: o.Publish[0], MessageID: o.Publish[0] + "-" + o.OrderID, JSON: string(next)}); err != nil {
+				return subscriber.Result{}, err
+			}
+		}
 		return subscriber.Completed(), nil
-	})
+	}
+	reg.Handle("OrderPlaced", handle)
+	reg.Handle("OrderAccepted", handle)
 	m := map[string]string{
 		config.KeyEndpoint: "BillingEndpoint", config.KeyInboxEnabled: "true", config.KeyInboxStore: "InMemory",
 		config.KeyResolverSink: "InMemory", config.KeyRetryBaseDelay: "0",

@@ -220,14 +220,25 @@ func DefaultMessageID(eventTypeID, eventJSON string) string {
 // To = Endpoint. The broker MessageId, SessionId and CorrelationId are
 // kept across the fan-out.
 func EventRequest(e Event) Message {
-	if e.EventID == "" {
-		e.EventID = uuid.NewString()
+	return Forwarded(Published(e), e.Publisher, e.Endpoint, e.EventID)
+}
+
+// Forwarded returns published, an event as its publisher sent it to its
+// own topic, as the forwarder subscription of the consuming endpoint
+// delivers it: the rule's action SET From = publisher, EventId = eventID
+// ("" is a new GUID, as newid() gives), To = endpoint; every other property,
+// the broker MessageId, SessionId and CorrelationId and the body are kept.
+// published is not changed.
+func Forwarded(published Message, publisher, endpoint, eventID string) Message {
+	if eventID == "" {
+		eventID = uuid.NewString()
 	}
-	m := Published(e)
-	m.ApplicationProperties[message.PropFrom] = e.Publisher
-	m.ApplicationProperties[message.PropEventID] = e.EventID
-	m.ApplicationProperties[message.PropTo] = e.Endpoint
-	return m
+	p := clone(published.ApplicationProperties)
+	p[message.PropFrom] = publisher
+	p[message.PropEventID] = eventID
+	p[message.PropTo] = endpoint
+	published.ApplicationProperties = p
+	return published
 }
 
 // Published returns e as the publisher sends it to its own topic, before

@@ -80,6 +80,31 @@ func TestEventRequest(t *testing.T) {
 	}
 }
 
+// Forwarded applies the forwarder rule's action to an event published
+// mid-workflow and keeps its lineage, trace context, ids and body; the
+// published message is left as it was.
+func TestForwardedKeepsTheLineage(t *testing.T) {
+	published := PublishedFromContext(Event{Publisher: "Orders", EventTypeID: "OrderAccepted", EventJSON: orderJSON, MessageID: "OrderAccepted-O-1"},
+		HandlerContext{MessageID: "in-1", SessionID: "customer-1", CorrelationID: "corr-1", OriginatingMessageID: "origin-1",
+			TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"})
+	f := Forwarded(published, "Orders", "Billing", "ev-9")
+	checkProps(t, f.ApplicationProperties, map[string]any{
+		"To": "Billing", "From": "Orders", "MessageType": "EventRequest", "EventId": "ev-9",
+		"OriginatingMessageId": "origin-1", "ParentMessageId": "in-1", "RetryCount": int32(0),
+		"OriginatingFrom": "Orders", "EventTypeId": "OrderAccepted",
+		"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+	})
+	if f.MessageID != "OrderAccepted-O-1" || f.SessionID != "customer-1" || str(f.CorrelationID) != "corr-1" || string(f.Body) != string(published.Body) {
+		t.Errorf("id %s session %s correlation %s body %s", f.MessageID, f.SessionID, str(f.CorrelationID), f.Body)
+	}
+	if _, ok := published.ApplicationProperties["From"]; ok || published.ApplicationProperties["To"] != "OrderAccepted" {
+		t.Errorf("the published message changed: %v", published.ApplicationProperties)
+	}
+	if id, _ := Forwarded(published, "Orders", "Billing", "").ApplicationProperties["EventId"].(string); !guid.MatchString(id) {
+		t.Errorf("default EventId %q", id)
+	}
+}
+
 // failed is the ErrorResponse a subscriber sent for EventRequest(order()),
 // as the Resolver stores it once the broker assigned it "er-1".
 func failed(t *testing.T) ErrorResponse {
