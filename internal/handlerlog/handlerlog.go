@@ -111,12 +111,14 @@ type Handler struct {
 
 var _ slog.Handler = (*Handler)(nil)
 
-// New returns the handler of an invocation of function: its lines go to
-// log at log's level, its warnings and errors also to sink (nil keeps
-// none).
+// New returns the handler of an invocation of function ("" leaves the
+// field out): its lines go to log at log's level, its warnings and errors
+// also to sink (nil keeps none).
 func New(log zerolog.Logger, function, invocationID string, sink *Sink) *Handler {
 	h := &Handler{log: log, sink: sink}
-	h.fixed = append(h.fixed, Field{FieldFunction, logsafe.Bound(function)})
+	if function != "" {
+		h.fixed = append(h.fixed, Field{FieldFunction, logsafe.Bound(function)})
+	}
 	if invocationID != "" {
 		h.fixed = append(h.fixed, Field{FieldInvocationID, logsafe.Bound(invocationID)})
 	}
