@@ -81,7 +81,7 @@ func encode(payload any) (string, error) {
 // invocation: its records have no function or invocationId.
 func HandlerContext(parent context.Context, ev *nimbus.Event) (context.Context, *Logs) {
 	logs := &Logs{}
-	zl := zerolog.New(logs).Level(zerolog.DebugLevel).Hook(stamp)
+	zl := zerolog.New(&logs.lines).Level(zerolog.DebugLevel).Hook(stamp)
 	h := handlerlog.New(zl, "", "", nil).WithFields(parent,
 		handlerlog.Field{Key: handlerlog.FieldMessageID, Value: ev.MessageID},
 		handlerlog.Field{Key: handlerlog.FieldEventTypeID, Value: ev.EventTypeID})

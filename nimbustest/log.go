@@ -34,23 +34,27 @@ type LogRecord struct {
 
 // Logs holds what a handler logged, for a test to read. It is safe for
 // concurrent use.
-type Logs struct {
+type Logs struct{ lines lockedBuffer }
+
+// String returns the JSON lines written so far.
+func (l *Logs) String() string { return l.lines.String() }
+
+// lockedBuffer is the writer of a logger's lines.
+type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-// Write implements io.Writer for the logger's lines.
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
 }
 
-// String returns the JSON lines written so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
 
 // Records returns the handler's records logged so far, in order.
