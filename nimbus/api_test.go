@@ -11,7 +11,9 @@ import (
 
 // typeCheck type-checks the package's non-test files, or extra in their
 // place.
-func typeCheck(t *testing.T, extra map[string]string) *types.Package { return apilist.TypeCheck(t, extra) }
+func typeCheck(t *testing.T, extra map[string]string) *types.Package {
+	return apilist.TypeCheck(t, extra)
+}
 
 // internalMentions lists the internal types pkg's exported API mentions.
 func internalMentions(pkg *types.Package) []string { return apilist.InternalMentions(pkg) }
