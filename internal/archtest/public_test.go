@@ -24,16 +24,33 @@ func TestSampleEndpointUsesOnlyThePublicPackage(t *testing.T) {
 }
 
 // Nothing inside the module builds on the public package except the sample
-// endpoint: the internal packages stay independent of it, so it can change
-// shape without touching them.
+// endpoint and the public test package nimbustest: the internal packages
+// stay independent of it, so it can change shape without touching them.
 func TestOnlyTheSampleImportsThePublicPackage(t *testing.T) {
 	for name, p := range list(t) {
-		if name == "handler" || name == "nimbus" {
+		if name == "handler" || name == "nimbus" || name == "nimbustest" {
 			continue
 		}
 		for _, d := range p.Deps {
 			if d == module+"/nimbus" {
 				t.Errorf("%s depends on the public package nimbus", name)
+			}
+		}
+	}
+}
+
+// The test package nimbustest is imported by tests only: no package's
+// non-test files depend on it (nimbus and the sample endpoint included),
+// so no production binary links it.
+func TestOnlyTestsImportNimbustest(t *testing.T) {
+	pkgs := list(t)
+	if _, ok := pkgs["nimbustest"]; !ok {
+		t.Fatal("package nimbustest not found")
+	}
+	for name, p := range pkgs {
+		for _, d := range p.Deps {
+			if d == module+"/nimbustest" {
+				t.Errorf("%s depends on nimbustest; import it from _test.go files only", name)
 			}
 		}
 	}
