@@ -232,3 +232,20 @@ func TestContainerSeedAndChange(t *testing.T) {
 		t.Fatalf("found %v, %v", found, err)
 	}
 }
+
+// BenchmarkRunTx is one RunTx: an app composed, one delivery through the
+// pipeline with a read, a conditioned replace and one event.
+func BenchmarkRunTx(b *testing.B) {
+	c := nimbustest.NewContainer(accounts)
+	if err := c.Seed(account{ID: "acc-C-1", CustomerID: "C-1", Balance: 100}); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		ev := nimbustest.NewEvent("PaymentReceived", payment{CustomerID: "C-1", PaymentID: fmt.Sprint("P-", i), Amount: 1})
+		run, err := nimbustest.RunTx(context.Background(), c, ev, customerOf, credit)
+		if err != nil || run.Outcome != "completed" {
+			b.Fatalf("run %+v, %v", run, err)
+		}
+	}
+}
