@@ -2,14 +2,13 @@ package nimbustest
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/handlerlog"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // LogRecord is one record a handler logged through nimbus.Logger, read
@@ -34,28 +33,10 @@ type LogRecord struct {
 
 // Logs holds what a handler logged, for a test to read. It is safe for
 // concurrent use.
-type Logs struct{ lines lockedBuffer }
+type Logs struct{ lines testlog.Buffer }
 
 // String returns the JSON lines written so far.
 func (l *Logs) String() string { return l.lines.String() }
-
-// lockedBuffer is the writer of a logger's lines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Records returns the handler's records logged so far, in order.
 func (l *Logs) Records() []LogRecord { return handlerRecords(l.String()) }

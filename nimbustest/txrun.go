@@ -22,6 +22,7 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
+	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 
@@ -39,7 +40,7 @@ func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, r
 	}
 	store := &recordingStore{c: c, changes: o.changes}
 	sink := &resolver.Memory{}
-	var stdout, stderr lockedBuffer
+	var stdout, stderr testlog.Buffer
 	env := append([]string{"NimBus__Endpoint=" + txEndpoint, "NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
 		"NimBus__Resolver__Sink=InMemory", "NimBus__LogLevel=debug"}, o.settings...)
 	svc, err := compose.App(a, compose.Options{Environ: env, Stdout: &stdout, Stderr: &stderr, Version: "nimbustest",
