@@ -211,8 +211,10 @@ type readChange struct {
 	done   bool
 }
 
-func (s *recordingStore) Read(ctx context.Context, target txn.Target, pk, id string) ([]byte, string, bool, error) {
-	body, etag, found, err := s.c.store.Read(ctx, target, pk, id)
+// The handler's container is the test's whatever ids the app's settings
+// gave it: target's ids are not used.
+func (s *recordingStore) Read(ctx context.Context, _ txn.Target, pk, id string) ([]byte, string, bool, error) {
+	body, etag, found, err := s.c.store.Read(ctx, s.c.target, pk, id)
 	if err != nil || !found {
 		return body, etag, found, err
 	}
@@ -235,7 +237,8 @@ func (s *recordingStore) Read(ctx context.Context, target txn.Target, pk, id str
 	return body, etag, found, nil
 }
 
-func (s *recordingStore) Execute(ctx context.Context, target txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+func (s *recordingStore) Execute(ctx context.Context, _ txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+	target := s.c.target
 	res, err := s.c.store.Execute(ctx, target, pk, ops)
 	if err != nil || res.Status != http.StatusOK {
 		return res, err
@@ -275,8 +278,9 @@ func ChangeAfterRead(id string, change func(doc map[string]any)) TxOption {
 }
 
 // WithSettings adds app settings ("key=value") to those RunTx composes
-// the app with, or replaces them (NimBus__Endpoint, the retry policy, the
-// settings a Container names, ...).
+// the app with, or replaces them (NimBus__Endpoint, the retry policy,
+// ...). The settings a Container names may change its ids: the handler's
+// container is still the test's.
 func WithSettings(kv ...string) TxOption {
 	return func(o *txOptions) { o.settings = append(o.settings, kv...) }
 }

@@ -249,3 +249,40 @@ func BenchmarkRunTx(b *testing.B) {
 		}
 	}
 }
+
+// WithSettings sets the app's settings, replacing RunTx's own: the
+// endpoint follows NimBus__Endpoint (a message is a duplicate per
+// endpoint), bad settings are refused as Run refuses them, and a
+// container id from a setting still reaches the test's container.
+func TestRunTxWithSettings(t *testing.T) {
+	c := seeded(t)
+	ev := nimbustest.NewEvent("PaymentReceived", payment{CustomerID: "C-1", PaymentID: "P-6", Amount: 1})
+	billing := nimbustest.WithSettings("NimBus__Endpoint=Billing")
+	for i, want := range []string{"completed", "duplicate"} {
+		run, err := nimbustest.RunTx(context.Background(), c, ev, customerOf, credit, billing)
+		if err != nil || run.Outcome != want {
+			t.Fatalf("run %d as Billing: %+v, %v", i, run, err)
+		}
+	}
+	run, err := nimbustest.RunTx(context.Background(), c, ev, customerOf, credit)
+	if err != nil || run.Outcome != "completed" {
+		t.Fatalf("the same message to TestEndpoint: %+v, %v", run, err)
+	}
+	_, err = nimbustest.RunTx(context.Background(), c, ev, customerOf, credit, nimbustest.WithSettings("NimBus__Inbox__Enabled=maybe"))
+	var serr *nimbus.SettingsError
+	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "NimBus__Inbox__Enabled") {
+		t.Fatalf("err = %v, want a SettingsError", err)
+	}
+
+	named := accounts
+	named.ContainerSetting = "Billing__Container"
+	c2 := nimbustest.NewContainer(named)
+	if err := c2.Seed(account{ID: "acc-C-1", CustomerID: "C-1", Balance: 100}); err != nil {
+		t.Fatal(err)
+	}
+	run, err = nimbustest.RunTx(context.Background(), c2, nimbustest.NewEvent("PaymentReceived", payment{CustomerID: "C-1", PaymentID: "P-7", Amount: 5}),
+		customerOf, credit, nimbustest.WithSettings("Billing__Container=ledger2"))
+	if err != nil || run.Outcome != "completed" || balance(t, c2) != 105 {
+		t.Fatalf("run %+v, %v; balance %d", run, err, balance(t, c2))
+	}
+}

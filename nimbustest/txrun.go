@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -41,8 +42,8 @@ func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, r
 	store := &recordingStore{c: c, changes: o.changes}
 	sink := &resolver.Memory{}
 	var stdout, stderr testlog.Buffer
-	env := append([]string{"NimBus__Endpoint=" + txEndpoint, "NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
-		"NimBus__Resolver__Sink=InMemory", "NimBus__LogLevel=debug"}, o.settings...)
+	env := settings([]string{"NimBus__Endpoint=" + txEndpoint, "NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
+		"NimBus__Resolver__Sink=InMemory", "NimBus__LogLevel=debug"}, o.settings)
 	svc, err := compose.App(a, compose.Options{Environ: env, Stdout: &stdout, Stderr: &stderr, Version: "nimbustest",
 		Deps: app.Deps{Txn: store, Publisher: sink, TracerProvider: sdktrace.NewTracerProvider(),
 			Pause: func(context.Context, time.Duration) {}, Rand: func() float64 { return 0 }}})
@@ -84,6 +85,19 @@ func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, r
 		return nil, fmt.Errorf("nimbustest: a ChangeAfterRead change failed: %w", err)
 	}
 	return run, nil
+}
+
+// settings is defaults with each setting of given added, or replacing
+// the default of the same name.
+func settings(defaults, given []string) []string {
+	out := make([]string, 0, len(defaults)+len(given))
+	for _, d := range defaults {
+		name, _, _ := strings.Cut(d, "=")
+		if !slices.ContainsFunc(given, func(kv string) bool { return strings.HasPrefix(kv, name+"=") }) {
+			out = append(out, d)
+		}
+	}
+	return append(out, given...)
 }
 
 // endpointOf is the last NimBus__Endpoint of env.
