@@ -46,14 +46,8 @@ func Logger(ctx context.Context) *slog.Logger {
 }
 
 // eventLogContext returns ctx with the handler logger of the invocation,
-// when it carries one, narrowed to in: its messageId, eventTypeId and the
-// trace of the handler's span ctx carries.
+// when it carries one, narrowed to in: its messageId and eventTypeId, and
+// the trace of the handler's span ctx carries.
 func eventLogContext(ctx context.Context, in *subscriber.Event) context.Context {
-	h := handlerlog.FromContext(ctx)
-	if h == nil {
-		return ctx
-	}
-	return handlerlog.WithContext(ctx, h.WithFields(ctx,
-		handlerlog.Field{Key: handlerlog.FieldMessageID, Value: in.MessageID},
-		handlerlog.Field{Key: handlerlog.FieldEventTypeID, Value: in.EventTypeID}))
+	return handlerlog.WithEvent(ctx, in.MessageID, in.EventTypeID)
 }

@@ -129,14 +129,19 @@ func New(log zerolog.Logger, function, invocationID string, sink *Sink) *Handler
 // are the package's own; empty values are left out), and the trace id and
 // span id of ctx's span when it has a valid one.
 func (h *Handler) WithFields(ctx context.Context, fields ...Field) *Handler {
+	return h.withFields(trace.SpanContextFromContext(ctx), fields...)
+}
+
+func (h *Handler) withFields(sc trace.SpanContext, fields ...Field) *Handler {
 	c := *h
-	c.fixed = append([]Field(nil), h.fixed...)
+	c.fixed = make([]Field, len(h.fixed), len(h.fixed)+len(fields)+2)
+	copy(c.fixed, h.fixed)
 	for _, f := range fields {
 		if f.Value != "" {
 			c.fixed = append(c.fixed, Field{f.Key, logsafe.Bound(f.Value)})
 		}
 	}
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+	if sc.IsValid() {
 		c.fixed = append(c.fixed, Field{FieldTraceID, sc.TraceID().String()}, Field{FieldSpanID, sc.SpanID().String()})
 	}
 	return &c
@@ -304,8 +309,33 @@ func WithContext(ctx context.Context, h *Handler) context.Context {
 	return context.WithValue(ctx, ctxKey{}, h)
 }
 
+// eventLogger is the handler logger of ctx narrowed to one event, made
+// when the handler asks for it: a delivery whose handler does not log
+// pays for the pointer only.
+type eventLogger struct {
+	base                   *Handler
+	span                   trace.SpanContext
+	messageID, eventTypeID string
+}
+
+// WithEvent returns ctx with its handler logger, when it carries one,
+// narrowed to an event: its messageId and eventTypeId, and the trace of
+// ctx's span (the handler's).
+func WithEvent(ctx context.Context, messageID, eventTypeID string) context.Context {
+	base := FromContext(ctx)
+	if base == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, ctxKey{}, &eventLogger{base: base, span: trace.SpanContextFromContext(ctx), messageID: messageID, eventTypeID: eventTypeID})
+}
+
 // FromContext returns the handler logger ctx carries, nil when none.
 func FromContext(ctx context.Context) *Handler {
-	h, _ := ctx.Value(ctxKey{}).(*Handler)
-	return h
+	switch v := ctx.Value(ctxKey{}).(type) {
+	case *Handler:
+		return v
+	case *eventLogger:
+		return v.base.withFields(v.span, Field{FieldMessageID, v.messageID}, Field{FieldEventTypeID, v.eventTypeID})
+	}
+	return nil
 }
