@@ -37,7 +37,7 @@ func NewEvent(eventTypeID string, payload any) *nimbus.Event {
 	if eventTypeID == "" {
 		panic("nimbustest: NewEvent with an empty event type")
 	}
-	raw, err := encode(payload)
+	raw, err := eventJSON(payload)
 	if err != nil {
 		panic("nimbustest: NewEvent(" + eventTypeID + "): " + err.Error())
 	}
@@ -49,14 +49,14 @@ func NewEvent(eventTypeID string, payload any) *nimbus.Event {
 	}
 }
 
-// stamp adds the time to a line as the app's logger writes it (RFC 3339
+// logTimeHook adds the time to a line as the app's logger writes it (RFC 3339
 // with nanoseconds, UTC).
-var stamp = zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+var logTimeHook = zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
 	e.Str(zerolog.TimestampFieldName, time.Now().UTC().Format(time.RFC3339Nano))
 })
 
-// encode is payload's JSON as a publisher writes it.
-func encode(payload any) (string, error) {
+// eventJSON is payload's JSON as a publisher writes it.
+func eventJSON(payload any) (string, error) {
 	if raw, ok := payload.(json.RawMessage); ok {
 		if !json.Valid(raw) {
 			return "", fmt.Errorf("the json.RawMessage payload is not valid JSON")
@@ -81,7 +81,7 @@ func encode(payload any) (string, error) {
 // invocation: its records have no function or invocationId.
 func HandlerContext(parent context.Context, ev *nimbus.Event) (context.Context, *Logs) {
 	logs := &Logs{}
-	zl := zerolog.New(&logs.lines).Level(zerolog.DebugLevel).Hook(stamp)
+	zl := zerolog.New(&logs.lines).Level(zerolog.DebugLevel).Hook(logTimeHook)
 	h := handlerlog.New(zl, "", "", nil).WithFields(parent,
 		handlerlog.Field{Key: handlerlog.FieldMessageID, Value: ev.MessageID},
 		handlerlog.Field{Key: handlerlog.FieldEventTypeID, Value: ev.EventTypeID})

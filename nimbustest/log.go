@@ -49,26 +49,26 @@ func handlerRecords(out string) []LogRecord {
 	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
 	for sc.Scan() {
 		var line map[string]json.RawMessage
-		if json.Unmarshal(sc.Bytes(), &line) != nil || text(line[handlerlog.FieldSource]) != handlerlog.SourceHandler {
+		if json.Unmarshal(sc.Bytes(), &line) != nil || jsonText(line[handlerlog.FieldSource]) != handlerlog.SourceHandler {
 			continue
 		}
-		r := LogRecord{Message: text(line["message"]), Level: levelOf(text(line["level"])), Attrs: map[string]string{}}
-		r.Time, _ = time.Parse(time.RFC3339Nano, text(line["time"]))
+		r := LogRecord{Message: jsonText(line["message"]), Level: logLevelOf(jsonText(line["level"])), Attrs: map[string]string{}}
+		r.Time, _ = time.Parse(time.RFC3339Nano, jsonText(line["time"]))
 		for k, v := range line {
 			switch k {
 			case "time", "level", "message", handlerlog.FieldSource:
 				continue
 			}
-			r.Attrs[k] = text(v)
+			r.Attrs[k] = jsonText(v)
 		}
 		recs = append(recs, r)
 	}
 	return recs
 }
 
-// text is a JSON value's text: a string unquoted, anything else as
+// jsonText is a JSON value's text: a string unquoted, anything else as
 // written.
-func text(v json.RawMessage) string {
+func jsonText(v json.RawMessage) string {
 	var s string
 	if json.Unmarshal(v, &s) == nil {
 		return s
@@ -76,8 +76,8 @@ func text(v json.RawMessage) string {
 	return string(v)
 }
 
-// levelOf reads the app's level words.
-func levelOf(s string) slog.Level {
+// logLevelOf reads the app's level words.
+func logLevelOf(s string) slog.Level {
 	switch s {
 	case "debug":
 		return slog.LevelDebug

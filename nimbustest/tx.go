@@ -104,7 +104,7 @@ func (c *Container) execute(pk string, op txn.Op) error {
 // document that does not exist and for an inbox marker.
 func (c *Container) Read(partitionKey, id string, into any) (found bool, err error) {
 	body, _, found, err := c.store.Read(context.Background(), c.target, partitionKey, id)
-	if err != nil || !found || isMarker(body) {
+	if err != nil || !found || isInboxMarker(body) {
 		return false, err
 	}
 	if into == nil {
@@ -123,8 +123,8 @@ func (c *Container) Documents() ([]json.RawMessage, error) {
 	}
 	out := make([]json.RawMessage, 0, len(all))
 	for _, d := range all {
-		if !isMarker(d) {
-			out = append(out, withoutSystem(d))
+		if !isInboxMarker(d) {
+			out = append(out, withoutSystemProps(d))
 		}
 	}
 	return out, nil
@@ -139,11 +139,11 @@ func (c *Container) Change(partitionKey, id string, change func(doc map[string]a
 	switch {
 	case err != nil:
 		return err
-	case !found || isMarker(body):
+	case !found || isInboxMarker(body):
 		return fmt.Errorf("nimbustest: Change: no document %s in partition %s", id, partitionKey)
 	}
 	var doc map[string]any
-	if err := json.Unmarshal(withoutSystem(body), &doc); err != nil {
+	if err := json.Unmarshal(withoutSystemProps(body), &doc); err != nil {
 		return err
 	}
 	change(doc)
@@ -160,14 +160,14 @@ func (c *Container) Change(partitionKey, id string, change func(doc map[string]a
 	return c.execute(partitionKey, txn.Op{Kind: txn.OpReplace, ID: id, Body: out})
 }
 
-// isMarker reports whether body is an inbox marker.
-func isMarker(body []byte) bool {
+// isInboxMarker reports whether body is an inbox marker.
+func isInboxMarker(body []byte) bool {
 	var d struct{ Type string }
 	return json.Unmarshal(body, &d) == nil && d.Type == txn.MarkerType
 }
 
-// withoutSystem is body without _etag and _ts.
-func withoutSystem(body []byte) json.RawMessage {
+// withoutSystemProps is body without _etag and _ts.
+func withoutSystemProps(body []byte) json.RawMessage {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(body, &obj) != nil {
 		return body
@@ -192,20 +192,20 @@ type Write struct {
 	Document json.RawMessage
 }
 
-// recordingStore is the container's store as RunTx gives it to the app:
+// txStore is the container's store as RunTx gives it to the app:
 // it keeps the writes of committed batches (markers left out) and makes
 // the changes a test asked for after the first read of a document.
-type recordingStore struct {
+type txStore struct {
 	c *Container
 
 	mu      sync.Mutex
 	writes  []Write
-	changes []*readChange
+	changes []*txReadChange
 	err     error
 }
 
-// readChange is a change to make after the first read of a document.
-type readChange struct {
+// txReadChange is a change to make after the first read of a document.
+type txReadChange struct {
 	id     string
 	change func(doc map[string]any)
 	done   bool
@@ -213,13 +213,13 @@ type readChange struct {
 
 // The handler's container is the test's whatever ids the app's settings
 // gave it: target's ids are not used.
-func (s *recordingStore) Read(ctx context.Context, _ txn.Target, pk, id string) ([]byte, string, bool, error) {
+func (s *txStore) Read(ctx context.Context, _ txn.Target, pk, id string) ([]byte, string, bool, error) {
 	body, etag, found, err := s.c.store.Read(ctx, s.c.target, pk, id)
 	if err != nil || !found {
 		return body, etag, found, err
 	}
 	s.mu.Lock()
-	var ch *readChange
+	var ch *txReadChange
 	for _, c := range s.changes {
 		if c.id == id && !c.done {
 			c.done, ch = true, c
@@ -237,7 +237,7 @@ func (s *recordingStore) Read(ctx context.Context, _ txn.Target, pk, id string) 
 	return body, etag, found, nil
 }
 
-func (s *recordingStore) Execute(ctx context.Context, _ txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
+func (s *txStore) Execute(ctx context.Context, _ txn.Target, pk string, ops []txn.Op) (txn.Result, error) {
 	target := s.c.target
 	res, err := s.c.store.Execute(ctx, target, pk, ops)
 	if err != nil || res.Status != http.StatusOK {
@@ -247,10 +247,10 @@ func (s *recordingStore) Execute(ctx context.Context, _ txn.Target, pk string, o
 		w := Write{Op: op.Kind.String(), PartitionKey: pk, ID: op.ID}
 		if op.Kind != txn.OpDelete {
 			body, _, found, rerr := s.c.store.Read(ctx, target, pk, op.ID)
-			if rerr != nil || !found || isMarker(body) {
+			if rerr != nil || !found || isInboxMarker(body) {
 				continue
 			}
-			w.Document = withoutSystem(body)
+			w.Document = withoutSystemProps(body)
 		}
 		s.mu.Lock()
 		s.writes = append(s.writes, w)
@@ -263,7 +263,7 @@ func (s *recordingStore) Execute(ctx context.Context, _ txn.Target, pk string, o
 type TxOption func(*txOptions)
 
 type txOptions struct {
-	changes  []*readChange
+	changes  []*txReadChange
 	settings []string
 }
 
@@ -274,7 +274,7 @@ type txOptions struct {
 // runs the handler again on fresh reads (TxRun.Runs counts the runs); the
 // second read sees the change and is not changed again.
 func ChangeAfterRead(id string, change func(doc map[string]any)) TxOption {
-	return func(o *txOptions) { o.changes = append(o.changes, &readChange{id: id, change: change}) }
+	return func(o *txOptions) { o.changes = append(o.changes, &txReadChange{id: id, change: change}) }
 }
 
 // WithSettings adds app settings ("key=value") to those RunTx composes
@@ -350,14 +350,14 @@ func RunTx(ctx context.Context, c *Container, ev *nimbus.Event, pk nimbus.Partit
 	for _, f := range opts {
 		f(&o)
 	}
-	var rec runRecorder
+	var rec txRecorder
 	a := nimbus.New()
 	a.HandleTx(ev.EventTypeID, c.spec, pk, func(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx) (nimbus.Result, error) {
 		res, err := h(ctx, ev, tx)
 		rec.ran(res, err)
 		return res, err
 	})
-	return runTx(ctx, a, c, ev, &rec, o)
+	return runTxOn(ctx, a, c, ev, &rec, o)
 }
 
 // RunEventTx is RunTx for a handler registered with
@@ -373,25 +373,25 @@ func RunEventTx[T any](ctx context.Context, c *Container, ev *nimbus.Event, pk f
 	for _, f := range opts {
 		f(&o)
 	}
-	var rec runRecorder
+	var rec txRecorder
 	a := nimbus.New()
 	nimbus.HandleEventTx(a, ev.EventTypeID, c.spec, pk, func(ctx context.Context, ev *nimbus.Event, tx *nimbus.Tx, payload T) (nimbus.Result, error) {
 		res, err := h(ctx, ev, tx, payload)
 		rec.ran(res, err)
 		return res, err
 	})
-	return runTx(ctx, a, c, ev, &rec, o)
+	return runTxOn(ctx, a, c, ev, &rec, o)
 }
 
-// runRecorder keeps what the handler's runs returned.
-type runRecorder struct {
+// txRecorder keeps what the handler's runs returned.
+type txRecorder struct {
 	mu   sync.Mutex
 	runs int
 	res  nimbus.Result
 	err  error
 }
 
-func (r *runRecorder) ran(res nimbus.Result, err error) {
+func (r *txRecorder) ran(res nimbus.Result, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.runs++

@@ -30,19 +30,19 @@ import (
 // txEndpoint is the endpoint RunTx's app runs as by default.
 const txEndpoint = "TestEndpoint"
 
-// deliveries numbers RunTx's deliveries (lock tokens, invocation ids).
-var deliveries atomic.Int64
+// txDeliveries numbers RunTx's deliveries (lock tokens, invocation ids).
+var txDeliveries atomic.Int64
 
-// runTx composes a, whose one transactional handler records its runs in
+// runTxOn composes a, whose one transactional handler records its runs in
 // rec, over c and delivers ev to it.
-func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, rec *runRecorder, o txOptions) (*TxRun, error) {
+func runTxOn(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, rec *txRecorder, o txOptions) (*TxRun, error) {
 	if ev == nil || ev.EventTypeID == "" {
 		return nil, errors.New("nimbustest: RunTx needs an event with an EventTypeID (see NewEvent)")
 	}
-	store := &recordingStore{c: c, changes: o.changes}
+	store := &txStore{c: c, changes: o.changes}
 	sink := &resolver.Memory{}
 	var stdout, stderr testlog.Buffer
-	env := settings([]string{"NimBus__Endpoint=" + txEndpoint, "NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
+	env := txSettings([]string{"NimBus__Endpoint=" + txEndpoint, "NimBus__Inbox__Enabled=true", "NimBus__Inbox__Store=InMemory",
 		"NimBus__Resolver__Sink=InMemory", "NimBus__LogLevel=debug"}, o.settings)
 	svc, err := compose.App(a, compose.Options{Environ: env, Stdout: &stdout, Stderr: &stderr, Version: "nimbustest",
 		Deps: app.Deps{Txn: store, Publisher: sink, TracerProvider: sdktrace.NewTracerProvider(),
@@ -52,8 +52,8 @@ func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, r
 	}
 	defer func() { _ = svc.Close(context.Background()) }()
 
-	seq := deliveries.Add(1)
-	endpoint := endpointOf(env)
+	seq := txDeliveries.Add(1)
+	endpoint := txEndpointOf(env)
 	m := nimbusmsg.EventRequest(nimbusmsg.Event{Publisher: ev.From, Endpoint: endpoint, EventTypeID: ev.EventTypeID, EventJSON: ev.JSON,
 		SessionID: ev.SessionID, MessageID: ev.MessageID, CorrelationID: ev.CorrelationID, EventID: ev.EventID})
 	enqueued := ev.EnqueuedTime
@@ -87,9 +87,9 @@ func runTx(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event, r
 	return run, nil
 }
 
-// settings is defaults with each setting of given added, or replacing
+// txSettings is defaults with each setting of given added, or replacing
 // the default of the same name.
-func settings(defaults, given []string) []string {
+func txSettings(defaults, given []string) []string {
 	out := make([]string, 0, len(defaults)+len(given))
 	for _, d := range defaults {
 		name, _, _ := strings.Cut(d, "=")
@@ -100,8 +100,8 @@ func settings(defaults, given []string) []string {
 	return append(out, given...)
 }
 
-// endpointOf is the last NimBus__Endpoint of env.
-func endpointOf(env []string) string {
+// txEndpointOf is the last NimBus__Endpoint of env.
+func txEndpointOf(env []string) string {
 	e := txEndpoint
 	for _, kv := range env {
 		if v, ok := strings.CutPrefix(kv, "NimBus__Endpoint="); ok {
