@@ -277,11 +277,11 @@ func ChangeAfterRead(id string, change func(doc map[string]any)) TxOption {
 	return func(o *txOptions) { o.changes = append(o.changes, &txReadChange{id: id, change: change}) }
 }
 
-// WithSettings adds app settings ("key=value") to those RunTx composes
+// TxSettings adds app settings ("key=value") to those RunTx composes
 // the app with, or replaces them (NimBus__Endpoint, the retry policy,
 // ...). The settings a Container names may change its ids: the handler's
 // container is still the test's.
-func WithSettings(kv ...string) TxOption {
+func TxSettings(kv ...string) TxOption {
 	return func(o *txOptions) { o.settings = append(o.settings, kv...) }
 }
 
@@ -338,7 +338,7 @@ type TxRun struct {
 // could not be composed or the delivery could not be made (a
 // *nimbus.SettingsError lists bad settings).
 //
-// The app's endpoint is "TestEndpoint" unless WithSettings names
+// The app's endpoint is "TestEndpoint" unless TxSettings names
 // another. Running a second event on the same Container sees what the
 // first committed, its inbox marker included: the same MessageID again is
 // a duplicate.

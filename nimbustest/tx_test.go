@@ -250,14 +250,14 @@ func BenchmarkRunTx(b *testing.B) {
 	}
 }
 
-// WithSettings sets the app's settings, replacing RunTx's own: the
+// TxSettings sets the app's settings, replacing RunTx's own: the
 // endpoint follows NimBus__Endpoint (a message is a duplicate per
 // endpoint), bad settings are refused as Run refuses them, and a
 // container id from a setting still reaches the test's container.
-func TestRunTxWithSettings(t *testing.T) {
+func TestRunTxSettings(t *testing.T) {
 	c := seeded(t)
 	ev := nimbustest.NewEvent("PaymentReceived", payment{CustomerID: "C-1", PaymentID: "P-6", Amount: 1})
-	billing := nimbustest.WithSettings("NimBus__Endpoint=Billing")
+	billing := nimbustest.TxSettings("NimBus__Endpoint=Billing")
 	for i, want := range []string{"completed", "duplicate"} {
 		run, err := nimbustest.RunTx(context.Background(), c, ev, customerOf, credit, billing)
 		if err != nil || run.Outcome != want {
@@ -268,7 +268,7 @@ func TestRunTxWithSettings(t *testing.T) {
 	if err != nil || run.Outcome != "completed" {
 		t.Fatalf("the same message to TestEndpoint: %+v, %v", run, err)
 	}
-	_, err = nimbustest.RunTx(context.Background(), c, ev, customerOf, credit, nimbustest.WithSettings("NimBus__Inbox__Enabled=maybe"))
+	_, err = nimbustest.RunTx(context.Background(), c, ev, customerOf, credit, nimbustest.TxSettings("NimBus__Inbox__Enabled=maybe"))
 	var serr *nimbus.SettingsError
 	if !errors.As(err, &serr) || !strings.Contains(err.Error(), "NimBus__Inbox__Enabled") {
 		t.Fatalf("err = %v, want a SettingsError", err)
@@ -281,7 +281,7 @@ func TestRunTxWithSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	run, err = nimbustest.RunTx(context.Background(), c2, nimbustest.NewEvent("PaymentReceived", payment{CustomerID: "C-1", PaymentID: "P-7", Amount: 5}),
-		customerOf, credit, nimbustest.WithSettings("Billing__Container=ledger2"))
+		customerOf, credit, nimbustest.TxSettings("Billing__Container=ledger2"))
 	if err != nil || run.Outcome != "completed" || balance(t, c2) != 105 {
 		t.Fatalf("run %+v, %v; balance %d", run, err, balance(t, c2))
 	}
