@@ -7,7 +7,7 @@
 //
 //	ev := nimbustest.NewEvent("OrderPlaced", OrderPlaced{OrderID: "O-1"})
 //	ctx, logs := nimbustest.HandlerContext(context.Background(), ev)
-//	res, err := handler.OrderPlaced(ctx, ev)
+//	res, err := orders.OrderPlaced(ctx, ev)
 //	// ev.Published(), logs.Records()
 //
 // A transactional handler runs in a unit of work that only the pipeline
@@ -22,7 +22,7 @@
 //
 //	c := nimbustest.NewContainer(accounts)
 //	_ = c.Seed(Account{ID: "acc-C-1", CustomerID: "C-1", Balance: 100})
-//	run, err := nimbustest.RunTx(ctx, c, ev, customerOf, handler.Credit)
+//	run, err := nimbustest.RunTx(ctx, c, ev, customerOf, billing.Credit)
 //	// run.Outcome, run.Writes, run.Published, c.Read("C-1", "acc-C-1", &acc)
 //
 // Import it from _test.go files only: nothing in a production binary
