@@ -11,7 +11,8 @@ import (
 // HandlerFunc handles one event. It returns Completed or PendingHandoff on
 // success; a non-nil error fails the event in the way its kind says (see
 // KindOf), and the Result is then ignored. ctx ends when the invocation is
-// abandoned; it carries the delivery's trace.
+// abandoned; it carries the delivery's trace and the handler's logger
+// (see Logger).
 type HandlerFunc func(ctx context.Context, ev *Event) (Result, error)
 
 // Event is what a handler receives: the domain event and where it came
@@ -206,7 +207,7 @@ func KindOf(err error) FailureKind {
 // unchanged, so their marks keep their meaning.
 func adapt(h HandlerFunc) subscriber.HandlerFunc {
 	return func(ctx context.Context, in *subscriber.Event) (subscriber.Result, error) {
-		return toResult(h(ctx, newEvent(in)))
+		return toResult(h(eventLogContext(ctx, in), newEvent(in)))
 	}
 }
 

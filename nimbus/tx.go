@@ -270,7 +270,7 @@ func inboxState(cfg *config.Config, setting func(string) string) (endpoint, enab
 func adaptTx(h TxHandlerFunc) subscriber.TxHandlerFunc {
 	return func(ctx context.Context, in *subscriber.Event, u *txn.Unit) (subscriber.Result, error) {
 		ev := newEvent(in)
-		res, err := h(ctx, ev, &Tx{u: u, ev: ev})
+		res, err := h(eventLogContext(ctx, in), ev, &Tx{u: u, ev: ev})
 		return toResult(res, err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/handlerlog"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
@@ -54,6 +55,8 @@ func (h *host) httpInvocation(f HTTPFunction) http.Handler {
 		ctx, charge := telemetry.WithCharge(ctx)
 		rw := &statusWriter{ResponseWriter: w}
 		inv := &funchost.Invocation{Function: f.Name, InvocationID: r.Header.Get("X-Azure-Functions-InvocationId")}
+		logged := &handlerlog.Sink{}
+		ctx = handlerlog.WithContext(ctx, handlerlog.New(h.log, f.Name, inv.InvocationID, logged).WithFields(ctx))
 		panicked := false
 		func() {
 			defer func() {
@@ -106,6 +109,11 @@ func (h *host) httpInvocation(f HTTPFunction) http.Handler {
 			ev = ev.Str("method", logsafe.Bound(r.Method)).Str("route", route).Int("status", status).Str("outcome", outcome).
 				Bool("hasParentTrace", hasParent).Float64("durationMs", float64(d.Microseconds())/1000)
 			h.withCharge(ev, charge).Msg("HTTP request answered")
+		}
+		// The host logs an HTTP function's stderr, not a response's Logs:
+		// the handler's warnings and errors go there.
+		for _, l := range handlerLines(logged) {
+			h.recent.add(inv.InvocationID, h.stderrLine(l))
 		}
 		line := f.Name + " request answered " + strconv.Itoa(status) + ": method=" + logsafe.Bound(r.Method) + " route=" + route
 		if inv.InvocationID != "" {

@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
+	"github.com/nimbus-go/functions-subscriber/internal/handlerlog"
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
@@ -40,16 +41,20 @@ func (a *endpointApp) invokeDelivery(ctx context.Context, inv *funchost.Invocati
 	defer dl.span.End()
 	if err != nil {
 		r := subscriber.Report{Outcome: subscriber.OutcomeMalformed, Inbox: subscriber.InboxNotReached, Err: err, Duration: a.now().Sub(dl.start)}
-		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent)
+		a.finishInvocation(dl.span, inv, &r, 0, dl.charge, dl.hasParent, nil)
 		return &failure{status: r.Outcome.Spec().Status, err: err}
 	}
+	// The handlers' logger: the invocation's JSON lines, and its warnings
+	// and errors kept for the host's lines of the answer.
+	logged := &handlerlog.Sink{}
+	ctx = handlerlog.WithContext(ctx, handlerlog.New(a.log, inv.Function, inv.InvocationID, logged))
 	d := subscriber.Delivery{Broker: brokerOf(m), Properties: m.ApplicationProperties, Body: m.Body}
 	r := run(ctx, &d)
 	for i := range r.Replays {
 		rr := &r.Replays[i]
 		a.logInvocation(inv, boundReport(rr), rr.DeliveryCount, rr.Charge)
 	}
-	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent)
+	a.finishInvocation(dl.span, inv, &r, m.DeliveryCount, dl.charge, dl.hasParent, logged)
 	return a.answer(ctx, r.Outcome.Spec(), string(r.Outcome), r.Err, m.DeliveryCount)
 }
 
@@ -76,8 +81,10 @@ func brokerOf(m *funchost.ServiceBusMessage) message.Broker {
 // finishInvocation records the invocation's metrics and span attributes
 // and writes its lines: the JSON line on stdout; for an answer that
 // completes the message, the summary and any warnings in the response's
-// Logs; for one that fails it, a line on stderr.
-func (a *endpointApp) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool) {
+// Logs; for one that fails it, a line on stderr. The warnings and errors
+// the handlers logged (kept in logged) follow the summary in the Logs, or
+// precede the failure line on stderr.
+func (a *endpointApp) finishInvocation(span trace.Span, inv *funchost.Invocation, r *subscriber.Report, deliveryCount int, charge *telemetry.Charge, hasParent bool, logged *handlerlog.Sink) {
 	boundReport(r)
 	outcome := string(r.Outcome)
 	a.recordInvocation(outcome, r.Duration, charge)
@@ -88,10 +95,47 @@ func (a *endpointApp) finishInvocation(span trace.Span, inv *funchost.Invocation
 	a.logInvocation(inv, r, deliveryCount, charge)
 	if r.Outcome.Completes() {
 		a.invocationLogs(inv, r, deliveryCount, charge)
+		for _, line := range handlerLines(logged) {
+			inv.Log(line)
+		}
 		a.recent.add(inv.InvocationID, inv.Logs()...)
 	} else {
+		for _, line := range handlerLines(logged) {
+			a.recent.add(inv.InvocationID, a.stderrLine(line))
+		}
 		a.failureLine(inv, r, deliveryCount)
 	}
+}
+
+// handlerLines words the warnings and errors a handler logged as the
+// host's lines: "warning: " or "error: ", "handler logged: ", the
+// message, a colon and the fields (the ids, then the record's
+// attributes), every value bounded by the handler's logger; and a line
+// counting those not kept.
+func handlerLines(logged *handlerlog.Sink) []string {
+	entries, dropped := logged.Entries()
+	if len(entries) == 0 {
+		return nil
+	}
+	lines := make([]string, 0, len(entries)+1)
+	for _, e := range entries {
+		b := make([]byte, 0, 256)
+		if e.Error {
+			b = append(b, "error: handler logged: "...)
+		} else {
+			b = append(b, "warning: handler logged: "...)
+		}
+		b = append(b, e.Message...)
+		b = append(b, ':')
+		for _, f := range e.Fields {
+			b = appendField(b, f.Key, f.Value)
+		}
+		lines = append(lines, string(b))
+	}
+	if dropped > 0 {
+		lines = append(lines, "warning: the handler logged "+strconv.Itoa(dropped)+" more warning(s) or error(s) in this invocation; see its JSON lines on stdout")
+	}
+	return lines
 }
 
 // logInvocation writes the invocation's one line. Every string on it is

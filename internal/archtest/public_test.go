@@ -38,3 +38,20 @@ func TestOnlyTheSampleImportsThePublicPackage(t *testing.T) {
 		}
 	}
 }
+
+// The test package nimbustest is imported by tests only: no package's
+// non-test files depend on it (nimbus and the sample endpoint included),
+// so no production binary links it.
+func TestOnlyTestsImportNimbustest(t *testing.T) {
+	pkgs := list(t)
+	if _, ok := pkgs["nimbustest"]; !ok {
+		t.Fatal("package nimbustest not found")
+	}
+	for name, p := range pkgs {
+		for _, d := range p.Deps {
+			if d == module+"/nimbustest" {
+				t.Errorf("%s depends on nimbustest; import it from _test.go files only", name)
+			}
+		}
+	}
+}
