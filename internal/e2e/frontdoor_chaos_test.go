@@ -340,9 +340,9 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 	}
 	jobs := append([]*doorOrder(nil), orders...)
 	for n := range invalid {
-		bad := &doorOrder{id: fmt.Sprintf("O-invalid-%02d", n), customer: fmt.Sprintf("C-%02d", n%customers), amount: -float64(n), invalid: true,
+		o := &doorOrder{id: fmt.Sprintf("O-invalid-%02d", n), customer: fmt.Sprintf("C-%02d", n%customers), amount: -float64(n), invalid: true,
 			traceID: fmt.Sprintf("%032x", 0xbad00000+n)}
-		jobs = append(jobs, bad)
+		jobs = append(jobs, o)
 	}
 	rng.Shuffle(len(jobs), func(i, j int) { jobs[i], jobs[j] = jobs[j], jobs[i] })
 
@@ -389,9 +389,10 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 	// The answers.
 	requests, attempts, connErrs, fiveXX := 0, 0, 0, map[int]int{}
 	created, replayed := 0, 0
-	bad := 0
+	// A failure of one kind (its format) is shown 10 times at most.
+	bad := map[string]int{}
 	report := func(format string, args ...any) {
-		if bad++; bad <= 30 {
+		if bad[format]++; bad[format] <= 10 {
 			t.Errorf(format, args...)
 		}
 	}
@@ -555,8 +556,10 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 	for _, id := range sortedKeys(placed) {
 		report("an announcement of no committed order: %s (%d copies)", id, len(placed[id]))
 	}
-	if bad > 30 {
-		t.Errorf("%d failures in all, the first 30 shown", bad)
+	for _, format := range sortedKeys(bad) {
+		if n := bad[format]; n > 10 {
+			t.Errorf("%d failures %q in all, the first 10 shown", n, format)
+		}
 	}
 
 	// Every kill point and every fault kind was reached.
