@@ -237,6 +237,58 @@ func queryAll[T any](tb testing.TB, c *azcosmos.ContainerClient, query string) [
 	return out
 }
 
+// chaosFaults is what a chaos run's kills and faults did.
+type chaosFaults struct {
+	kills  [killPoints]int // kills per point
+	done   int             // kills in all
+	log    []string        // the kills, in order
+	cosmos testenv.FaultCounts
+	sb     testenv.AMQPFaultCounts
+	// refused are the sends the broker refused.
+	refused int
+}
+
+// perPoint lists the kills per point.
+func (f chaosFaults) perPoint() string {
+	parts := make([]string, killPoints)
+	for p := range killPoints {
+		parts[p] = fmt.Sprintf("%d %s", f.kills[p], p)
+	}
+	return strings.Join(parts, ", ")
+}
+
+// checkKillsAndFaults asserts that a chaos run reached what it planned:
+// the planned kills all done (none left when the run ended) and each
+// without an error, every kind of Cosmos fault injected (503, 429, dropped
+// before and after forwarding), and on Service Bus connections cut before
+// and after the broker had a transfer, sends in flight cut with them, and
+// sends of eventType refused. It returns the counts.
+func checkKillsAndFaults(t *testing.T, s *chaosStack, killer *batchKiller, planned, left int, eventType string) chaosFaults {
+	t.Helper()
+	killer.mu.Lock()
+	f := chaosFaults{kills: killer.kills, log: killer.log}
+	errs := killer.errs
+	killer.mu.Unlock()
+	for _, err := range errs {
+		t.Error(err)
+	}
+	for _, n := range f.kills {
+		f.done += n
+	}
+	if f.done != planned || left != 0 {
+		t.Errorf("%d kills done (%v), %d planned ones left: the run ended before every kill point", f.done, f.kills, left)
+	}
+	f.cosmos = s.proxy.Counts()
+	if pc := f.cosmos; pc.Unavailable == 0 || pc.Throttled == 0 || pc.Dropped == 0 || pc.DroppedAfterForward == 0 {
+		t.Errorf("not every Cosmos fault kind was injected: %+v", pc)
+	}
+	f.sb, f.refused = s.sbProxy.Counts(), s.sb.InjectedSendFaults()[eventType]
+	if sc := f.sb; sc.CutBefore == 0 || sc.CutAfter == 0 || sc.InFlightCut == 0 || f.refused == 0 {
+		t.Errorf("not every Service Bus fault kind was injected: %+v, %d sends refused", sc, f.refused)
+	}
+	return f
+}
+
 // TestFrontDoorOrdersSurviveKillsAndFaults posts 1,000 orders (40
 // customers, seeded amounts; a third with an Idempotency-Key header, the
 // others keyed by their OrderId; half with an X-Correlation-Id) to the real
@@ -562,47 +614,21 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 		}
 	}
 
-	// Every kill point and every fault kind was reached.
-	killer.mu.Lock()
-	kinds, killLog, killErrs := killer.kills, killer.log, killer.errs
-	killer.mu.Unlock()
-	for _, err := range killErrs {
-		t.Error(err)
-	}
-	done := 0
-	for _, n := range kinds {
-		done += n
-	}
-	if done != kills || left != 0 {
-		t.Errorf("%d kills done (%v), %d planned ones left: the run ended before every kill point", done, kinds, left)
-	}
-	pc := s.proxy.Counts()
-	if pc.Unavailable == 0 || pc.Throttled == 0 || pc.Dropped == 0 || pc.DroppedAfterForward == 0 {
-		t.Errorf("not every Cosmos fault kind was injected: %+v", pc)
-	}
-	sc := s.sbProxy.Counts()
-	refused := s.sb.InjectedSendFaults()["OrderPlaced"]
-	if sc.CutBefore == 0 || sc.CutAfter == 0 || refused == 0 {
-		t.Errorf("not every Service Bus fault kind was injected: %+v, %d sends refused", sc, refused)
-	}
-
-	var killed []string
-	for p := range killPoints {
-		killed = append(killed, fmt.Sprintf("%d %s", kinds[p], p))
-	}
+	ran := checkKillsAndFaults(t, s, killer, kills, left, "OrderPlaced")
+	pc, sc := ran.cosmos, ran.sb
 	tally.mu.Lock()
 	hooked := tally.batches
 	tally.mu.Unlock()
 	t.Logf("front-door chaos run: %d orders of %d customers + %d sent again + %d under a reused key + %d invalid, %d clients, in %v (%.0f orders/s)",
 		total, customers, total/10, reused, invalid, inFlight, elapsed.Round(time.Millisecond), float64(total)/elapsed.Seconds())
-	t.Logf("kills: %d (%s): %s", done, strings.Join(killed, ", "), strings.Join(killLog, "; "))
+	t.Logf("kills: %d (%s): %s", ran.done, ran.perPoint(), strings.Join(ran.log, "; "))
 	t.Logf("requests: %d attempts for %d requests (%.1f%% sent again): %d without an answer (cut, refused, timed out), 5xx %v",
 		attempts, requests, 100*float64(attempts-requests)/float64(max(requests, 1)), connErrs, fiveXX)
 	t.Logf("answers: %d orders answered 201, %d 200 after a failed attempt (its 201 lost)", created, replayed)
 	t.Logf("Cosmos: %d requests on the orders' documents, %d front-door batches forwarded to the hooks (%d marks); %d faults injected (%d × 503, %d × 429, %d dropped before Cosmos, %d dropped after Cosmos applied it)",
 		pc.Requests, hooked, killer.marks.Load(), pc.Injected(), pc.Unavailable, pc.Throttled, pc.Dropped, pc.DroppedAfterForward)
 	t.Logf("Service Bus: %d transfers of an OrderPlaced over %d connections; %d (%.1f%%) failed on a cut connection: %d cut before the broker got them, %d after it stored them (%d unsettled), %d in flight with them; %d sends refused by the broker",
-		sc.Eligible, sc.Connections, sc.Affected(), 100*float64(sc.Affected())/float64(max(sc.Eligible, 1)), sc.CutBefore, sc.CutAfter, sc.CutAfterUnsettled, sc.InFlightCut, refused)
+		sc.Eligible, sc.Connections, sc.Affected(), 100*float64(sc.Affected())/float64(max(sc.Eligible, 1)), sc.CutBefore, sc.CutAfter, sc.CutAfterUnsettled, sc.InFlightCut, ran.refused)
 	t.Logf("OutboxSweep at the end: %d records left undispatched by the requests; sweeps %+v", len(pending), sweeps)
 	t.Logf("OrderPlaced: %d copies of %d orders: %d re-sends, a re-send rate of %.3f (orders by copies: %v)",
 		copiesSeen, total, resends, float64(resends)/float64(total), copiesPerOrder)
