@@ -335,8 +335,9 @@ func checkKillsAndFaults(t *testing.T, s *chaosStack, killer *batchKiller, plann
 // timeout: that attempt may have committed). Nothing else may answer a
 // single request 200: the Cosmos SDK does not send a write again once it
 // may have reached the service, so a batch is committed by the attempt
-// that sent it, and that attempt answers 201 unless it dies. The test prints the kills per stage, the faults, the attempts,
-// the re-send rate and the duration.
+// that sent it, and that attempt answers 201 unless it dies. The test
+// prints the kills per stage, the faults, the attempts, the re-send rate
+// and the duration.
 func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 	longRun(t)
 	const (
