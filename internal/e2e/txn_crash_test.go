@@ -471,28 +471,8 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 			t.Errorf("%d messages dead-lettered on %s", n, sub)
 		}
 	}
-	killer.mu.Lock()
-	kinds, killLog, killErrs := killer.kills, killer.log, killer.errs
-	killer.mu.Unlock()
-	for _, err := range killErrs {
-		t.Error(err)
-	}
-	done := 0
-	for _, n := range kinds {
-		done += n
-	}
-	if done != kills || left != 0 {
-		t.Errorf("%d kills done (%v), %d planned ones left: the run ended before every kill point", done, kinds, left)
-	}
-	pc := s.proxy.Counts()
-	if pc.Unavailable == 0 || pc.Throttled == 0 || pc.Dropped == 0 || pc.DroppedAfterForward == 0 {
-		t.Errorf("not every Cosmos fault kind was injected: %+v", pc)
-	}
-	sc := s.sbProxy.Counts()
-	refused := s.sb.InjectedSendFaults()["PaymentRecorded"]
-	if sc.CutBefore == 0 || sc.CutAfter == 0 || sc.InFlightCut == 0 || refused == 0 {
-		t.Errorf("not every Service Bus fault kind was injected: %+v, %d sends refused", sc, refused)
-	}
+	ran := checkKillsAndFaults(t, s, killer, kills, left, "PaymentRecorded")
+	pc, sc := ran.cosmos, ran.sb
 
 	outcomes := map[string]int{}
 	for _, l := range s.lines() {
@@ -501,17 +481,13 @@ func TestTransactionalPaymentsSurviveKillsAndBatchFaults(t *testing.T) {
 		}
 	}
 	cuts := len(s.transport.cuts())
-	var killed []string
-	for p := range killPoints {
-		killed = append(killed, fmt.Sprintf("%d %s", kinds[p], p))
-	}
 	t.Logf("txn crash run: %d payments + %d re-sent under a new MessageId = %d events over %d customers (sessions) in %v (%.0f events/s)",
 		total, resent, len(evs), customers, elapsed.Round(time.Millisecond), float64(len(evs))/elapsed.Seconds())
-	t.Logf("kills: %d (%s), cutting %d invocations: %s", done, strings.Join(killed, ", "), cuts, strings.Join(killLog, "; "))
+	t.Logf("kills: %d (%s), cutting %d invocations: %s", ran.done, ran.perPoint(), cuts, strings.Join(ran.log, "; "))
 	t.Logf("batch requests: %d (%d dispatched marks), %d faults injected (%d × 503, %d × 429, %d dropped before Cosmos, %d dropped after Cosmos applied it)",
 		killer.batches.Load()+pc.Injected(), killer.marks.Load(), pc.Injected(), pc.Unavailable, pc.Throttled, pc.Dropped, pc.DroppedAfterForward)
 	t.Logf("Service Bus: %d transfers of a NimBus message by the handler over %d connections; %d of them (%.1f%%) failed on a cut connection: %d faulted before the broker got them, %d after it stored them (%d unsettled), %d in flight with them; %d sends of a PaymentRecorded refused by the broker",
-		sc.Eligible, sc.Connections, sc.Affected(), 100*float64(sc.Affected())/float64(max(sc.Eligible, 1)), sc.CutBefore, sc.CutAfter, sc.CutAfterUnsettled, sc.InFlightCut, refused)
+		sc.Eligible, sc.Connections, sc.Affected(), 100*float64(sc.Affected())/float64(max(sc.Eligible, 1)), sc.CutBefore, sc.CutAfter, sc.CutAfterUnsettled, sc.InFlightCut, ran.refused)
 	t.Logf("dead-lettered after their commit: %d %v", len(dead), dead)
 	t.Logf("OutboxSweep at the end: %d markers left undispatched by the deliveries; the sweep %+v", len(pending), sweep)
 	t.Logf("PaymentRecorded: %d payments announced, %d copies on the topic: %d re-sends, %.1f%% of the payments (payments by copies: %v)",
