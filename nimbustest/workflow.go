@@ -64,7 +64,7 @@ import (
 // NimBus's Manager shows for each event ([Workflow.Status],
 // [Workflow.Events]), dead-lettered messages ([Workflow.DeadLetters]) and
 // the documents of each container ([Workflow.Documents]). It acts as an
-// operator with [Workflow.Resubmit] and [Workflow.Skip], calls HTTP
+// operator with [Workflow.Resubmit], [Workflow.Skip] and [Workflow.Retry], calls HTTP
 // functions with [Workflow.Call] and timer functions with
 // [Workflow.Timer], and injects store outages and refused sends with
 // [Workflow.Inject].

@@ -144,3 +144,31 @@ func (w *Workflow) managerSend(endpoint string, nm nimbusmsg.Message) {
 	defer w.mu.Unlock()
 	w.sendLocked(endpoint, m, w.now)
 }
+
+// Retry enqueues now the RetryRequest the endpoint scheduled for the
+// failed event it received under messageID (its retry policy's next
+// attempt), instead of at its time: the operator's "retry now". NimBus's
+// Manager has no retry message of its own; a failed event with no
+// RetryRequest waiting (its policy exhausted, or none) is retried by
+// resubmitting it unchanged ([Workflow.Resubmit] with ""), and Retry says
+// so in its error.
+func (w *Workflow) Retry(endpoint, messageID string) error {
+	event, _, err := w.failedEvent(endpoint, messageID)
+	if err != nil {
+		return err
+	}
+	eventID := event.Prop(message.PropEventID)
+	w.mu.Lock()
+	found := false
+	for _, s := range w.scheduled {
+		if s.topic == endpoint && s.msg.Type() == message.RetryRequest.String() && s.msg.Prop(message.PropEventID) == eventID {
+			s.at, found = w.now, true
+		}
+	}
+	w.mu.Unlock()
+	if !found {
+		return fmt.Errorf("nimbustest: %s has no RetryRequest waiting for event %s (MessageId %s): resubmit it unchanged instead", endpoint, eventID, messageID)
+	}
+	w.enqueueDue()
+	return nil
+}

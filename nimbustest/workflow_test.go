@@ -254,6 +254,32 @@ func TestWorkflowDeadLettersAfterMaxDeliveries(t *testing.T) {
 	}
 }
 
+// An operator's retry enqueues the waiting RetryRequest at once; with none
+// waiting, Retry refuses and names the resubmission.
+func TestWorkflowRetryNow(t *testing.T) {
+	var invoiced []string
+	w, orders := newWorkflow(t, &invoiced,
+		"NimBus__RetryPolicies__Default__MaxRetries=1", "NimBus__RetryPolicies__Default__Backoff=Fixed",
+		"NimBus__RetryPolicies__Default__BaseDelay=01:00:00")
+	accept(t, orders, orderAccepted{OrderID: "O-1", Fail: "failed"}, "O-1")
+	w.MustRun()
+	if len(w.Scheduled()) != 1 {
+		t.Fatalf("scheduled: %+v, want one RetryRequest", w.Scheduled())
+	}
+	if err := w.Retry("Billing", "OrderAccepted-O-1"); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.Scheduled()) != 0 {
+		t.Fatalf("still scheduled after Retry: %+v", w.Scheduled())
+	}
+	w.MustRun()
+	equal(t, "Billing's outcomes", w.Outcomes("Billing"), []string{"OrderAccepted event_failed", "OrderAccepted completed"})
+	equal(t, "invoiced", invoiced, []string{"O-1"})
+	if err := w.Retry("Billing", "OrderAccepted-O-1"); err == nil || !strings.Contains(err.Error(), "resubmit") {
+		t.Fatalf("Retry with nothing waiting = %v, want an error naming the resubmission", err)
+	}
+}
+
 // A retry policy schedules a RetryRequest; it is delivered when the
 // clock reaches its time, and the retried handler completes.
 func TestWorkflowScheduledRetry(t *testing.T) {
