@@ -127,19 +127,6 @@ type Options struct {
 	DeduplicateCloudEventsBySource bool
 }
 
-// Scheduler schedules a message on the endpoint topic.
-type Scheduler interface {
-	Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error
-}
-
-// RetryPolicies decides the RetryRequest after a failed event.
-type RetryPolicies interface {
-	// RetryDelay returns the wait before the next RetryRequest for an
-	// event of eventTypeID that failed with errText after retryCount
-	// retries, and false when no policy applies or its retries are spent.
-	RetryDelay(eventTypeID, errText, endpoint string, retryCount int, rnd float64) (time.Duration, bool)
-}
-
 // Pipeline processes deliveries. It is safe for concurrent use.
 type Pipeline struct {
 	o Options
