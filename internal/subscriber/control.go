@@ -224,30 +224,6 @@ func (j *job) handoffFailed(ctx context.Context) (Outcome, error) {
 	return OutcomeHandoffFailed, j.respond(ctx, message.NewErrorResponse(j.in, text, typ, j.timings()))
 }
 
-// duplicateRequest answers a RetryRequest or resubmission found recorded (a
-// redelivery after its success), as NimBus does: it lifts this event's
-// block if it still holds, or asks for the replay of what waits when
-// nothing blocks the session, and answers SkipResponse "DuplicateDetected".
-//
-// An undispatched outbox of the copy that committed it goes out first,
-// before the block is lifted, so nothing parked behind this event is
-// replayed before its events are sent.
-func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
-	if err := j.finishOutbox(ctx); err != nil {
-		return "", err
-	}
-	return j.unblockThen(ctx, j.duplicate)
-}
-
-// unblockThen lifts this event's block and asks for the replay of what
-// waits (see unblockAndDrain), then answers.
-func (j *job) unblockThen(ctx context.Context, answer func(context.Context) (Outcome, error)) (Outcome, error) {
-	if err := j.unblockAndDrain(ctx); err != nil {
-		return "", err
-	}
-	return answer(ctx)
-}
-
 // denied refuses a Manager request that does not come from the Manager
 // (compared case-insensitively): it takes the dead-letter path.
 func (j *job) denied() error {

@@ -85,44 +85,6 @@ func readReplayRequest(props map[string]any) (req *message.Inbound, err error) {
 	return req, nil
 }
 
-// Why a replay request fails before it replays anything.
-var (
-	errNoReplaySession = errors.New("the replay request has no SessionId")
-	errReplayOff       = errors.New("replay is not configured (no session store or Deferred subscription)")
-)
-
-// replayError is a replay that failed in one of its own steps (step names
-// it; "" for the write of the replay cursor, whose error names itself).
-type replayError struct {
-	step string
-	err  error
-}
-
-func (e *replayError) Error() string {
-	if e.step == "" {
-		return e.err.Error()
-	}
-	return e.step + ": " + e.err.Error()
-}
-
-func (e *replayError) Unwrap() error { return e.err }
-
-// reported is the error the report gives for e.
-func (e *replayError) reported() error {
-	if e.step == "" {
-		return e.err
-	}
-	return e
-}
-
-// copyError is a replay that ended at a parked copy whose replay failed
-// and may succeed later (end is how the copy's replay ended): the copy is
-// given back for the next replay.
-type copyError struct{ end result }
-
-func (e *copyError) Error() string { return e.end.err.Error() }
-func (e *copyError) Unwrap() error { return e.end.err }
-
 // drain replays the parked copies of req's session, until deadline; it
 // returns why it stopped. t receives the session and the replayed copies.
 func (p *Pipeline) drain(ctx context.Context, d *Delivery, req *message.Inbound, t *trail, deadline time.Time) (stop string, err error) {

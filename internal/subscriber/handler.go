@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
-	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
@@ -66,17 +65,6 @@ type CloudEventAttributes struct {
 	DataContentType               string
 	// Extensions by name, prefix stripped.
 	Extensions map[string]string
-}
-
-func cloudEventAttributes(ce *message.CloudEvent) *CloudEventAttributes {
-	if ce == nil {
-		return nil
-	}
-	return &CloudEventAttributes{
-		ID: deref(ce.ID), Source: deref(ce.Source), Type: deref(ce.Type), SpecVersion: deref(ce.SpecVersion),
-		Subject: deref(ce.Subject), Time: deref(ce.Time), DataSchema: deref(ce.DataSchema),
-		DataContentType: deref(ce.DataContentType), Extensions: ce.Extensions,
-	}
 }
 
 // Decode unmarshals the domain event into v. A failure is Permanent, and

@@ -14,6 +14,13 @@ import (
 // have packages of their own (inbox.Store, session.Store, txn.Store,
 // resolver.Publisher).
 
+// Delivery is one delivered message as the transport saw it.
+type Delivery struct {
+	Broker     message.Broker
+	Properties map[string]any
+	Body       []byte
+}
+
 // Scheduler schedules a message on the endpoint topic.
 type Scheduler interface {
 	Schedule(ctx context.Context, m *message.Outgoing, at time.Time) error

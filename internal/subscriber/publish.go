@@ -354,23 +354,3 @@ func (p *Pipeline) publishAll(ctx context.Context, ms []*message.Outgoing) error
 	}
 	return nil
 }
-
-// eventsError is a send of published events that failed: n events (a
-// transactional handler's with its ResolutionResponse) after the handler
-// succeeded, and, for a transactional handler, after its batch committed
-// them with the delivery's marker (committed).
-type eventsError struct {
-	n         int
-	committed bool
-	canceled  bool
-	err       error
-}
-
-func (e *eventsError) Error() string {
-	if e.committed {
-		return fmt.Sprintf("send of %d committed published event(s) and the ResolutionResponse: %v", e.n, e.err)
-	}
-	return fmt.Sprintf("send of %d published event(s): %v", e.n, e.err)
-}
-
-func (e *eventsError) Unwrap() error { return e.err }

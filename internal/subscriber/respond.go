@@ -9,15 +9,6 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// respond sends the Resolver response out.
-func (j *job) respond(ctx context.Context, out *message.Outgoing) error {
-	if err := j.p.send(ctx, out); err != nil {
-		return err
-	}
-	j.did.responded = true
-	return nil
-}
-
 // resolve answers a ResolutionResponse.
 func (j *job) resolve(ctx context.Context) error {
 	return j.respond(ctx, message.NewResponse(j.in, message.Resolution, j.timings(), nil))
@@ -148,3 +139,27 @@ func (j *job) discarded(ctx context.Context, err error) (Outcome, error) {
 // discardClassifier names what classified a failure as Discard in the
 // SkipResponse text ("… Classified as Discard by {classifier}.").
 const discardClassifier = "subscriber.Discard"
+
+// duplicateRequest answers a RetryRequest or resubmission found recorded (a
+// redelivery after its success), as NimBus does: it lifts this event's
+// block if it still holds, or asks for the replay of what waits when
+// nothing blocks the session, and answers SkipResponse "DuplicateDetected".
+//
+// An undispatched outbox of the copy that committed it goes out first,
+// before the block is lifted, so nothing parked behind this event is
+// replayed before its events are sent.
+func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
+	if err := j.finishOutbox(ctx); err != nil {
+		return "", err
+	}
+	return j.unblockThen(ctx, j.duplicate)
+}
+
+// unblockThen lifts this event's block and asks for the replay of what
+// waits (see unblockAndDrain), then answers.
+func (j *job) unblockThen(ctx context.Context, answer func(context.Context) (Outcome, error)) (Outcome, error) {
+	if err := j.unblockAndDrain(ctx); err != nil {
+		return "", err
+	}
+	return answer(ctx)
+}

@@ -37,13 +37,6 @@ import (
 // limit or a refused operation is OutcomeTxnRejected (dead-letter path).
 // The verdict's outcome is decided where every failure's is (outcomeOf).
 
-// Store operations of a transactional handler, as StoreError names them.
-const (
-	opMarkerCheck      = "marker_check"
-	opTxnCommit        = "txn_commit"
-	opOutboxDispatched = "outbox_dispatched"
-)
-
 // Spans of a transactional handler's batch, and of the mark that its
 // events were dispatched.
 const (
