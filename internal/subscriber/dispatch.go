@@ -14,25 +14,25 @@ import (
 // point treats alike is the error: an event that cannot reach its handler,
 // a cancelled, Transient or Permanent handler failure, a failed record or
 // batch.
-func (j *job) handle(ctx context.Context, keys []*inbox.Key) (answer, error) {
+func (j *job) handle(ctx context.Context, keys []*inbox.Key) (handled, error) {
 	switch supported, err := j.dispatch(); {
 	case err != nil:
-		return answer{}, err
+		return handled{}, err
 	case !supported:
-		return answer{kind: answerUnsupported}, j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil))
+		return handled{kind: handledUnsupported}, j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil))
 	}
 	if j.h.tx != nil {
 		return j.runTx(ctx, keys)
 	}
 	a, err := j.run(ctx, j.h.h, nil)
-	if err != nil || a.kind != answerCompleted {
+	if err != nil || a.kind != handledCompleted {
 		return a, err
 	}
 	// The events go out before the record: a failure between the two runs
 	// the handler again on redelivery, which publishes the same ids.
 	sctx := j.settling(ctx)
 	if err := j.sendEvents(sctx); err != nil {
-		return answer{}, err
+		return handled{}, err
 	}
 	return a, j.record(sctx, keys...)
 }

@@ -262,7 +262,7 @@ func (p *Pipeline) replayCopy(ctx context.Context, sid string, pc *Parked, st se
 	j := p.newJob(&Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}, start)
 	defer j.endSettle()
 	ctx, j.did.charge = telemetry.WithPartCharge(ctx)
-	j.attempt, j.replaying, j.st = AttemptReplay, true, st
+	j.startFrom(st)
 	j.did.deferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
 	o, err := j.replay(ctx)
 	j.did.duration = p.o.Now().Sub(start)
@@ -272,17 +272,18 @@ func (p *Pipeline) replayCopy(ctx context.Context, sid string, pc *Parked, st se
 // replay reads the parked copy and handles it as an original delivery of
 // its event would be, unless the session is blocked by another event.
 func (j *job) replay(ctx context.Context) (Outcome, error) {
-	d := j.d
-	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
+	in, err := j.read(readAs{replaying: true})
 	if err != nil {
 		return "", err
 	}
-	j.read(in)
 	if in.Type != message.EventRequest && in.Type != message.UnsupportedResponse {
 		return "", &UnsupportedTypeError{Type: in.Type.String()}
 	}
+	// The source identity is the MessageId of the delivery that parked the
+	// copy, which it carries as its InboxMessageId.
+	source := deref(in.MessageID)
 	if src := in.InboxMessageID; src != nil && *src != "" {
-		j.source = *src
+		source = *src
 	}
 	j.ownKey()
 	src := j.sourceKey()
@@ -294,12 +295,12 @@ func (j *job) replay(ctx context.Context) (Outcome, error) {
 	case dup:
 		return j.duplicate(ctx)
 	}
-	if j.st.Blocked() && !j.isBlocker(j.st) {
+	if j.st.Blocked() && !j.isBlocker(j.st, source) {
 		// Parked behind another event's block: not this replay's to handle.
 		j.behindBlock = true
 		return OutcomeDrained, nil
 	}
-	return j.handleEvent(ctx, []*inbox.Key{src, j.own})
+	return j.handleEvent(ctx, []*inbox.Key{src, j.own}, source)
 }
 
 // settleCopy settles the parked copy pc after its replay c ended with end.

@@ -15,9 +15,8 @@ func (p *Pipeline) Process(ctx context.Context, d *Delivery) Report {
 
 func (p *Pipeline) process(ctx context.Context, d *Delivery, ingress bool) Report {
 	j := p.newJob(d, p.o.Now())
-	j.ingress = ingress
 	defer j.endSettle()
-	o, err := j.process(ctx)
+	o, err := j.process(ctx, readAs{ingress: ingress})
 	end := ending(o, err, d.Properties)
 	p.lastDeliveryNotice(ctx, j, end)
 	j.did.duration = p.o.Now().Sub(j.start)
@@ -37,13 +36,11 @@ func (p *Pipeline) ProcessIngress(ctx context.Context, d *Delivery) Report {
 // process reads the delivery and runs it through the entry point of its
 // MessageType. Like every entry point, it returns the outcome it answered,
 // or the error that failed the delivery, whose outcome outcomeOf decides.
-func (j *job) process(ctx context.Context) (Outcome, error) {
-	d := j.d
-	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
+func (j *job) process(ctx context.Context, as readAs) (Outcome, error) {
+	in, err := j.read(as)
 	if err != nil {
 		return "", err
 	}
-	j.read(in)
 	if j.ingress && in.Type != message.EventRequest {
 		return "", &UnsupportedTypeError{Type: in.Type.String()}
 	}
@@ -52,18 +49,15 @@ func (j *job) process(ctx context.Context) (Outcome, error) {
 		// absent as a missing property, and the session guard keys on it.
 		return "", &message.InvalidMessageError{Property: message.PropEventID, Reason: "is null"}
 	}
-	if err := namedEvent(in.Type, d.Properties); err != nil {
+	if err := namedEvent(in.Type, j.d.Properties); err != nil {
 		return "", err
 	}
 	switch in.Type {
 	case message.EventRequest, message.UnsupportedResponse:
-		j.attempt = AttemptOriginal
 		return j.eventRequest(ctx)
 	case message.RetryRequest:
-		j.attempt = AttemptRetry
 		return j.retryRequest(ctx)
 	case message.ResubmissionRequest:
-		j.attempt = AttemptResubmission
 		return j.resubmission(ctx)
 	case message.SkipRequest:
 		return j.skipRequest(ctx)

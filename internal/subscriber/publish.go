@@ -247,9 +247,9 @@ type outbox struct {
 }
 
 // newOutbox starts the outbox of a run of j's handler under the handler's
-// span context ctx.
-func (j *job) newOutbox(ctx context.Context) *outbox {
-	o := &outbox{j: j, ids: map[string]bool{}}
+// span context ctx; queue is the run's (nil for a plain handler).
+func (j *job) newOutbox(ctx context.Context, queue func(*message.Outgoing) error) *outbox {
+	o := &outbox{j: j, ids: map[string]bool{}, queue: queue}
 	props := telemetry.Inject(ctx, nil)
 	o.traceparent, _ = props[telemetry.PropTraceParent].(string)
 	o.tracestate, _ = props[telemetry.PropTraceState].(string)
@@ -324,6 +324,14 @@ func (o *outbox) seal() (queued int, err error) {
 	defer o.mu.Unlock()
 	o.sealed = true
 	return o.queued, o.err
+}
+
+// drop forgets the events kept, which the delivery does not send (the
+// handler did not return Completed).
+func (o *outbox) drop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.msgs = nil
 }
 
 // sendEvents sends a plain handler's events in one send (consecutive

@@ -11,33 +11,33 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 )
 
-// answer is how the handler step left the event, for its entry point to
+// handled is how the handler step left the event, for its entry point to
 // answer.
-type answer struct {
-	kind answerKind
-	// err is the handler's failure (answerFailed, answerDiscarded).
+type handled struct {
+	kind handledKind
+	// err is the handler's failure (handledFailed, handledDiscarded).
 	err     error
 	handoff *Handoff
 }
 
-type answerKind int
+type handledKind int
 
 const (
-	// answerCompleted: the handler succeeded, and the delivery is recorded
+	// handledCompleted: the handler succeeded, and the delivery is recorded
 	// as processed.
-	answerCompleted answerKind = iota
-	// answerUnsupported: no handler takes the event type; the
+	handledCompleted handledKind = iota
+	// handledUnsupported: no handler takes the event type; the
 	// UnsupportedResponse is sent.
-	answerUnsupported
-	// answerHandoff: the handler handed the event off (not recorded).
-	answerHandoff
-	// answerFailed: the handler failed with a plain error or a panic.
-	answerFailed
-	// answerDiscarded: the handler discarded the event.
-	answerDiscarded
-	// answerDuplicate: the transactional handler's batch found another
+	handledUnsupported
+	// handledHandoff: the handler handed the event off (not recorded).
+	handledHandoff
+	// handledFailed: the handler failed with a plain error or a panic.
+	handledFailed
+	// handledDiscarded: the handler discarded the event.
+	handledDiscarded
+	// handledDuplicate: the transactional handler's batch found another
 	// copy's marker; nothing was applied.
-	answerDuplicate
+	handledDuplicate
 )
 
 // event is the handler's view of the delivery.
@@ -63,7 +63,7 @@ func (j *job) event() *Event {
 }
 
 // run invokes call for the event in the handler's span. A panic is a
-// failed event with the panic's text. The answer's kind follows the
+// failed event with the panic's text. What it returns (handled) follows the
 // handler's result; a failure that ends the delivery whatever the entry
 // point (the invocation was cancelled, or the error is Transient or
 // Permanent) is the error, a *handlerStop.
@@ -73,15 +73,14 @@ func (j *job) event() *Event {
 // transactional unit of work. The events are dropped (and counted) unless
 // the handler returns Completed; a refused publication then fails the
 // delivery permanently, even when the handler ignored its error.
-func (j *job) run(ctx context.Context, call HandlerFunc, queue func(*message.Outgoing) error) (answer, error) {
+func (j *job) run(ctx context.Context, call HandlerFunc, queue func(*message.Outgoing) error) (handled, error) {
 	ev := j.event()
 	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)
 	if span.IsRecording() {
 		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(j.eventTypeID)),
 			attribute.String("nimbus.attempt", string(j.attempt)))
 	}
-	j.out = j.newOutbox(hctx)
-	j.out.queue = queue
+	j.out = j.newOutbox(hctx, queue)
 	ev.out = j.out
 	res, err := j.invoke(hctx, call, ev)
 	queued, refused := j.out.seal()
@@ -92,23 +91,23 @@ func (j *job) run(ctx context.Context, call HandlerFunc, queue func(*message.Out
 	j.did.handlerRan = true
 	if err != nil || res.handoff != nil {
 		j.did.eventsDropped += queued
-		j.out.msgs = nil
+		j.out.drop()
 	}
 	if err == nil {
 		if res.handoff != nil {
-			return answer{kind: answerHandoff, handoff: res.handoff}, nil
+			return handled{kind: handledHandoff, handoff: res.handoff}, nil
 		}
-		return answer{kind: answerCompleted}, nil
+		return handled{kind: handledCompleted}, nil
 	}
 	switch kind := KindOf(err); {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return answer{}, &handlerStop{err: err, canceled: true}
+		return handled{}, &handlerStop{err: err, canceled: true}
 	case kind == KindTransient, kind == KindPermanent:
-		return answer{}, &handlerStop{err: err}
+		return handled{}, &handlerStop{err: err}
 	case kind == KindDiscard:
-		return answer{kind: answerDiscarded, err: err}, nil
+		return handled{kind: handledDiscarded, err: err}, nil
 	}
-	return answer{kind: answerFailed, err: err}, nil
+	return handled{kind: handledFailed, err: err}, nil
 }
 
 // invoke calls h, turning a panic into a *PanicError (its stack goes to

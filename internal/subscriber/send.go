@@ -48,3 +48,13 @@ func (j *job) respond(ctx context.Context, out *message.Outgoing) error {
 	j.did.responded = true
 	return nil
 }
+
+// respondAll sends ms out at once (see sendAll), a Resolver response
+// among them.
+func (j *job) respondAll(ctx context.Context, ms ...*message.Outgoing) error {
+	if err := j.p.sendAll(ctx, ms...); err != nil {
+		return err
+	}
+	j.did.responded = true
+	return nil
+}

@@ -10,62 +10,67 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
-// job is one delivery on its way through the pipeline: what was read of
-// it, the handler its event type resolved to, the inbox keys and session
-// state it was checked against, and what its steps did.
-type job struct {
-	p     *Pipeline
-	d     *Delivery
-	in    *message.Inbound
-	start time.Time
-
+// view is the read-only view of a delivery: the message read from it and
+// what follows from it alone. It is built once, where the delivery is read
+// (job.read), and nothing writes it afterwards.
+type view struct {
+	in          *message.Inbound
 	ce          *message.CloudEvent
 	fromBody    bool
 	eventTypeID string
 	queueMs     int64
-	attempt     Attempt
-	// h is the handler registered for eventTypeID, resolved once when the
-	// message is read; hasHandler is false when there is none.
+	// h is the handler registered for eventTypeID; hasHandler is false
+	// when there is none.
 	h          registered
 	hasHandler bool
-
-	// own is the inbox key of the delivery's own identity; nil when the
-	// inbox is off or bypassed.
-	own *inbox.Key
-	// source is the MessageId the event's source delivery had: the
-	// InboxMessageId a retry or replayed copy carries, else the delivery's
-	// own MessageId. It becomes BlockedByMessageId and the InboxMessageId
-	// of what this delivery parks or schedules.
-	source string
 	// sk is the session-state key; hasSession is false without a session
 	// store or a SessionId.
 	sk         session.Key
 	hasSession bool
-	st         session.State
-	// tx is set for an event of a transactional handler (prepareTx, which
-	// sets txPrepared).
-	tx         *txState
-	txPrepared bool
-	// replaying: the delivery is a parked copy being replayed by Drain,
-	// which owns the replay of the copies behind it; behindBlock: the copy
-	// waits behind another event's block and was left parked.
-	replaying, behindBlock bool
 	// ingress: the delivery came through the CloudEvents ingress
 	// function, which takes EventRequests only.
 	ingress bool
+	// attempt is how the event reaches its handler.
+	attempt Attempt
+	// replaying: the delivery is a parked copy being replayed by Drain,
+	// which owns the replay of the copies behind it.
+	replaying bool
+}
 
-	// out is the outbox of the handler's last run.
+// readAs is how a delivery is read: through the CloudEvents ingress
+// function, or as a parked copy Drain replays.
+type readAs struct{ ingress, replaying bool }
+
+// job is one delivery on its way through the pipeline: its read-only view,
+// and the state its steps keep, each field written by the one file that
+// owns it.
+type job struct {
+	p     *Pipeline
+	d     *Delivery
+	start time.Time
+	view
+
+	// own is the inbox key of the delivery's own identity; nil when the
+	// inbox is off or bypassed (inbox.go).
+	own *inbox.Key
+	// st is the session state as the delivery last saw it (sessionstate.go).
+	st session.State
+	// tx is the partition and outbox of an event of a transactional
+	// handler; nil for any other (tx.go).
+	tx *txState
+	// behindBlock: a replayed copy waits behind another event's block and
+	// was left parked (drain.go).
+	behindBlock bool
+	// out is the outbox of the handler's last run (run.go).
 	out *outbox
-	// outboxSent: a transactional outbox's events and its
-	// ResolutionResponse were sent (the delivery's answer is sent).
-	outboxSent bool
 
 	// settle is the context of the steps after the handler (see settling),
 	// and settleCancel releases it (endSettle).
 	settle       context.Context
 	settleCancel context.CancelFunc
 
-	// did is what the steps did, for the report.
+	// did is what the steps did, for the report; each step records its own
+	// facts.
 	did trail
 }
 
@@ -74,23 +79,36 @@ func (p *Pipeline) newJob(d *Delivery, start time.Time) *job {
 	return &job{p: p, d: d, start: start, did: trail{sessionID: deref(d.Broker.SessionID)}}
 }
 
-// read keeps what the pipeline uses of in, the message read from the
-// delivery, and resolves its event type's handler.
-func (j *job) read(in *message.Inbound) {
-	j.in = in
-	j.ce = in.CloudEvent
-	j.fromBody = readFromBody(j.ce)
-	j.eventTypeID = deref(in.EventTypeID)
-	j.h, j.hasHandler = j.p.o.Handlers.lookup(j.eventTypeID)
-	j.queueMs = -1
+// read reads the delivery, read as as says, and builds its view, resolving
+// its event type's handler; it is the only writer of the view.
+func (j *job) read(as readAs) (*message.Inbound, error) {
+	d := j.d
+	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
+	if err != nil {
+		return nil, err
+	}
+	v := view{in: in, ce: in.CloudEvent, eventTypeID: deref(in.EventTypeID), queueMs: -1, ingress: as.ingress, replaying: as.replaying}
+	v.fromBody = readFromBody(v.ce)
+	v.h, v.hasHandler = j.p.o.Handlers.lookup(v.eventTypeID)
 	if !in.EnqueuedTime.IsZero() {
-		j.queueMs = max(j.start.Sub(in.EnqueuedTime).Milliseconds(), 0)
+		v.queueMs = max(j.start.Sub(in.EnqueuedTime).Milliseconds(), 0)
 	}
-	j.source = deref(in.MessageID)
 	if sid := deref(in.SessionID); sid != "" && j.p.o.Sessions != nil {
-		j.sk = session.NewKey(j.p.o.EndpointID, sid)
-		j.hasSession = j.sk.Check() == nil
+		v.sk = session.NewKey(j.p.o.EndpointID, sid)
+		v.hasSession = v.sk.Check() == nil
 	}
+	switch {
+	case as.replaying:
+		v.attempt = AttemptReplay
+	case in.Type == message.EventRequest, in.Type == message.UnsupportedResponse:
+		v.attempt = AttemptOriginal
+	case in.Type == message.RetryRequest:
+		v.attempt = AttemptRetry
+	case in.Type == message.ResubmissionRequest:
+		v.attempt = AttemptResubmission
+	}
+	j.view = v
+	return in, nil
 }
 
 // readFromBody reports whether the attributes of ce (nil for a native
