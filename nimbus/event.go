@@ -188,18 +188,8 @@ func Discard(err error) error { return subscriber.Discard(err) }
 // error wrapped with %w keeps its kind), KindFailed for any other error and
 // KindNone for nil.
 func KindOf(err error) FailureKind {
-	if err == nil {
-		return KindNone
-	}
-	switch subscriber.KindOf(err) {
-	case subscriber.KindTransient:
-		return KindTransient
-	case subscriber.KindPermanent:
-		return KindPermanent
-	case subscriber.KindDiscard:
-		return KindDiscard
-	}
-	return KindFailed
+	// The pipeline numbers its kinds as FailureKind does.
+	return FailureKind(subscriber.KindOf(err))
 }
 
 // adapt turns h into the pipeline's handler: the pipeline's event becomes

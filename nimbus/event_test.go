@@ -202,6 +202,18 @@ func TestAdaptReturnsTheResult(t *testing.T) {
 	}
 }
 
+// KindOf converts the pipeline's kind by its number: both types must
+// number every kind alike.
+func TestFailureKindNumberingIsThePipelines(t *testing.T) {
+	pairs := map[FailureKind]subscriber.FailureKind{KindNone: subscriber.KindNone, KindFailed: subscriber.KindFailed,
+		KindTransient: subscriber.KindTransient, KindPermanent: subscriber.KindPermanent, KindDiscard: subscriber.KindDiscard}
+	for k, sk := range pairs {
+		if int(k) != int(sk) {
+			t.Errorf("nimbus kind %v is %d, the pipeline's is %d", k, int(k), int(sk))
+		}
+	}
+}
+
 func TestKindOf(t *testing.T) {
 	cause := &json.SyntaxError{Offset: 3}
 	cases := []struct {

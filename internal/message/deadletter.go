@@ -10,17 +10,11 @@ const MaxDeadLetterDescription = 4096
 // units: a line feed, "...[TRUNCATED]...").
 const TruncationMarker = "\n...[TRUNCATED]..."
 
-// Dead-letter reasons NimBus gives.
-const (
-	// DeadLetterReasonUnexpected is the dead-letter reason of every failure
-	// NimBus's MessageHandler catches as an unexpected exception: an
-	// unsupported MessageType, a Manager-only request from another sender,
-	// a message whose properties cannot be read.
-	DeadLetterReasonUnexpected = "Failed to handle message."
-	// DeadLetterReasonPermanentBare is the reason of a permanent failure
-	// without an inner exception.
-	DeadLetterReasonPermanentBare = "Permanent failure"
-)
+// DeadLetterReasonUnexpected is the dead-letter reason of every failure
+// NimBus's MessageHandler catches as an unexpected exception: an
+// unsupported MessageType, a Manager-only request from another sender, a
+// message whose properties cannot be read.
+const DeadLetterReasonUnexpected = "Failed to handle message."
 
 // DeadLetterReasonPermanent is the dead-letter reason NimBus gives a
 // permanent failure: "Permanent failure: {inner simple type}: {message}".

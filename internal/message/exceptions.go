@@ -9,8 +9,6 @@ const (
 	TypeInvalidMessageException         = "NimBus.Core.Messages.Exceptions.InvalidMessageException"
 	TypeUnauthorizedAccessException     = "System.UnauthorizedAccessException"
 	TypeInvalidOperationException       = "System.InvalidOperationException"
-	TypeTransientException              = "NimBus.Core.Messages.Exceptions.TransientException"
-	TypePermanentFailureException       = "NimBus.Core.Messages.Exceptions.PermanentFailureException"
 )
 
 // UnsupportedMessageTypeText is the message of NimBus's
@@ -41,13 +39,9 @@ func UnparseableMessageTypeText(s string) string {
 	return "Unable to parse MessageType from '" + s + "'."
 }
 
-// More InvalidMessageException messages.
-const (
-	MessageIDNotDefinedText = "MessageId is not defined."
-	SessionIDNotDefinedText = "SessionId is not defined."
-	// ContentNullText is the message for an absent or unreadable body.
-	ContentNullText = "MessageContent is null."
-)
+// ContentNullText is the message of NimBus's InvalidMessageException for
+// an absent or unreadable body.
+const ContentNullText = "MessageContent is null."
 
 // TypeMismatchText is the message of the InvalidOperationException NimBus's
 // dispatcher wraps in a permanent failure when the body's

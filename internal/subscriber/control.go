@@ -16,12 +16,10 @@ import (
 // only while the session is blocked by this event (otherwise the event was
 // settled another way: ResolutionResponse); on success record the source
 // MessageId it stands in for and its own, unblock, replay, and resolve; on
-// failure report it, keep the block and schedule the next retry.
+// failure report it, keep the block and schedule the next retry
+// (entryRetry).
 func (j *job) retryRequest(ctx context.Context) (Outcome, error) {
 	j.ownKey()
-	if src := j.in.InboxMessageID; src != nil && *src != "" {
-		j.source = *src
-	}
 	switch dup, err := j.lookup(ctx, []*inbox.Key{j.own}, true); {
 	case err != nil:
 		return "", err
@@ -31,60 +29,50 @@ func (j *job) retryRequest(ctx context.Context) (Outcome, error) {
 	if j.hasSession && !j.st.BlockedBy(j.eventID()) {
 		return OutcomeRetryObsolete, j.resolve(ctx)
 	}
-	a, err := j.handle(ctx, []*inbox.Key{j.retrySourceKey(), j.own})
+	srcKey, source := j.retrySource()
+	h, err := j.handle(ctx, []*inbox.Key{srcKey, j.own})
 	if err != nil {
 		return "", err
 	}
-	ctx = j.settling(ctx)
-	switch a.kind {
-	case answerUnsupported:
-		return OutcomeUnsupported, nil
-	case answerDuplicate:
-		return j.duplicateRequest(ctx)
-	case answerDiscarded:
-		return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) { return j.discarded(ctx, a.err) })
-	case answerFailed:
-		// Still blocked by this event.
-		return j.failed(ctx, a.err, true)
-	case answerHandoff:
-		return j.handoff(ctx, a.handoff)
-	}
-	return j.unblockThen(ctx, j.completed)
+	return j.answer(ctx, h, entryRetry, source)
 }
 
-// retrySourceKey is the inbox key of the source MessageId a RetryRequest
-// may record besides its own: its InboxMessageId only when that is the id
-// of the delivery that blocked the session by this event (the session's
-// BlockedByMessageId, which a retry of a retry or a replayed copy parked
-// again carries on unchanged). Any other id, or one that cannot be checked
-// (no session state, or a block stored without its MessageId), is not
-// recorded, and the session's block keeps the id it holds. Called after the
-// state was read.
-func (j *job) retrySourceKey() *inbox.Key {
+// retrySource is a RetryRequest's source identity, and the inbox key of
+// the source MessageId it may record besides its own. The key is that of
+// its InboxMessageId only when that is the id of the delivery that blocked
+// the session by this event (the session's BlockedByMessageId, which a
+// retry of a retry or a replayed copy parked again carries on unchanged),
+// and the identity is then that id. Any other id, or one that cannot be
+// checked (no session state, or a block stored without its MessageId), is
+// not recorded, and the identity is the id the session's block holds, else
+// the request's own MessageId. Called after the state was read.
+func (j *job) retrySource() (key *inbox.Key, source string) {
 	src := j.in.InboxMessageID
 	if src == nil || *src == "" {
-		return nil
+		return nil, deref(j.in.MessageID)
 	}
 	blocker := ""
 	if j.hasSession && j.st.BlockedBy(j.eventID()) {
 		blocker = j.st.BlockedByMessageID
 	}
 	if blocker != "" && blocker == *src {
-		return j.sourceKey()
+		return j.sourceKey(), *src
 	}
 	j.did.sourceIgnored = true
-	j.source = blocker
-	if j.source == "" {
-		j.source = deref(j.in.MessageID)
+	if blocker == "" {
+		return nil, deref(j.in.MessageID)
 	}
-	return nil
+	return nil, blocker
 }
 
 // resubmission handles an operator's ResubmissionRequest, as NimBus's
 // HandleResubmissionRequest: only from the Manager; inbox check on its own
 // MessageId; the handler runs whatever the session's state; on success it
 // records the MessageId of the delivery that blocked the session (when it
-// resolves that block) and its own, unblocks and replays what waits.
+// resolves that block) and its own, unblocks and replays what waits; a
+// failure gets an ErrorResponse only (entryResubmission). Its source
+// identity is the blocking delivery's MessageId when this event blocks the
+// session, else its own.
 func (j *job) resubmission(ctx context.Context) (Outcome, error) {
 	if err := j.denied(); err != nil {
 		return "", err
@@ -96,37 +84,18 @@ func (j *job) resubmission(ctx context.Context) (Outcome, error) {
 	case dup:
 		return j.duplicateRequest(ctx)
 	}
-	a, err := j.handle(ctx, []*inbox.Key{j.blockedKey(), j.own})
+	source := j.blockedSource()
+	h, err := j.handle(ctx, []*inbox.Key{j.blockedKey(source), j.own})
 	if err != nil {
 		return "", err
 	}
-	ctx = j.settling(ctx)
-	switch a.kind {
-	case answerUnsupported:
-		return OutcomeUnsupported, nil
-	case answerDuplicate:
-		return j.duplicateRequest(ctx)
-	case answerDiscarded:
-		return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) { return j.discarded(ctx, a.err) })
-	case answerFailed:
-		// NimBus: an ErrorResponse only; no retry, the block unchanged.
-		return j.failed(ctx, a.err, false)
-	case answerHandoff:
-		if j.hasSession && j.st.Blocked() && !j.st.BlockedBy(j.eventID()) {
-			// The session is owned by another event: leave its block.
-			return OutcomePendingHandoff, j.respond(ctx, j.handoffResponse(a.handoff))
-		}
-		j.source = j.blockedSource()
-		return j.handoff(ctx, a.handoff)
-	}
-	return j.unblockThen(ctx, j.completed)
+	return j.answer(ctx, h, entryResubmission, source)
 }
 
-// blockedKey is the inbox key of the delivery that blocked the session by
-// this event, which a successful resubmission records besides its own;
-// nil when it is the resubmission's own, or unusable.
-func (j *job) blockedKey() *inbox.Key {
-	src := j.blockedSource()
+// blockedKey is the inbox key of src, the delivery that blocked the
+// session by this event, which a successful resubmission records besides
+// its own; nil when it is the resubmission's own, or unusable.
+func (j *job) blockedKey(src string) *inbox.Key {
 	if j.own == nil || src == "" || src == j.own.MessageID || inbox.BypassReason(j.p.o.EndpointID, &src) != inbox.BypassNone {
 		return nil
 	}
@@ -222,30 +191,6 @@ func (j *job) handoffFailed(ctx context.Context) (Outcome, error) {
 	}
 	text, typ := message.HandoffError(j.in)
 	return OutcomeHandoffFailed, j.respond(ctx, message.NewErrorResponse(j.in, text, typ, j.timings()))
-}
-
-// duplicateRequest answers a RetryRequest or resubmission found recorded (a
-// redelivery after its success), as NimBus does: it lifts this event's
-// block if it still holds, or asks for the replay of what waits when
-// nothing blocks the session, and answers SkipResponse "DuplicateDetected".
-//
-// An undispatched outbox of the copy that committed it goes out first,
-// before the block is lifted, so nothing parked behind this event is
-// replayed before its events are sent.
-func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
-	if err := j.finishOutbox(ctx); err != nil {
-		return "", err
-	}
-	return j.unblockThen(ctx, j.duplicate)
-}
-
-// unblockThen lifts this event's block and asks for the replay of what
-// waits (see unblockAndDrain), then answers.
-func (j *job) unblockThen(ctx context.Context, answer func(context.Context) (Outcome, error)) (Outcome, error) {
-	if err := j.unblockAndDrain(ctx); err != nil {
-		return "", err
-	}
-	return answer(ctx)
 }
 
 // denied refuses a Manager request that does not come from the Manager

@@ -88,17 +88,3 @@ func deadLetterOf(end result) message.DeadLetter {
 		ErrType:     typ,
 	}
 }
-
-// invalidDeadLetter is NimBus's dead-letter report for a message its
-// MessageContext cannot read for the reason ime gives; props are the
-// message's application properties.
-func invalidDeadLetter(ime *message.InvalidMessageError, props map[string]any) *message.DeadLetter {
-	text := message.PropertyNotDefinedText(ime.Property)
-	if ime.Property == message.PropMessageType {
-		if raw, ok := message.PropertyString(props, message.PropMessageType); ok {
-			text = message.UnparseableMessageTypeText(raw)
-		}
-	}
-	dl := message.NewInvalidMessageDeadLetter(text)
-	return &dl
-}

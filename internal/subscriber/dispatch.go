@@ -2,43 +2,9 @@ package subscriber
 
 import (
 	"context"
-	"errors"
-	"runtime/debug"
-
-	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
-	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
-)
-
-// answer is how the handler step left the event, for its entry point to
-// answer.
-type answer struct {
-	kind answerKind
-	// err is the handler's failure (answerFailed, answerDiscarded).
-	err     error
-	handoff *Handoff
-}
-
-type answerKind int
-
-const (
-	// answerCompleted: the handler succeeded, and the delivery is recorded
-	// as processed.
-	answerCompleted answerKind = iota
-	// answerUnsupported: no handler takes the event type; the
-	// UnsupportedResponse is sent.
-	answerUnsupported
-	// answerHandoff: the handler handed the event off (not recorded).
-	answerHandoff
-	// answerFailed: the handler failed with a plain error or a panic.
-	answerFailed
-	// answerDiscarded: the handler discarded the event.
-	answerDiscarded
-	// answerDuplicate: the transactional handler's batch found another
-	// copy's marker; nothing was applied.
-	answerDuplicate
 )
 
 // handle dispatches the event to its handler and runs it. A success
@@ -48,25 +14,25 @@ const (
 // point treats alike is the error: an event that cannot reach its handler,
 // a cancelled, Transient or Permanent handler failure, a failed record or
 // batch.
-func (j *job) handle(ctx context.Context, keys []*inbox.Key) (answer, error) {
+func (j *job) handle(ctx context.Context, keys []*inbox.Key) (handled, error) {
 	switch supported, err := j.dispatch(); {
 	case err != nil:
-		return answer{}, err
+		return handled{}, err
 	case !supported:
-		return answer{kind: answerUnsupported}, j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil))
+		return handled{kind: handledUnsupported}, j.respond(ctx, message.NewResponse(j.in, message.Unsupported, j.timings(), nil))
 	}
 	if j.h.tx != nil {
 		return j.runTx(ctx, keys)
 	}
 	a, err := j.run(ctx, j.h.h, nil)
-	if err != nil || a.kind != answerCompleted {
+	if err != nil || a.kind != handledCompleted {
 		return a, err
 	}
 	// The events go out before the record: a failure between the two runs
 	// the handler again on redelivery, which publishes the same ids.
 	sctx := j.settling(ctx)
 	if err := j.sendEvents(sctx); err != nil {
-		return answer{}, err
+		return handled{}, err
 	}
 	return a, j.record(sctx, keys...)
 }
@@ -102,96 +68,4 @@ func (j *job) dispatch() (supported bool, err error) {
 			deadLetter: message.NewTypeMismatchDeadLetter(j.eventTypeID, *ec.EventTypeID)})
 	}
 	return j.hasHandler, nil
-}
-
-// event is the handler's view of the delivery.
-func (j *job) event() *Event {
-	in := j.in
-	ev := &Event{
-		EventTypeID:   j.eventTypeID,
-		JSON:          eventJSON(in.Content),
-		MessageID:     deref(j.d.Broker.MessageID),
-		SessionID:     deref(in.SessionID),
-		CorrelationID: deref(in.CorrelationID),
-		EventID:       reportedEventID(in),
-		From:          in.From,
-		DeliveryCount: in.DeliveryCount,
-		EnqueuedTime:  in.EnqueuedTime,
-		CloudEvent:    cloudEventAttributes(j.ce),
-		Attempt:       j.attempt,
-	}
-	if in.RetryCount != nil {
-		ev.RetryCount = int(*in.RetryCount)
-	}
-	return ev
-}
-
-// run invokes call for the event in the handler's span. A panic is a
-// failed event with the panic's text. The answer's kind follows the
-// handler's result; a failure that ends the delivery whatever the entry
-// point (the invocation was cancelled, or the error is Transient or
-// Permanent) is the error, a *handlerStop.
-//
-// What the handler publishes goes to the run's outbox, sealed when the
-// handler returns: queue, when not nil, hands each event to a
-// transactional unit of work. The events are dropped (and counted) unless
-// the handler returns Completed; a refused publication then fails the
-// delivery permanently, even when the handler ignored its error.
-func (j *job) run(ctx context.Context, call HandlerFunc, queue func(*message.Outgoing) error) (answer, error) {
-	ev := j.event()
-	hctx, span := j.p.o.Tracer.Start(ctx, spanHandler)
-	if span.IsRecording() {
-		span.SetAttributes(attribute.String(attrEventType, logsafe.Bound(j.eventTypeID)),
-			attribute.String("nimbus.attempt", string(j.attempt)))
-	}
-	j.out = j.newOutbox(hctx)
-	j.out.queue = queue
-	ev.out = j.out
-	res, err := j.invoke(hctx, call, ev)
-	queued, refused := j.out.seal()
-	if err == nil && res.handoff == nil && refused != nil {
-		err = refused
-	}
-	endSpan(span, err)
-	j.did.handlerRan = true
-	if err != nil || res.handoff != nil {
-		j.did.eventsDropped += queued
-		j.out.msgs = nil
-	}
-	if err == nil {
-		if res.handoff != nil {
-			return answer{kind: answerHandoff, handoff: res.handoff}, nil
-		}
-		return answer{kind: answerCompleted}, nil
-	}
-	switch kind := KindOf(err); {
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return answer{}, &handlerStop{err: err, canceled: true}
-	case kind == KindTransient, kind == KindPermanent:
-		return answer{}, &handlerStop{err: err}
-	case kind == KindDiscard:
-		return answer{kind: answerDiscarded, err: err}, nil
-	}
-	return answer{kind: answerFailed, err: err}, nil
-}
-
-// invoke calls h, turning a panic into a *PanicError (its stack goes to
-// the report).
-func (j *job) invoke(ctx context.Context, h HandlerFunc, ev *Event) (res Result, err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			j.did.stack = debug.Stack()
-			err = &PanicError{Value: v}
-		}
-	}()
-	return h(ctx, ev)
-}
-
-// eventJSON is the domain event's JSON: "" when the body's EventContent or
-// its EventJson is null.
-func eventJSON(c *message.Content) string {
-	if c == nil || c.EventContent == nil {
-		return ""
-	}
-	return deref(c.EventContent.EventJSON)
 }

@@ -14,44 +14,6 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
 
-// Deferred reaches the parked copies of a session: the endpoint topic's
-// Deferred session subscription.
-type Deferred interface {
-	// Accept locks the session's parked copies for this replay. It returns
-	// an error wrapping ErrSessionLocked when another replay holds them.
-	Accept(ctx context.Context, sessionID string) (DeferredSession, error)
-}
-
-// DeferredSession is one locked session of parked copies.
-type DeferredSession interface {
-	// Next returns the next parked copy, locked. It returns an error
-	// wrapping ErrNoParked when ctx ends before one arrives.
-	Next(ctx context.Context) (*Parked, error)
-	// Complete removes p.
-	Complete(ctx context.Context, p *Parked) error
-	// Abandon returns p for a later replay (its delivery count goes up).
-	Abandon(ctx context.Context, p *Parked) error
-	// DeadLetter moves p to the dead-letter queue.
-	DeadLetter(ctx context.Context, p *Parked, reason, description string) error
-	// RenewLock extends the session lock.
-	RenewLock(ctx context.Context) error
-	// Close releases the session; unsettled copies return to it.
-	Close(ctx context.Context) error
-}
-
-// Parked is a parked copy as received from the Deferred subscription.
-type Parked struct {
-	Delivery
-	// Handle is the transport's message, for settlement.
-	Handle any
-}
-
-// ErrSessionLocked: another replay holds the session's parked copies.
-var ErrSessionLocked = errors.New("the session's parked messages are locked by another replay")
-
-// ErrNoParked: no parked copy arrived before the wait ended.
-var ErrNoParked = errors.New("no parked message arrived")
-
 // Why a replay stopped (Report.DrainStop).
 const (
 	DrainCaughtUp      = "caught_up"
@@ -122,44 +84,6 @@ func readReplayRequest(props map[string]any) (req *message.Inbound, err error) {
 	}
 	return req, nil
 }
-
-// Why a replay request fails before it replays anything.
-var (
-	errNoReplaySession = errors.New("the replay request has no SessionId")
-	errReplayOff       = errors.New("replay is not configured (no session store or Deferred subscription)")
-)
-
-// replayError is a replay that failed in one of its own steps (step names
-// it; "" for the write of the replay cursor, whose error names itself).
-type replayError struct {
-	step string
-	err  error
-}
-
-func (e *replayError) Error() string {
-	if e.step == "" {
-		return e.err.Error()
-	}
-	return e.step + ": " + e.err.Error()
-}
-
-func (e *replayError) Unwrap() error { return e.err }
-
-// reported is the error the report gives for e.
-func (e *replayError) reported() error {
-	if e.step == "" {
-		return e.err
-	}
-	return e
-}
-
-// copyError is a replay that ended at a parked copy whose replay failed
-// and may succeed later (end is how the copy's replay ended): the copy is
-// given back for the next replay.
-type copyError struct{ end result }
-
-func (e *copyError) Error() string { return e.end.err.Error() }
-func (e *copyError) Unwrap() error { return e.end.err }
 
 // drain replays the parked copies of req's session, until deadline; it
 // returns why it stopped. t receives the session and the replayed copies.
@@ -338,7 +262,7 @@ func (p *Pipeline) replayCopy(ctx context.Context, sid string, pc *Parked, st se
 	j := p.newJob(&Delivery{Broker: b, Properties: message.ReplayedProperties(pc.Properties, p.o.EndpointID), Body: pc.Body}, start)
 	defer j.endSettle()
 	ctx, j.did.charge = telemetry.WithPartCharge(ctx)
-	j.attempt, j.replaying, j.st = AttemptReplay, true, st
+	j.startFrom(st)
 	j.did.deferralSequence, _ = message.DeferralSequenceOf(pc.Properties)
 	o, err := j.replay(ctx)
 	j.did.duration = p.o.Now().Sub(start)
@@ -348,17 +272,18 @@ func (p *Pipeline) replayCopy(ctx context.Context, sid string, pc *Parked, st se
 // replay reads the parked copy and handles it as an original delivery of
 // its event would be, unless the session is blocked by another event.
 func (j *job) replay(ctx context.Context) (Outcome, error) {
-	d := j.d
-	in, err := message.ReadWith(d.Broker, d.Properties, d.Body, j.p.o.CloudEvents)
+	in, err := j.read(readAs{replaying: true})
 	if err != nil {
 		return "", err
 	}
-	j.read(in)
 	if in.Type != message.EventRequest && in.Type != message.UnsupportedResponse {
 		return "", &UnsupportedTypeError{Type: in.Type.String()}
 	}
+	// The source identity is the MessageId of the delivery that parked the
+	// copy, which it carries as its InboxMessageId.
+	source := deref(in.MessageID)
 	if src := in.InboxMessageID; src != nil && *src != "" {
-		j.source = *src
+		source = *src
 	}
 	j.ownKey()
 	src := j.sourceKey()
@@ -370,12 +295,12 @@ func (j *job) replay(ctx context.Context) (Outcome, error) {
 	case dup:
 		return j.duplicate(ctx)
 	}
-	if j.st.Blocked() && !j.isBlocker(j.st) {
+	if j.st.Blocked() && !j.isBlocker(j.st, source) {
 		// Parked behind another event's block: not this replay's to handle.
 		j.behindBlock = true
 		return OutcomeDrained, nil
 	}
-	return j.handleEvent(ctx, []*inbox.Key{src, j.own})
+	return j.handleEvent(ctx, []*inbox.Key{src, j.own}, source)
 }
 
 // settleCopy settles the parked copy pc after its replay c ended with end.

@@ -300,3 +300,82 @@ type UnauthorizedError struct{ Type string }
 func (e *UnauthorizedError) Error() string {
 	return fmt.Sprintf("Only %s is authorized to send %s messages.", message.ManagerID, e.Type)
 }
+
+// Why a replay request fails before it replays anything.
+var (
+	errNoReplaySession = errors.New("the replay request has no SessionId")
+	errReplayOff       = errors.New("replay is not configured (no session store or Deferred subscription)")
+)
+
+// replayError is a replay that failed in one of its own steps (step names
+// it; "" for the write of the replay cursor, whose error names itself).
+type replayError struct {
+	step string
+	err  error
+}
+
+func (e *replayError) Error() string {
+	if e.step == "" {
+		return e.err.Error()
+	}
+	return e.step + ": " + e.err.Error()
+}
+
+func (e *replayError) Unwrap() error { return e.err }
+
+// reported is the error the report gives for e.
+func (e *replayError) reported() error {
+	if e.step == "" {
+		return e.err
+	}
+	return e
+}
+
+// copyError is a replay that ended at a parked copy whose replay failed
+// and may succeed later (end is how the copy's replay ended): the copy is
+// given back for the next replay.
+type copyError struct{ end result }
+
+func (e *copyError) Error() string { return e.end.err.Error() }
+func (e *copyError) Unwrap() error { return e.end.err }
+
+// Store operations of a transactional handler, as StoreError names them.
+const (
+	opMarkerCheck      = "marker_check"
+	opTxnCommit        = "txn_commit"
+	opOutboxDispatched = "outbox_dispatched"
+)
+
+// invalidDeadLetter is NimBus's dead-letter report for a message its
+// MessageContext cannot read for the reason ime gives; props are the
+// message's application properties.
+func invalidDeadLetter(ime *message.InvalidMessageError, props map[string]any) *message.DeadLetter {
+	text := message.PropertyNotDefinedText(ime.Property)
+	if ime.Property == message.PropMessageType {
+		if raw, ok := message.PropertyString(props, message.PropMessageType); ok {
+			text = message.UnparseableMessageTypeText(raw)
+		}
+	}
+	dl := message.NewInvalidMessageDeadLetter(text)
+	return &dl
+}
+
+// eventsError is a send of published events that failed: n events (a
+// transactional handler's with its ResolutionResponse) after the handler
+// succeeded, and, for a transactional handler, after its batch committed
+// them with the delivery's marker (committed).
+type eventsError struct {
+	n         int
+	committed bool
+	canceled  bool
+	err       error
+}
+
+func (e *eventsError) Error() string {
+	if e.committed {
+		return fmt.Sprintf("send of %d committed published event(s) and the ResolutionResponse: %v", e.n, e.err)
+	}
+	return fmt.Sprintf("send of %d published event(s): %v", e.n, e.err)
+}
+
+func (e *eventsError) Unwrap() error { return e.err }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/logsafe"
-	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
@@ -66,17 +65,6 @@ type CloudEventAttributes struct {
 	DataContentType               string
 	// Extensions by name, prefix stripped.
 	Extensions map[string]string
-}
-
-func cloudEventAttributes(ce *message.CloudEvent) *CloudEventAttributes {
-	if ce == nil {
-		return nil
-	}
-	return &CloudEventAttributes{
-		ID: deref(ce.ID), Source: deref(ce.Source), Type: deref(ce.Type), SpecVersion: deref(ce.SpecVersion),
-		Subject: deref(ce.Subject), Time: deref(ce.Time), DataSchema: deref(ce.DataSchema),
-		DataContentType: deref(ce.DataContentType), Extensions: ce.Extensions,
-	}
 }
 
 // Decode unmarshals the domain event into v. A failure is Permanent, and
@@ -275,12 +263,16 @@ type HandlerError struct {
 	Kind FailureKind
 }
 
-// FailureKind classifies a handler error.
+// FailureKind classifies a handler error. Its values are nimbus.FailureKind's,
+// which converts them as they are.
 type FailureKind int
 
-// Failure kinds. The zero value is a plain failure.
+// Failure kinds.
 const (
-	KindFailed FailureKind = iota
+	// KindNone is the kind of a nil error: no failure.
+	KindNone FailureKind = iota
+	// KindFailed is a plain error's (and a panic's).
+	KindFailed
 	KindTransient
 	KindPermanent
 	KindDiscard
@@ -311,8 +303,12 @@ func mark(err error, k FailureKind) error {
 }
 
 // KindOf returns the failure kind of err: the kind of the outermost
-// HandlerError in its chain, KindFailed for any other error.
+// HandlerError in its chain, KindFailed for any other error and KindNone
+// for nil.
 func KindOf(err error) FailureKind {
+	if err == nil {
+		return KindNone
+	}
 	var he *HandlerError
 	if errors.As(err, &he) {
 		return he.Kind
@@ -322,6 +318,3 @@ func KindOf(err error) FailureKind {
 
 // IsPermanent reports whether err was marked Permanent.
 func IsPermanent(err error) bool { return KindOf(err) == KindPermanent }
-
-// IsTransient reports whether err was marked Transient.
-func IsTransient(err error) bool { return KindOf(err) == KindTransient }

@@ -60,15 +60,7 @@ func (j *job) lookup(ctx context.Context, keys []*inbox.Key, withState bool) (du
 		}
 	}
 	if readState {
-		reads = append(reads, func() {
-			sctx, span := p.o.Tracer.Start(ctx, spanSessionRead)
-			j.st, stErr = p.o.Sessions.Read(sctx, j.sk)
-			if stErr != nil {
-				endSpan(span, NewStoreError(sessionStoreOp(session.OpRead), stErr))
-			} else {
-				span.End()
-			}
-		})
+		reads = append(reads, func() { stErr = j.readSessionState(ctx) })
 	}
 	atOnce(reads)
 	for i, c := range checks {

@@ -112,12 +112,9 @@ const (
 	OutcomeTxnRejected Outcome = "txn_rejected"
 )
 
-// OutcomeSpec is everything that follows from an outcome.
-type OutcomeSpec = outcome.Spec
-
 // outcomes is the one table of outcomes. TestEveryOutcomeHasARow fails when
 // a constant above has no row here.
-var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
+var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]outcome.Spec{
 	OutcomeCompleted:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "invocation completed"),
 	OutcomeDuplicate:      outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "inbox duplicate detected; handler skipped and SkipResponse sent"),
 	OutcomeUnsupported:    outcome.Row(http.StatusOK, false, zerolog.InfoLevel, "no handler for the event type; UnsupportedResponse sent"),
@@ -169,8 +166,8 @@ var outcomes = outcome.Table[Outcome]{Rows: map[Outcome]OutcomeSpec{
 		"the handler's transactional batch breaks a batch limit or was refused; nothing applied; failing at once so the broker dead-letters the message after its last delivery"),
 }, Unknown: outcome.Row(http.StatusServiceUnavailable, false, zerolog.ErrorLevel, "invocation ended with an unknown outcome")}
 
-// Spec returns what follows from o.
-func (o Outcome) Spec() OutcomeSpec { return outcomes.Spec(o) }
+// Spec returns what follows from o: its row of the outcome table.
+func (o Outcome) Spec() outcome.Spec { return outcomes.Spec(o) }
 
 // Completes reports whether the host completes the message (a 2xx answer).
 func (o Outcome) Completes() bool { return o.Spec().Completes() }

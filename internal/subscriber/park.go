@@ -8,7 +8,8 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// park sends this delivery behind the session's block: the state gives
+// park sends this delivery, of source identity src (the copy's
+// InboxMessageId), behind the session's block: the state gives
 // the copy its DeferralSequence (a redelivery of the same message gets the
 // same one), then the copy goes to the Deferred subscription and the
 // DeferralResponse to the Resolver at once. When the session is not
@@ -16,11 +17,10 @@ import (
 // follows the copy, so the copy is never left behind. parked is false
 // when the fresh state no longer makes the delivery wait: the caller then
 // handles it.
-func (j *job) park(ctx context.Context) (parked bool, err error) {
-	src := j.source
+func (j *job) park(ctx context.Context, src string) (parked bool, err error) {
 	var seq int64
 	err = j.change(ctx, "park", func(s session.State) (session.State, bool, error) {
-		if !s.Gated() || j.isBlocker(s) {
+		if !s.Gated() || j.isBlocker(s, src) {
 			return s, false, errNotGated
 		}
 		next, n, changed := s.Park(src)
@@ -31,7 +31,7 @@ func (j *job) park(ctx context.Context) (parked bool, err error) {
 		}
 		return next, true, nil
 	})
-	if err != nil || !j.mustWait() {
+	if err != nil || !j.mustWait(src) {
 		return false, err
 	}
 	if seq > int64(^uint32(0)>>1) {
@@ -50,10 +50,9 @@ func (j *job) park(ctx context.Context) (parked bool, err error) {
 	} else {
 		resp = message.NewDeferralResponse(j.in, fmt.Sprintf("%d parked messages still being replayed", j.st.DeferredCount), j.timings())
 	}
-	if err := j.p.sendAll(ctx, copyMsg, resp); err != nil {
+	if err := j.respondAll(ctx, copyMsg, resp); err != nil {
 		return false, err
 	}
-	j.did.responded = true
 	if !j.st.Blocked() {
 		if err := j.requestReplay(ctx); err != nil {
 			return false, err

@@ -247,9 +247,9 @@ type outbox struct {
 }
 
 // newOutbox starts the outbox of a run of j's handler under the handler's
-// span context ctx.
-func (j *job) newOutbox(ctx context.Context) *outbox {
-	o := &outbox{j: j, ids: map[string]bool{}}
+// span context ctx; queue is the run's (nil for a plain handler).
+func (j *job) newOutbox(ctx context.Context, queue func(*message.Outgoing) error) *outbox {
+	o := &outbox{j: j, ids: map[string]bool{}, queue: queue}
 	props := telemetry.Inject(ctx, nil)
 	o.traceparent, _ = props[telemetry.PropTraceParent].(string)
 	o.tracestate, _ = props[telemetry.PropTraceState].(string)
@@ -326,6 +326,14 @@ func (o *outbox) seal() (queued int, err error) {
 	return o.queued, o.err
 }
 
+// drop forgets the events kept, which the delivery does not send (the
+// handler did not return Completed).
+func (o *outbox) drop() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.msgs = nil
+}
+
 // sendEvents sends a plain handler's events in one send (consecutive
 // batches, in order, when they do not fit in one), before the delivery is
 // recorded.
@@ -354,23 +362,3 @@ func (p *Pipeline) publishAll(ctx context.Context, ms []*message.Outgoing) error
 	}
 	return nil
 }
-
-// eventsError is a send of published events that failed: n events (a
-// transactional handler's with its ResolutionResponse) after the handler
-// succeeded, and, for a transactional handler, after its batch committed
-// them with the delivery's marker (committed).
-type eventsError struct {
-	n         int
-	committed bool
-	canceled  bool
-	err       error
-}
-
-func (e *eventsError) Error() string {
-	if e.committed {
-		return fmt.Sprintf("send of %d committed published event(s) and the ResolutionResponse: %v", e.n, e.err)
-	}
-	return fmt.Sprintf("send of %d published event(s): %v", e.n, e.err)
-}
-
-func (e *eventsError) Unwrap() error { return e.err }

@@ -1,66 +1,9 @@
 package subscriber
 
 import (
-	"time"
-
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
 )
-
-// trail is what a delivery's steps did, each fact recorded by the step that
-// did it. With the delivery, the message read from it and how it ended, it
-// is what report makes the delivery's Report of.
-type trail struct {
-	sessionID string
-
-	inbox         InboxState
-	bypassReason  string
-	recordRetries int
-	// markRetries counts dispatched-mark attempts after a failed one.
-	markRetries int
-	// duplicate: the delivery was answered as a duplicate.
-	duplicate bool
-
-	handlerRan bool
-	// txnReruns counts the runs of a transactional handler after its batch
-	// conflicted (rerunTx).
-	txnReruns int
-	// stack is the goroutine stack of a handler panic.
-	stack []byte
-	// handlerErr is the handler's failure the delivery answered (an
-	// ErrorResponse or a SkipResponse) and completed.
-	handlerErr error
-
-	// eventsPublished counts the published events this delivery sent (a
-	// stored outbox's re-sent included); eventsDropped those its handler
-	// published and the delivery dropped because the handler did not
-	// return Completed.
-	eventsPublished, eventsDropped int
-
-	// responded: a Resolver response was sent.
-	responded        bool
-	parked           bool
-	deferralSequence int64
-	blocked          bool
-	unblocked        bool
-	replayRequested  bool
-	sourceIgnored    bool
-	retryDelay       time.Duration
-	retryScheduled   bool
-	notice           bool
-	noticeErr        error
-
-	// A replayed copy's: charge is its request charge, and replayed says
-	// that Drain settled it as replayed (its cursor moved past it).
-	charge   *telemetry.Charge
-	replayed bool
-	// A Drain's: the copies it replayed, each with its own report, and why
-	// it stopped.
-	replays   []Report
-	drainStop string
-
-	duration time.Duration
-}
 
 // report is the one place a Report is filled, for a delivery, a replayed
 // copy and a Drain alike: from the delivery d, the message read from it (in;

@@ -9,13 +9,73 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
-// respond sends the Resolver response out.
-func (j *job) respond(ctx context.Context, out *message.Outgoing) error {
-	if err := j.p.send(ctx, out); err != nil {
-		return err
+// entry is what differs, between the entry points that run the event's
+// handler, in how the handled delivery is answered (answer).
+type entry struct {
+	// standsIn: the delivery stands in for an event that already blocks
+	// its session (a RetryRequest, a resubmission): its duplicate, and its
+	// discard, lift the event's block.
+	standsIn bool
+	// blocksOnFailure: a failure blocks the session by the event before it
+	// is answered (a stand-in's event blocks it already).
+	blocksOnFailure bool
+	// retries: a failure schedules the next RetryRequest when a policy
+	// applies.
+	retries bool
+	// yieldsHandoff: a handoff while another event blocks the session
+	// leaves that block and is only answered.
+	yieldsHandoff bool
+}
+
+// The entry points that run the event's handler.
+var (
+	// entryEvent: an EventRequest, or a parked copy replayed.
+	entryEvent = entry{blocksOnFailure: true, retries: true}
+	// entryRetry: a RetryRequest; its failure keeps the event's block.
+	entryRetry = entry{standsIn: true, retries: true}
+	// entryResubmission: an operator's ResubmissionRequest; NimBus answers
+	// its failure with an ErrorResponse only, the block unchanged.
+	entryResubmission = entry{standsIn: true, yieldsHandoff: true}
+)
+
+// answer answers the delivery the handler step left as h, the way entry e
+// answers, for the source identity source (what a block or a RetryRequest
+// of this delivery carries). What follows the handler runs to the end
+// even if the invocation is cancelled meanwhile.
+func (j *job) answer(ctx context.Context, h handled, e entry, source string) (Outcome, error) {
+	ctx = j.settling(ctx)
+	switch h.kind {
+	case handledUnsupported:
+		return OutcomeUnsupported, nil
+	case handledDuplicate:
+		if e.standsIn {
+			return j.duplicateRequest(ctx)
+		}
+		return j.duplicate(ctx)
+	case handledDiscarded:
+		if e.standsIn {
+			return j.unblockThen(ctx, func(ctx context.Context) (Outcome, error) { return j.discarded(ctx, h.err) })
+		}
+		return j.discarded(ctx, h.err)
+	case handledFailed:
+		if e.blocksOnFailure {
+			// A failed event blocks its session first, so nothing of the
+			// session overtakes it even if the answer below is lost.
+			if err := j.block(ctx, session.BlockFailure, source); err != nil {
+				return "", err
+			}
+		}
+		return j.failed(ctx, h.err, e.retries, source)
+	case handledHandoff:
+		if e.yieldsHandoff && j.hasSession && j.st.Blocked() && !j.st.BlockedBy(j.eventID()) {
+			// The session is owned by another event: leave its block.
+			return OutcomePendingHandoff, j.respond(ctx, j.handoffResponse(h.handoff))
+		}
+		return j.handoff(ctx, h.handoff, source)
 	}
-	j.did.responded = true
-	return nil
+	// A success lifts the event's block (the blocker's own redelivery
+	// succeeded, or its stand-in did).
+	return j.unblockThen(ctx, j.completed)
 }
 
 // resolve answers a ResolutionResponse.
@@ -26,7 +86,7 @@ func (j *job) resolve(ctx context.Context) error {
 // completed answers a handled event: a ResolutionResponse, unless it
 // went out already with the transactional handler's events.
 func (j *job) completed(ctx context.Context) (Outcome, error) {
-	if j.outboxSent {
+	if j.tx.outboxSent() {
 		return OutcomeCompleted, nil
 	}
 	return OutcomeCompleted, j.resolve(ctx)
@@ -41,7 +101,7 @@ func (j *job) completed(ctx context.Context) (Outcome, error) {
 // ResolutionResponse instead (see resolvesAgain).
 func (j *job) duplicate(ctx context.Context) (Outcome, error) {
 	j.did.duplicate = true
-	if err := j.finishOutbox(ctx); err != nil || j.outboxSent {
+	if err := j.finishOutbox(ctx); err != nil || j.tx.outboxSent() {
 		return OutcomeOutboxDispatched, err
 	}
 	if j.resolvesAgain() {
@@ -75,11 +135,11 @@ func (j *job) finishOutbox(ctx context.Context) error {
 	return j.dispatchOutbox(ctx)
 }
 
-// handoff blocks the session by this event and reports the pending
-// handoff. It is not recorded: a redelivery re-runs the handler so the
-// pending state can be re-established.
-func (j *job) handoff(ctx context.Context, ho *Handoff) (Outcome, error) {
-	if err := j.block(ctx, session.BlockHandoff); err != nil {
+// handoff blocks the session by this event and source and reports the
+// pending handoff. It is not recorded: a redelivery re-runs the handler so
+// the pending state can be re-established.
+func (j *job) handoff(ctx context.Context, ho *Handoff, source string) (Outcome, error) {
+	if err := j.block(ctx, session.BlockHandoff, source); err != nil {
 		return "", err
 	}
 	return OutcomePendingHandoff, j.respond(ctx, j.handoffResponse(ho))
@@ -94,9 +154,9 @@ func (j *job) handoffResponse(ho *Handoff) *message.Outgoing {
 }
 
 // failed answers the handler's failure err: an ErrorResponse, and a
-// RetryRequest when a policy applies and retry is true. The caller has
-// blocked the session (or chose not to).
-func (j *job) failed(ctx context.Context, err error, retry bool) (Outcome, error) {
+// RetryRequest carrying source when a policy applies and retry is true.
+// The caller has blocked the session (or chose not to).
+func (j *job) failed(ctx context.Context, err error, retry bool, source string) (Outcome, error) {
 	j.did.handlerErr = err
 	text, typ := errorText(err), ErrorType(err)
 	errResp := message.NewErrorResponse(j.in, text, typ, j.timings())
@@ -115,7 +175,7 @@ func (j *job) failed(ctx context.Context, err error, retry bool) (Outcome, error
 		return OutcomeEventFailed, j.respond(ctx, errResp)
 	}
 	// The ErrorResponse and the scheduled RetryRequest go at once.
-	retryMsg := message.NewRetryRequest(j.in, j.d.Body, j.source)
+	retryMsg := message.NewRetryRequest(j.in, j.d.Body, source)
 	var schedErr error
 	done := make(chan struct{})
 	go func() {
@@ -124,12 +184,11 @@ func (j *job) failed(ctx context.Context, err error, retry bool) (Outcome, error
 		defer cancel()
 		schedErr = j.p.o.Scheduler.Schedule(sctx, retryMsg, at)
 	}()
-	sendErr := j.p.send(ctx, errResp)
+	sendErr := j.respond(ctx, errResp)
 	<-done
 	if sendErr != nil {
 		return "", fmt.Errorf("%w (the event failed: %w)", sendErr, err)
 	}
-	j.did.responded = true
 	if schedErr != nil {
 		return "", &sendError{verb: "schedule", messageType: retryMsg.Type(), err: schedErr}
 	}
@@ -148,3 +207,27 @@ func (j *job) discarded(ctx context.Context, err error) (Outcome, error) {
 // discardClassifier names what classified a failure as Discard in the
 // SkipResponse text ("… Classified as Discard by {classifier}.").
 const discardClassifier = "subscriber.Discard"
+
+// duplicateRequest answers a RetryRequest or resubmission found recorded (a
+// redelivery after its success), as NimBus does: it lifts this event's
+// block if it still holds, or asks for the replay of what waits when
+// nothing blocks the session, and answers SkipResponse "DuplicateDetected".
+//
+// An undispatched outbox of the copy that committed it goes out first,
+// before the block is lifted, so nothing parked behind this event is
+// replayed before its events are sent.
+func (j *job) duplicateRequest(ctx context.Context) (Outcome, error) {
+	if err := j.finishOutbox(ctx); err != nil {
+		return "", err
+	}
+	return j.unblockThen(ctx, j.duplicate)
+}
+
+// unblockThen lifts this event's block and asks for the replay of what
+// waits (see unblockAndDrain), then answers.
+func (j *job) unblockThen(ctx context.Context, answer func(context.Context) (Outcome, error)) (Outcome, error) {
+	if err := j.unblockAndDrain(ctx); err != nil {
+		return "", err
+	}
+	return answer(ctx)
+}

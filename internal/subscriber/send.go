@@ -39,3 +39,22 @@ func (p *Pipeline) sendAll(ctx context.Context, ms ...*message.Outgoing) error {
 	}
 	return nil
 }
+
+// respond sends the Resolver response out.
+func (j *job) respond(ctx context.Context, out *message.Outgoing) error {
+	if err := j.p.send(ctx, out); err != nil {
+		return err
+	}
+	j.did.responded = true
+	return nil
+}
+
+// respondAll sends ms out at once (see sendAll), a Resolver response
+// among them.
+func (j *job) respondAll(ctx context.Context, ms ...*message.Outgoing) error {
+	if err := j.p.sendAll(ctx, ms...); err != nil {
+		return err
+	}
+	j.did.responded = true
+	return nil
+}

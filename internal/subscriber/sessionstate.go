@@ -10,6 +10,24 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/session"
 )
 
+// startFrom starts a replayed copy's job from st, the session state its
+// Drain last saw.
+func (j *job) startFrom(st session.State) { j.st = st }
+
+// readSessionState reads the delivery's session state (in the lookup's
+// parallel step).
+func (j *job) readSessionState(ctx context.Context) error {
+	sctx, span := j.p.o.Tracer.Start(ctx, spanSessionRead)
+	var err error
+	j.st, err = j.p.o.Sessions.Read(sctx, j.sk)
+	if err != nil {
+		endSpan(span, NewStoreError(sessionStoreOp(session.OpRead), err))
+	} else {
+		span.End()
+	}
+	return err
+}
+
 // change applies one transition to the delivery's session state (see
 // changeState) and keeps the state it leaves. Without a session it does
 // nothing.
@@ -52,25 +70,25 @@ func (p *Pipeline) changeState(ctx context.Context, key session.Key, cur session
 // errNotGated stops a park whose fresh state no longer gates the session.
 var errNotGated = errors.New("the session is no longer blocked and nothing waits in it")
 
-// isBlocker reports whether this delivery is the one that blocked the
-// session in state s: same EventId, and its source MessageId is the
-// recorded BlockedByMessageId.
-func (j *job) isBlocker(s session.State) bool {
-	return s.BlockedBy(j.eventID()) && s.BlockedByMessageID != "" && s.BlockedByMessageID == j.source
+// isBlocker reports whether this delivery, of source identity source, is
+// the one that blocked the session in state s: same EventId, and source is
+// the recorded BlockedByMessageId.
+func (j *job) isBlocker(s session.State, source string) bool {
+	return s.BlockedBy(j.eventID()) && s.BlockedByMessageID != "" && s.BlockedByMessageID == source
 }
 
 // mustWait reports whether this delivery must wait behind the session's
 // block or its parked copies. The delivery that blocked the session (its
 // own redelivery, after a failure that was not answered) need not: it is
 // handled again.
-func (j *job) mustWait() bool {
-	return j.hasSession && j.st.Gated() && !j.isBlocker(j.st)
+func (j *job) mustWait(source string) bool {
+	return j.hasSession && j.st.Gated() && !j.isBlocker(j.st, source)
 }
 
-// block blocks the session by this event (and its source MessageId), for
-// the reason kind (session.BlockFailure or session.BlockHandoff).
-func (j *job) block(ctx context.Context, kind string) error {
-	ev, src := j.eventID(), j.source
+// block blocks the session by this event and source, its source identity,
+// for the reason kind (session.BlockFailure or session.BlockHandoff).
+func (j *job) block(ctx context.Context, kind, src string) error {
+	ev := j.eventID()
 	if ev == "" || !j.hasSession {
 		return nil
 	}

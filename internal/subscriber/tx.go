@@ -37,13 +37,6 @@ import (
 // limit or a refused operation is OutcomeTxnRejected (dead-letter path).
 // The verdict's outcome is decided where every failure's is (outcomeOf).
 
-// Store operations of a transactional handler, as StoreError names them.
-const (
-	opMarkerCheck      = "marker_check"
-	opTxnCommit        = "txn_commit"
-	opOutboxDispatched = "outbox_dispatched"
-)
-
 // Spans of a transactional handler's batch, and of the mark that its
 // events were dispatched.
 const (
@@ -69,7 +62,16 @@ type txState struct {
 	// nothing in it records whether the delivery that committed it sent its
 	// ResolutionResponse.
 	bare bool
+
+	// sent: an outbox's events and its ResolutionResponse were sent
+	// (dispatchOutbox), so the delivery's answer is sent. Only the job's
+	// goroutine reads and writes it.
+	sent bool
 }
+
+// outboxSent reports whether s (nil for a plain handler's event) sent an
+// outbox's events with the ResolutionResponse.
+func (s *txState) outboxSent() bool { return s != nil && s.sent }
 
 // keepBare notes a marker found that holds no events.
 func (s *txState) keepBare() {
@@ -104,13 +106,10 @@ func (s *txState) takePending() *txn.Pending {
 }
 
 // prepareTx derives the partition key value of an event of a
-// transactional handler. It runs once, before the inbox check.
+// transactional handler, before the inbox check: the first call does, the
+// later ones find j.tx set (a plain handler's event has none to derive).
 func (j *job) prepareTx() {
-	if j.txPrepared {
-		return
-	}
-	j.txPrepared = true
-	if !j.hasHandler || j.h.tx == nil {
+	if j.tx != nil || !j.hasHandler || j.h.tx == nil {
 		return
 	}
 	j.tx = &txState{}
@@ -178,11 +177,11 @@ func (j *job) hasMarker(ctx context.Context, k inbox.Key) (bool, error) {
 // the handler on, in a new transaction on fresh reads, as long as rerunTx
 // allows; the last run's answer is the delivery's. A batch that was not
 // committed is the error, a *commitError.
-func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
+func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (handled, error) {
 	j.prepareTx()
 	if j.tx.pkErr != nil {
 		// The handler cannot run without its partition.
-		return answer{}, &handlerStop{err: Permanent(j.tx.pkErr)}
+		return handled{}, &handlerStop{err: Permanent(j.tx.pkErr)}
 	}
 	for {
 		a, conflict, err := j.attemptTx(ctx, keys)
@@ -196,7 +195,7 @@ func (j *job) runTx(ctx context.Context, keys []*inbox.Key) (answer, error) {
 // run begins its own transaction: nothing a former run queued (or a
 // goroutine of it queues late) is in it. conflict reports a batch that
 // was not committed because a handler operation conflicted.
-func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, conflict bool, err error) {
+func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a handled, conflict bool, err error) {
 	t := txn.Begin(j.p.o.Txn, j.h.tx.Target, j.tx.pk, j.p.o.Now)
 	a, err = j.run(ctx, func(ctx context.Context, ev *Event) (Result, error) {
 		// The outbox is sealed before the unit: a goroutine's publish that
@@ -207,7 +206,7 @@ func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, confl
 		defer j.out.seal()
 		return j.h.txh(ctx, ev, t.Unit())
 	}, j.queueEvent(t.Unit()))
-	if err != nil || a.kind != answerCompleted {
+	if err != nil || a.kind != handledCompleted {
 		return a, false, err
 	}
 	sctx := j.settling(ctx)
@@ -220,11 +219,11 @@ func (j *job) attemptTx(ctx context.Context, keys []*inbox.Key) (a answer, confl
 		j.did.inbox = InboxDuplicate
 		// The copy that committed may not have sent its events yet.
 		if err := j.readOwnOutbox(sctx); err != nil {
-			return answer{}, false, err
+			return handled{}, false, err
 		}
-		return answer{kind: answerDuplicate}, false, nil
+		return handled{kind: handledDuplicate}, false, nil
 	default:
-		return answer{}, verdict == txn.Conflict, &commitError{verdict: verdict, err: err}
+		return handled{}, verdict == txn.Conflict, &commitError{verdict: verdict, err: err}
 	}
 }
 
@@ -283,7 +282,7 @@ func (j *job) dispatchOutbox(ctx context.Context) error {
 	}
 	j.did.eventsPublished += len(p.Events)
 	j.did.responded = true
-	j.outboxSent = true
+	j.tx.sent = true
 	cctx, span := j.p.o.Tracer.Start(ctx, spanOutboxMark)
 	err := j.p.retryWrite(cctx, &j.did.markRetries, refusedForGood, func() error {
 		_, err := txn.MarkDispatched(cctx, j.p.o.Txn, p, j.p.o.MarkerRetention, j.p.o.Now())
