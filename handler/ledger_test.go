@@ -15,8 +15,8 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
 	"github.com/nimbus-go/functions-subscriber/nimbus"

@@ -12,11 +12,11 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/scaffold"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/apilist"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/apilist"
 )
 
 // typeCheck type-checks the package's non-test files, or extra in their

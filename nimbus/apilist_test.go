@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/apilist"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/apilist"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/api.txt from the package's exported API")

@@ -17,9 +17,9 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/compose"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 

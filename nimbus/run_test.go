@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 

@@ -4,7 +4,7 @@ import (
 	"flag"
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/apilist"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/apilist"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/api.txt from the package's exported API")

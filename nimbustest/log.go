@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/handlerlog"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // LogRecord is one record a handler logged through nimbus.Logger, read

@@ -18,12 +18,12 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/compose"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/nimbus"
 )
 

@@ -38,7 +38,7 @@ func command(t *testing.T, dir string, args ...string) (int, string) {
 
 func TestCommand(t *testing.T) {
 	// From a sub-directory of a module, the commands work on the module root.
-	// The real packaging is tested in internal/deploy through scripts/package.sh.
+	// The real packaging is tested in internal/dev/deploy through scripts/package.sh.
 	mod := t.TempDir()
 	if err := os.WriteFile(filepath.Join(mod, "go.mod"), []byte("module example.com/orders\n\ngo 1.26\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -16,12 +16,12 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 const secretPayload = "PAYLOAD-SECRET-4711"

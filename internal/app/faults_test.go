@@ -17,14 +17,14 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/session/cosmossession"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // TestPipelineUnderCosmosFaults drives the whole pipeline, host envelope to

@@ -24,12 +24,12 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/tracking"
 )
 

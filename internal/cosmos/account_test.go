@@ -22,7 +22,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 // masterSig is the Cosmos master-key signature of a request on the

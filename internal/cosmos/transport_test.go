@@ -13,7 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/data/azcosmos"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 // An instance issues as many Cosmos DB requests at once as it has

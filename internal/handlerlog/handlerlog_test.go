@@ -13,7 +13,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 )
 
 // The handler follows log/slog's rules for a Handler (testing/slogtest),

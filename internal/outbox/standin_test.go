@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/outbox"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 	"github.com/nimbus-go/functions-subscriber/internal/txn/cosmostxn"
 )

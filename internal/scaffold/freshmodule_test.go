@@ -20,12 +20,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/minihost"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testctx"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
-	"github.com/nimbus-go/functions-subscriber/internal/minihost"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
-	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // The library's module path, and the team's publisher and event in the

@@ -18,7 +18,7 @@ type builds struct {
 
 // stubBuild makes package write a small file instead of building, so that
 // the tests check the staging without a compiler run; the real build is
-// checked by internal/deploy through scripts/package.sh.
+// checked by internal/dev/deploy through scripts/package.sh.
 func stubBuild(t *testing.T) *builds {
 	t.Helper()
 	var b builds

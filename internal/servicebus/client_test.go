@@ -11,8 +11,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testctx"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 func TestRetryPauseBound(t *testing.T) {

@@ -3,7 +3,7 @@ package servicebus
 import (
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }

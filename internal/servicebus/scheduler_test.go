@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testctx"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/resolverapp"
-	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 // A store failure's re-send reaches the Resolver subscription after its

@@ -13,12 +13,12 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
 	"github.com/nimbus-go/functions-subscriber/internal/telemetry"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // script is one run of the demo: the transcript, the step counter and the

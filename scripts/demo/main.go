@@ -30,7 +30,7 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 )
 
 const endpoint = "BillingEndpoint"

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/sleep"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // frontDoor shows the sample's PlaceOrder HTTP function: an order and its

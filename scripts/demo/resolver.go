@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // resolverSteps starts the same binary a second time as the Resolver app

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
 )
 
 // The sample's ledger (NimBus__Sample__Ledger__DatabaseId and ContainerId

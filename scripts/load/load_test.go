@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testctx"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 )
 
 func TestMain(m *testing.M) { os.Exit(handlerproc.RunTests(m)) }

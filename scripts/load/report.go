@@ -9,7 +9,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 )
 
 // writeTable writes the steps as a Markdown table.

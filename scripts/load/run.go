@@ -16,8 +16,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv/handlerproc"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv/handlerproc"
 )
 
 // config is one load run.

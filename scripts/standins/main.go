@@ -37,8 +37,8 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
-	"github.com/nimbus-go/functions-subscriber/internal/minihost"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/minihost"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 func main() {

@@ -16,10 +16,10 @@ import (
 	"github.com/nimbus-go/functions-subscriber/internal/app/apptest"
 	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmosconn"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/message/nimbusmsg"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
-	"github.com/nimbus-go/functions-subscriber/internal/testlog"
 )
 
 // startOrSkip starts o's stand-ins; without Node it skips the test (fails

@@ -15,10 +15,10 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos"
 	"github.com/nimbus-go/functions-subscriber/internal/cosmos/cosmostest"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/cosmosstore"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox/inboxtest"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 func TestConformance(t *testing.T) {

@@ -8,10 +8,10 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/messaging/azservicebus"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testctx"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/servicebus"
-	"github.com/nimbus-go/functions-subscriber/internal/testctx"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 )
 
 // These tests send every builder's message through the local Service Bus

@@ -3,7 +3,7 @@ package cosmostracking_test
 import (
 	"testing"
 
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 )
 
 // The package's tests share one local Cosmos server per consistency level.

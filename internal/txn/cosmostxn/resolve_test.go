@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
 	"github.com/nimbus-go/functions-subscriber/internal/message"
 	"github.com/nimbus-go/functions-subscriber/internal/resolver"
 	"github.com/nimbus-go/functions-subscriber/internal/subscriber"
-	"github.com/nimbus-go/functions-subscriber/internal/testenv"
 	"github.com/nimbus-go/functions-subscriber/internal/txn"
 )
 
