@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -220,13 +219,7 @@ func (a *App) start(opts Options, deps app.Deps) (*started, error) {
 	}
 
 	setting := environLookup(opts.Environ)
-	cfg, err := config.LoadEnviron(opts.Environ, a.settingNames()...)
-	var problems []string
-	if ce := (*config.Error)(nil); errors.As(err, &ce) {
-		problems = ce.Problems
-	} else if err != nil {
-		problems = []string{err.Error()}
-	}
+	cfg, problems := a.loadConfig(opts.Environ)
 	problems = append(problems, a.registrationProblems(cfg, setting, problems)...)
 	if len(problems) > 0 {
 		serr := &SettingsError{Problems: problems}
@@ -249,6 +242,7 @@ func (a *App) start(opts Options, deps app.Deps) (*started, error) {
 				" keeps the transactional handlers' containers in this process only: their documents and markers are lost on restart and not shared between instances; use it for local runs and tests")
 		}
 	}
+	var err error
 	if deps.TracerProvider == nil {
 		service := cfg.Endpoint
 		if cfg.App == config.AppResolver {
@@ -276,6 +270,18 @@ func (a *App) start(opts Options, deps app.Deps) (*started, error) {
 		a.live.Store(&live{door: d, app: st.svc})
 	}
 	return st, nil
+}
+
+// loadConfig reads the settings in environ, the names the registrations
+// read included, and returns the problems found (none: cfg is complete).
+func (a *App) loadConfig(environ []string) (*config.Config, []string) {
+	cfg, err := config.LoadEnviron(environ, a.settingNames()...)
+	if ce := (*config.Error)(nil); errors.As(err, &ce) {
+		return cfg, ce.Problems
+	} else if err != nil {
+		return cfg, []string{err.Error()}
+	}
+	return cfg, nil
 }
 
 // flush exports the telemetry left at the end.
@@ -411,17 +417,10 @@ func flushTelemetry(log zerolog.Logger, tel *export.Telemetry, m *telemetry.Metr
 	}
 }
 
-// environLookup returns the value of a name in environ ("" when unset);
-// the first of repeated names wins, as for os.Getenv.
+// environLookup returns the value of a name in environ ("" when unset),
+// as the settings are read (config.EnvironValue).
 func environLookup(environ []string) func(string) string {
-	return func(name string) string {
-		for _, kv := range environ {
-			if k, v, _ := strings.Cut(kv, "="); k == name {
-				return v
-			}
-		}
-		return ""
-	}
+	return func(name string) string { return config.EnvironValue(environ, name) }
 }
 
 // buildVersion returns v, else this library's version from the build

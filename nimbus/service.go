@@ -67,13 +67,7 @@ func (s *Service) Start(ctx context.Context, opts Options) error {
 		opts.Stdout = os.Stdout
 	}
 	setting := environLookup(opts.Environ)
-	cfg, err := config.LoadEnviron(opts.Environ, s.a.settingNames()...)
-	var problems []string
-	if ce := (*config.Error)(nil); errors.As(err, &ce) {
-		problems = ce.Problems
-	} else if err != nil {
-		problems = []string{err.Error()}
-	}
+	cfg, problems := s.a.loadConfig(opts.Environ)
 	if cfg != nil && cfg.App != config.AppEndpoint {
 		problems = append(problems, fmt.Sprintf("%s is %s: a Service publishes as an endpoint", config.KeyApp, cfg.App))
 	}

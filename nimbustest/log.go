@@ -1,10 +1,8 @@
 package nimbustest
 
 import (
-	"bufio"
 	"encoding/json"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
@@ -44,14 +42,11 @@ func (l *Logs) Records() []LogRecord { return handlerRecords(l.String()) }
 // handlerRecords reads the handler's records among the JSON lines of out
 // (an app's stdout holds the pipeline's lines too).
 func handlerRecords(out string) []LogRecord {
+	lines := testlog.DecodeText(out, func(line map[string]json.RawMessage) bool {
+		return jsonText(line[handlerlog.FieldSource]) == handlerlog.SourceHandler
+	})
 	var recs []LogRecord
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64*1024), 16*1024*1024)
-	for sc.Scan() {
-		var line map[string]json.RawMessage
-		if json.Unmarshal(sc.Bytes(), &line) != nil || jsonText(line[handlerlog.FieldSource]) != handlerlog.SourceHandler {
-			continue
-		}
+	for _, line := range lines {
 		r := LogRecord{Message: jsonText(line["message"]), Level: logLevelOf(jsonText(line["level"])), Attrs: map[string]string{}}
 		r.Time, _ = time.Parse(time.RFC3339Nano, jsonText(line["time"]))
 		for k, v := range line {

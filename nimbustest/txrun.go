@@ -18,6 +18,7 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/compose"
+	"github.com/nimbus-go/functions-subscriber/internal/config"
 	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
@@ -53,7 +54,7 @@ func runTxOn(ctx context.Context, a *nimbus.App, c *Container, ev *nimbus.Event,
 	defer func() { _ = svc.Close(context.Background()) }()
 
 	seq := txDeliveries.Add(1)
-	endpoint := txEndpointOf(env)
+	endpoint := config.EnvironValue(env, config.KeyEndpoint)
 	m := nimbusmsg.EventRequest(nimbusmsg.Event{Publisher: ev.From, Endpoint: endpoint, EventTypeID: ev.EventTypeID, EventJSON: ev.JSON,
 		SessionID: ev.SessionID, MessageID: ev.MessageID, CorrelationID: ev.CorrelationID, EventID: ev.EventID})
 	enqueued := ev.EnqueuedTime
@@ -100,34 +101,20 @@ func txSettings(defaults, given []string) []string {
 	return append(out, given...)
 }
 
-// txEndpointOf is the last NimBus__Endpoint of env.
-func txEndpointOf(env []string) string {
-	e := txEndpoint
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "NimBus__Endpoint="); ok {
-			e = v
-		}
-	}
-	return e
-}
-
 // readLines takes the outcome and error of the delivery from the
 // pipeline's invocation line.
 func (r *TxRun) readLines(out string) error {
-	for _, line := range bytes.Split([]byte(out), []byte("\n")) {
-		var l struct {
-			Outcome string `json:"outcome"`
-			Error   string `json:"error"`
-			Source  string `json:"source"`
-		}
-		if json.Unmarshal(line, &l) != nil || l.Outcome == "" || l.Source != "" {
-			continue
-		}
-		r.Outcome, r.ErrorText = l.Outcome, l.Error
+	type line struct {
+		Outcome string `json:"outcome"`
+		Error   string `json:"error"`
+		Source  string `json:"source"`
 	}
-	if r.Outcome == "" {
+	lines := testlog.DecodeText(out, func(l line) bool { return l.Outcome != "" && l.Source == "" })
+	if len(lines) == 0 {
 		return errors.New("no invocation line")
 	}
+	last := lines[len(lines)-1]
+	r.Outcome, r.ErrorText = last.Outcome, last.Error
 	return nil
 }
 

@@ -19,6 +19,8 @@ import (
 
 	"github.com/nimbus-go/functions-subscriber/internal/app"
 	"github.com/nimbus-go/functions-subscriber/internal/compose"
+	"github.com/nimbus-go/functions-subscriber/internal/config"
+	"github.com/nimbus-go/functions-subscriber/internal/dev/testlog"
 	"github.com/nimbus-go/functions-subscriber/internal/devhost"
 	"github.com/nimbus-go/functions-subscriber/internal/funchost/hostwire"
 	"github.com/nimbus-go/functions-subscriber/internal/inbox"
@@ -226,7 +228,7 @@ func (w *Workflow) composeEndpoint(e *endpoint, a *nimbus.App) error {
 	environ := append(baseSettings(e.name), e.settings...)
 	environ = append(environ, "NimBus__Inbox__Enabled=true")
 	e.maxDel = 10
-	if v := lookup(environ, "NimBus__Session__MaxDeliveryCount"); v != "" {
+	if v := config.EnvironValue(environ, "NimBus__Session__MaxDeliveryCount"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
 			return fmt.Errorf("nimbustest: %s: NimBus__Session__MaxDeliveryCount is not a count of 1 or more", e.name)
@@ -275,16 +277,6 @@ func (w *Workflow) composeResolver() error {
 	r.sub = w.addSubscription(message.ResolverID, message.ResolverID, app.FuncResolver, true, 10)
 	w.resolver = r
 	return nil
-}
-
-// lookup returns the value of name in environ, the first one winning.
-func lookup(environ []string, name string) string {
-	for _, kv := range environ {
-		if k, v, _ := strings.Cut(kv, "="); k == name {
-			return v
-		}
-	}
-	return ""
 }
 
 // Now returns the harness's clock, the apps' clock.
@@ -565,10 +557,10 @@ func (w *Workflow) Documents(endpoint string, c nimbus.Container) []json.RawMess
 	e := w.endpoint(endpoint)
 	environ := append(baseSettings(e.name), e.settings...)
 	t := txn.Target{DatabaseID: c.DatabaseID, ContainerID: c.ContainerID, PartitionKeyPath: c.PartitionKeyPath}
-	if v := lookup(environ, c.DatabaseSetting); c.DatabaseSetting != "" && v != "" {
+	if v := config.EnvironValue(environ, c.DatabaseSetting); c.DatabaseSetting != "" && v != "" {
 		t.DatabaseID = v
 	}
-	if v := lookup(environ, c.ContainerSetting); c.ContainerSetting != "" && v != "" {
+	if v := config.EnvironValue(environ, c.ContainerSetting); c.ContainerSetting != "" && v != "" {
 		t.ContainerID = v
 	}
 	docs, err := e.txn.Documents(t)
@@ -578,17 +570,11 @@ func (w *Workflow) Documents(endpoint string, c nimbus.Container) []json.RawMess
 	return docs
 }
 
-// logBuffer keeps an app's JSON log lines.
+// logBuffer keeps an app's JSON log lines; read is the offset up to which
+// outcomes has read them (only the test's goroutine reads).
 type logBuffer struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	read int // the offset up to which outcomes has read
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
+	testlog.Buffer
+	read int
 }
 
 // logLine is the part of an invocation's log line the harness reads.
@@ -603,12 +589,11 @@ type logLine struct {
 // outcomes returns the lines of invocation invID that name an outcome,
 // among those written since the last call (invocations run one at a time).
 func (b *logBuffer) outcomes(invID string) []logLine {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	var text string
+	text, b.read = b.Since(b.read)
 	var out []logLine
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()[b.read:]))
-	b.read = b.buf.Len()
-	sc.Buffer(nil, 1<<20)
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
 		var l logLine
 		if json.Unmarshal(sc.Bytes(), &l) != nil || l.InvocationID != invID || l.Outcome == "" {
@@ -630,7 +615,5 @@ func (w *Workflow) LogLines(endpoint string) []string {
 	} else {
 		b = w.endpoint(endpoint).logs
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(b.buf.String(), "\n"), "\n")
+	return strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
 }

@@ -20,6 +20,18 @@ import (
 // namespacePrefix starts every name checkNames checks (case-insensitively).
 const namespacePrefix = "NimBus__"
 
+// EnvironValue returns the value of name in environ, in os.Environ's NAME=value
+// form, as LoadEnviron reads it: the first of repeated names wins, and ""
+// when it is unset.
+func EnvironValue(environ []string, name string) string {
+	for _, kv := range environ {
+		if k, v, _ := strings.Cut(kv, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // LoadEnviron is Load over environ, in os.Environ's NAME=value form (the
 // first of repeated names wins, as for os.Getenv); it also refuses every
 // NimBus__ name that Load would not read (see checkNames), in the same

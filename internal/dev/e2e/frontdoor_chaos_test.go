@@ -214,12 +214,13 @@ func (d *doorTally) hooks() *testenv.ForwardHooks {
 	}
 }
 
-// queryAll runs query across the partitions of c and decodes every item.
-func queryAll[T any](tb testing.TB, c *azcosmos.ContainerClient, query string) []T {
+// queryAll runs query in partition pk of c (azcosmos.NewPartitionKey():
+// across the partitions) with params and decodes every item.
+func queryAll[T any](tb testing.TB, c *azcosmos.ContainerClient, pk azcosmos.PartitionKey, query string, params ...azcosmos.QueryParameter) []T {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	pager := c.NewQueryItemsPager(query, azcosmos.NewPartitionKey(), nil)
+	pager := c.NewQueryItemsPager(query, pk, &azcosmos.QueryOptions{QueryParameters: params})
 	var out []T
 	for pager.More() {
 		page, err := pager.NextPage(ctx)
@@ -544,7 +545,7 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 		Amount     float64 `json:"amount"`
 	}
 	docs := map[string][]orderRow{}
-	for _, d := range queryAll[orderRow](t, c, "SELECT c.id, c.customerId, c.orderId, c.amount FROM c WHERE STARTSWITH(c.id, 'order-')") {
+	for _, d := range queryAll[orderRow](t, c, azcosmos.NewPartitionKey(), "SELECT c.id, c.customerId, c.orderId, c.amount FROM c WHERE STARTSWITH(c.id, 'order-')") {
 		docs[d.ID] = append(docs[d.ID], d)
 	}
 	for _, o := range orders {
@@ -563,7 +564,7 @@ func TestFrontDoorOrdersSurviveKillsAndFaults(t *testing.T) {
 		Dispatched *string `json:"dispatchedAtUtc"`
 	}
 	records := map[string][]recordRow{}
-	for _, r := range queryAll[recordRow](t, c, "SELECT c.messageId, c.customerId, c.dispatchedAtUtc FROM c WHERE STARTSWITH(c.id, 'request-')") {
+	for _, r := range queryAll[recordRow](t, c, azcosmos.NewPartitionKey(), "SELECT c.messageId, c.customerId, c.dispatchedAtUtc FROM c WHERE STARTSWITH(c.id, 'request-')") {
 		records[r.MessageID] = append(records[r.MessageID], r)
 	}
 	for key, o := range keys {

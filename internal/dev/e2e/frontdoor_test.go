@@ -90,24 +90,8 @@ func orderPlacedWant() map[string]any {
 // own fields.
 func readOrders(tb testing.TB, c *azcosmos.ContainerClient, customer string) []map[string]any {
 	tb.Helper()
-	var docs []map[string]any
-	pager := c.NewQueryItemsPager("SELECT * FROM c WHERE c.customerId = @customer AND STARTSWITH(c.id, 'order-')", azcosmos.NewPartitionKeyString(customer),
-		&azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@customer", Value: customer}}})
-	for pager.More() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		page, err := pager.NextPage(ctx)
-		cancel()
-		if err != nil {
-			tb.Fatalf("reading the orders of %s: %v", customer, err)
-		}
-		for _, it := range page.Items {
-			var d map[string]any
-			if err := json.Unmarshal(it, &d); err != nil {
-				tb.Fatal(err)
-			}
-			docs = append(docs, d)
-		}
-	}
+	docs := queryAll[map[string]any](tb, c, azcosmos.NewPartitionKeyString(customer),
+		"SELECT * FROM c WHERE c.customerId = @customer AND STARTSWITH(c.id, 'order-')", azcosmos.QueryParameter{Name: "@customer", Value: customer})
 	for i, d := range docs {
 		docs[i] = orderFields(d)
 	}

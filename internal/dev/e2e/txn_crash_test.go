@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -521,30 +520,19 @@ func (p pendingMarker) String() string { return p.messageID }
 // holding events not yet dispatched.
 func pendingMarkers(tb testing.TB, c *azcosmos.ContainerClient) []pendingMarker {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	pager := c.NewQueryItemsPager("SELECT c.messageId, c.createdAtUtc FROM c WHERE c.type = @type AND IS_DEFINED(c.outbox) AND IS_NULL(c.dispatchedAtUtc)",
-		azcosmos.NewPartitionKey(), &azcosmos.QueryOptions{QueryParameters: []azcosmos.QueryParameter{{Name: "@type", Value: markerType}}})
+	type row struct {
+		MessageID string `json:"messageId"`
+		Created   string `json:"createdAtUtc"`
+	}
 	var out []pendingMarker
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
+	for _, m := range queryAll[row](tb, c, azcosmos.NewPartitionKey(),
+		"SELECT c.messageId, c.createdAtUtc FROM c WHERE c.type = @type AND IS_DEFINED(c.outbox) AND IS_NULL(c.dispatchedAtUtc)",
+		azcosmos.QueryParameter{Name: "@type", Value: markerType}) {
+		at, err := time.Parse(time.RFC3339Nano, m.Created)
 		if err != nil {
-			tb.Fatalf("querying the undispatched markers: %v", err)
+			tb.Fatalf("marker of %s: createdAtUtc %q: %v", m.MessageID, m.Created, err)
 		}
-		for _, raw := range page.Items {
-			var m struct {
-				MessageID string `json:"messageId"`
-				Created   string `json:"createdAtUtc"`
-			}
-			if err := json.Unmarshal(raw, &m); err != nil {
-				tb.Fatal(err)
-			}
-			at, err := time.Parse(time.RFC3339Nano, m.Created)
-			if err != nil {
-				tb.Fatalf("marker of %s: createdAtUtc %q: %v", m.MessageID, m.Created, err)
-			}
-			out = append(out, pendingMarker{m.MessageID, at})
-		}
+		out = append(out, pendingMarker{m.MessageID, at})
 	}
 	return out
 }

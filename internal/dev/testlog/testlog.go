@@ -65,12 +65,27 @@ func ParseLines(tb testing.TB, out string) []map[string]any {
 	return lines
 }
 
+// Since returns what was written after the first offset bytes, and the
+// offset of its end: a reader that passes back the offset it got reads
+// each line once.
+func (b *Buffer) Since(offset int) (string, int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return string(b.b.Bytes()[min(offset, b.b.Len()):]), b.b.Len()
+}
+
 // Decode decodes each line written so far into a T, skipping lines that
 // do not decode or that keep does not want.
 func Decode[T any](b *Buffer, keep func(T) bool) []T {
+	return DecodeText(b.String(), keep)
+}
+
+// DecodeText decodes each line of text into a T, skipping lines that do
+// not decode or that keep does not want. A line may be up to 16 MiB.
+func DecodeText[T any](text string, keep func(T) bool) []T {
 	var out []T
-	sc := bufio.NewScanner(strings.NewReader(b.String()))
-	sc.Buffer(nil, 1<<20)
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(nil, 16<<20)
 	for sc.Scan() {
 		var v T
 		if err := json.Unmarshal(sc.Bytes(), &v); err == nil && keep(v) {
